@@ -1,0 +1,1 @@
+"""One module per `cuda-llm` subcommand (see cuda_llm/cli.py for the interface)."""

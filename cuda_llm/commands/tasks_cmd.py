@@ -1,0 +1,41 @@
+"""`cuda-llm tasks`: list the task suite."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+HELP = "list the built-in tasks and those in your task folders"
+DESCRIPTION = """List every task: its entry signature, family and the benchmark shape.
+
+Tasks come from the built-in suite, from folders named in $CUDA_LLM_TASKS (separated by ':'),
+and from --tasks-dir. A folder holds task.toml, reference.py and naive.cu (see README)."""
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--tasks-dir", type=Path, action="append", default=[], help="extra folder of tasks")
+    p.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    p.add_argument("-v", "--verbose", action="store_true", help="show the entry signature of each task")
+
+
+def run(args: argparse.Namespace) -> int:
+    from cuda_llm.commands.table import render_table
+    from cuda_llm.tasks import load_all
+
+    tasks = [lt.task for lt in load_all(args.tasks_dir)]
+    if args.json:
+        print(json.dumps([t.model_dump(mode="json") for t in tasks], indent=2))
+        return 0
+    rows = []
+    for t in tasks:
+        bench = ", ".join(f"{k}={v}" for k, v in t.benchmark.items())
+        row = [t.name, t.domain, t.family, t.bound, bench, "yes" if t.library_path else "-"]
+        if args.verbose:
+            row.append(t.signature)
+        rows.append(row)
+    headers = ["task", "domain", "family", "bound", "benchmark shape", "library"]
+    if args.verbose:
+        headers.append("signature")
+    print(render_table(headers, rows))
+    return 0

@@ -1,0 +1,9 @@
+"""Tasks: what to compute, the NumPy reference, the test shapes and the naive baseline. Data only."""
+
+from cuda_llm.tasks.loader import LoadedTask, TaskError, list_task_names, load_all, load_task, load_task_folder
+from cuda_llm.tasks.model import DType, Param, Task, Tolerance
+
+__all__ = [
+    "DType", "LoadedTask", "Param", "Task", "TaskError", "Tolerance",
+    "list_task_names", "load_all", "load_task", "load_task_folder",
+]

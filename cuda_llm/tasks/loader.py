@@ -1,0 +1,143 @@
+"""Loading tasks from the built-in suite and from users' folders, with errors that name file and field."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+from typing import Callable
+
+import numpy as np
+from pydantic import ValidationError
+
+from cuda_llm.tasks.model import Sizes, Task
+
+SUITE_DIR = Path(__file__).parent / "suite"
+TASKS_PATH_ENV = "CUDA_LLM_TASKS"
+
+ReferenceFn = Callable[[dict[str, np.ndarray], Sizes], dict[str, np.ndarray]]
+MakeInputsFn = Callable[[Sizes, np.random.Generator], dict[str, np.ndarray]]
+
+
+class TaskError(ValueError):
+    """A task folder that cannot be used; the message names the file and the field."""
+
+    def __init__(self, path: Path, message: str):
+        self.path = path
+        super().__init__(f"{path}: {message}")
+
+
+@dataclass(frozen=True)
+class LoadedTask:
+    """A validated task with its reference code loaded."""
+
+    task: Task
+    reference: ReferenceFn
+    make_inputs: MakeInputsFn | None
+
+    @property
+    def name(self) -> str:
+        return self.task.name
+
+
+def _format_validation(exc: ValidationError) -> str:
+    parts = []
+    for err in exc.errors():
+        loc = ".".join(str(x) for x in err["loc"])
+        msg = err["msg"].removeprefix("Value error, ")
+        parts.append(f"field {loc}: {msg}" if loc else msg)
+    return "; ".join(parts)
+
+
+def _load_module(path: Path, name: str) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(f"cuda_llm_task_ref_{name}", path)
+    if spec is None or spec.loader is None:
+        raise TaskError(path, "cannot be imported")
+    module = importlib.util.module_from_spec(spec)
+    try:
+        spec.loader.exec_module(module)
+    except Exception as exc:  # a user's file: any error is theirs to see
+        raise TaskError(path, f"import failed: {type(exc).__name__}: {exc}") from exc
+    return module
+
+
+def load_task_folder(folder: Path) -> LoadedTask:
+    """Load and validate one task folder (task.toml, reference.py, naive.cu)."""
+    folder = Path(folder)
+    toml_path = folder / "task.toml"
+    if not toml_path.is_file():
+        raise TaskError(folder, "no task.toml in this folder")
+    try:
+        data = tomllib.loads(toml_path.read_text())
+    except tomllib.TOMLDecodeError as exc:
+        raise TaskError(toml_path, f"not valid TOML: {exc}") from None
+    try:
+        task = Task.model_validate({**data, "folder": folder})
+    except ValidationError as exc:
+        raise TaskError(toml_path, _format_validation(exc)) from None
+    if task.name != folder.name:
+        raise TaskError(toml_path, f"field name: {task.name!r} must match the folder name {folder.name!r}")
+    if not (folder / "naive.cu").is_file():
+        raise TaskError(folder, "naive.cu (the naive baseline that defines speedup 1.0) is missing")
+    ref_path = folder / "reference.py"
+    if not ref_path.is_file():
+        raise TaskError(folder, "reference.py (defining reference(inputs, sizes)) is missing")
+    module = _load_module(ref_path, task.name)
+    reference = getattr(module, "reference", None)
+    if not callable(reference):
+        raise TaskError(ref_path, "must define reference(inputs, sizes) -> dict of outputs")
+    make_inputs = getattr(module, "make_inputs", None)
+    if make_inputs is not None and not callable(make_inputs):
+        raise TaskError(ref_path, "make_inputs must be a function (sizes, rng) -> dict of inputs")
+    if make_inputs is None:
+        custom = [p.name for p in task.inputs if p.generator.kind == "custom"]
+        if custom:
+            raise TaskError(ref_path, f"inputs {custom} use generator 'custom' but make_inputs is not defined")
+    return LoadedTask(task=task, reference=reference, make_inputs=make_inputs)
+
+
+def task_dirs(extra: list[Path] | None = None) -> list[Path]:
+    """Folders searched for tasks: the built-in suite, $CUDA_LLM_TASKS (os.pathsep list), then extra."""
+    dirs = [SUITE_DIR]
+    env = os.environ.get(TASKS_PATH_ENV)
+    if env:
+        dirs += [Path(p) for p in env.split(os.pathsep) if p]
+    dirs += list(extra or [])
+    return dirs
+
+
+def _candidates(dirs: list[Path]) -> dict[str, Path]:
+    found: dict[str, Path] = {}
+    for d in dirs:
+        if (d / "task.toml").is_file():
+            found[d.name] = d
+            continue
+        if d.is_dir():
+            for sub in sorted(d.iterdir()):
+                if (sub / "task.toml").is_file():
+                    found[sub.name] = sub  # later folders override the built-in suite
+    return found
+
+
+def list_task_names(extra: list[Path] | None = None) -> list[str]:
+    return sorted(_candidates(task_dirs(extra)))
+
+
+def load_task(name_or_path: str | Path, extra: list[Path] | None = None) -> LoadedTask:
+    """Load a task by name (searching the task folders) or by a path to its folder."""
+    p = Path(name_or_path)
+    if p.is_dir():
+        return load_task_folder(p)
+    found = _candidates(task_dirs(extra))
+    if str(name_or_path) not in found:
+        known = ", ".join(sorted(found)) or "(none)"
+        raise TaskError(p, f"no task named {name_or_path!r}; known tasks: {known}. "
+                           f"Pass a task folder path or add folders with ${TASKS_PATH_ENV}.")
+    return load_task_folder(found[str(name_or_path)])
+
+
+def load_all(extra: list[Path] | None = None) -> list[LoadedTask]:
+    return [load_task_folder(p) for _, p in sorted(_candidates(task_dirs(extra)).items())]

@@ -1,0 +1,241 @@
+"""The task model: what a kernel must compute, on which inputs, how it is checked and how fast it could be.
+
+A task is data (``task.toml``) plus a NumPy reference (``reference.py``) and a naive CUDA baseline
+(``naive.cu``) in one folder. This module only describes and validates; loading lives in ``loader.py``
+and input generation in ``inputs.py``.
+"""
+
+from __future__ import annotations
+
+import re
+from enum import Enum
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from cuda_llm.tasks.formulas import FormulaError, evaluate, names_in
+
+_IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_TASK_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
+
+
+class DType(str, Enum):
+    float32 = "float32"
+    float16 = "float16"
+    int32 = "int32"
+    uint32 = "uint32"
+
+    @property
+    def c_type(self) -> str:
+        return {"float32": "float", "float16": "__half", "int32": "int", "uint32": "unsigned int"}[self.value]
+
+    @property
+    def numpy(self) -> str:
+        return self.value
+
+    @property
+    def is_float(self) -> bool:
+        return self in (DType.float32, DType.float16)
+
+    @property
+    def itemsize(self) -> int:
+        return {"float32": 4, "float16": 2, "int32": 4, "uint32": 4}[self.value]
+
+
+Expr = str | int | float
+
+
+class Generator(BaseModel):
+    """How random values for one input pointer are drawn. ``custom`` means reference.py's make_inputs."""
+
+    model_config = ConfigDict(extra="forbid")
+    kind: Literal["normal", "uniform", "randint", "custom"] = "normal"
+    mean: float = 0.0
+    std: float = 1.0
+    low: Expr = 0
+    high: Expr = 1  # exclusive for randint
+
+
+class Param(BaseModel):
+    """One parameter of the entry point, in order."""
+
+    model_config = ConfigDict(extra="forbid")
+    name: str
+    kind: Literal["pointer", "scalar"]
+    dtype: DType
+    role: Literal["input", "output"] = "input"
+    shape: list[Expr] | None = None  # pointers: dimensions as expressions of the size names
+    value: Expr | None = None  # scalars: defaults to the size of the same name
+    generator: Generator = Field(default_factory=Generator)
+
+    @field_validator("name")
+    @classmethod
+    def _ident(cls, v: str) -> str:
+        if not _IDENT.match(v):
+            raise ValueError(f"{v!r} is not a C identifier")
+        return v
+
+    @model_validator(mode="after")
+    def _consistent(self) -> "Param":
+        if self.kind == "pointer" and not self.shape:
+            raise ValueError(f"pointer parameter {self.name!r} needs a shape")
+        if self.kind == "scalar":
+            if self.role != "input":
+                raise ValueError(f"scalar parameter {self.name!r} must be an input")
+            if self.shape:
+                raise ValueError(f"scalar parameter {self.name!r} cannot have a shape")
+        return self
+
+    @property
+    def c_decl(self) -> str:
+        if self.kind == "scalar":
+            return f"{self.dtype.c_type} {self.name}"
+        const = "const " if self.role == "input" else ""
+        return f"{const}{self.dtype.c_type}* {self.name}"
+
+
+class Tolerance(BaseModel):
+    """Elementwise check |out - ref| <= atol + rtol * |ref|; atol may grow with the sizes (sums)."""
+
+    model_config = ConfigDict(extra="forbid")
+    atol: Expr
+    rtol: Expr = 0.0
+
+
+DEFAULT_TOLERANCES: dict[DType, Tolerance] = {
+    DType.float32: Tolerance(atol=1e-4, rtol=1e-4),
+    DType.float16: Tolerance(atol=1e-2, rtol=1e-2),
+    DType.int32: Tolerance(atol=0, rtol=0),
+    DType.uint32: Tolerance(atol=0, rtol=0),
+}
+
+Sizes = dict[str, int]
+
+
+class Task(BaseModel):
+    """A kernel to optimize. See README "Writing a task" for the file format."""
+
+    model_config = ConfigDict(extra="forbid")
+    name: str
+    description: str
+    family: str = Field(description="pattern family used for feature statistics, e.g. reduction, matmul")
+    bound: Literal["memory", "compute"]
+    domain: Literal["AI", "HPC"]
+    tags: list[str] = Field(default_factory=list)
+    entry: str = "solve"
+    params: list[Param]
+    shapes: list[Sizes] = Field(description="correctness shapes; a sample is shown to the LLM")
+    held_out: list[Sizes] = Field(description="correctness shapes never shown to the LLM")
+    benchmark: Sizes
+    bytes: Expr = Field(description="fewest bytes the kernel must move through device memory")
+    flops: Expr = Field(description="floating-point (or integer) operations the kernel must do")
+    tolerance: dict[str, Tolerance] = Field(
+        default_factory=dict, description="per output name or per dtype name; defaults by dtype"
+    )
+    includes: list[str] = Field(default_factory=list, description="headers the signature needs, e.g. cuda_fp16.h")
+    notes: str = ""
+    library_links: list[str] = Field(default_factory=list, description="libraries library.cu links, e.g. cublas")
+    folder: Path | None = Field(default=None, exclude=True)
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, v: str) -> str:
+        if not _TASK_NAME.match(v):
+            raise ValueError(f"{v!r}: task names are lower-case letters, digits and underscores")
+        return v
+
+    @field_validator("entry")
+    @classmethod
+    def _entry(cls, v: str) -> str:
+        if not _IDENT.match(v):
+            raise ValueError(f"{v!r} is not a C identifier")
+        return v
+
+    @model_validator(mode="after")
+    def _check(self) -> "Task":
+        names = [p.name for p in self.params]
+        if len(set(names)) != len(names):
+            raise ValueError(f"params: duplicate names in {names}")
+        if not any(p.role == "output" for p in self.params):
+            raise ValueError("params: at least one output pointer is required")
+        if len(self.shapes) < 5:
+            raise ValueError(f"shapes: at least 5 correctness shapes are required, got {len(self.shapes)}")
+        if len(self.held_out) < 1:
+            raise ValueError("held_out: at least one held-out shape is required")
+        size_names = self.size_names
+        for label, shape_list in (("shapes", self.shapes), ("held_out", self.held_out), ("benchmark", [self.benchmark])):
+            for i, sizes in enumerate(shape_list):
+                missing = size_names - set(sizes)
+                if missing:
+                    raise ValueError(f"{label}[{i}]: missing sizes {sorted(missing)}")
+                for k, v in sizes.items():
+                    if v < 0:
+                        raise ValueError(f"{label}[{i}]: size {k} = {v} is negative")
+                try:
+                    for p in self.params:
+                        if p.shape:
+                            for d in p.shape:
+                                if evaluate(d, sizes) < 0:
+                                    raise ValueError(f"{label}[{i}]: dimension {d!r} of {p.name} is negative")
+                    evaluate(self.bytes, sizes)
+                    evaluate(self.flops, sizes)
+                except FormulaError as exc:
+                    raise ValueError(f"{label}[{i}]: {exc}") from None
+        for key in self.tolerance:
+            if key not in names and key not in DType.__members__:
+                raise ValueError(f"tolerance: {key!r} is neither an output name nor a dtype")
+        return self
+
+    @property
+    def size_names(self) -> set[str]:
+        """Every name the shapes must define: scalar params and names used in dimensions and formulas."""
+        found: set[str] = set()
+        for p in self.params:
+            if p.kind == "scalar":
+                found |= names_in(p.value) if p.value is not None else {p.name}
+            for d in p.shape or []:
+                found |= names_in(d)
+            found |= names_in(p.generator.low) | names_in(p.generator.high)
+        found |= names_in(self.bytes) | names_in(self.flops)
+        for tol in self.tolerance.values():
+            found |= names_in(tol.atol) | names_in(tol.rtol)
+        return found
+
+    @property
+    def signature(self) -> str:
+        args = ", ".join(p.c_decl for p in self.params)
+        return f'extern "C" void {self.entry}({args})'
+
+    @property
+    def inputs(self) -> list[Param]:
+        return [p for p in self.params if p.kind == "pointer" and p.role == "input"]
+
+    @property
+    def outputs(self) -> list[Param]:
+        return [p for p in self.params if p.role == "output"]
+
+    def tolerance_for(self, output: Param) -> Tolerance:
+        return self.tolerance.get(output.name) or self.tolerance.get(output.dtype.value) or DEFAULT_TOLERANCES[output.dtype]
+
+    def bytes_at(self, sizes: Sizes) -> float:
+        return float(evaluate(self.bytes, sizes))
+
+    def flops_at(self, sizes: Sizes) -> float:
+        return float(evaluate(self.flops, sizes))
+
+    @property
+    def baseline_path(self) -> Path:
+        assert self.folder is not None, "task has no folder"
+        return self.folder / "naive.cu"
+
+    @property
+    def library_path(self) -> Path | None:
+        if self.folder is None:
+            return None
+        p = self.folder / "library.cu"
+        return p if p.exists() else None
+
+    def all_cases(self) -> list[tuple[Sizes, bool]]:
+        """Every correctness case as (sizes, held_out)."""
+        return [(s, False) for s in self.shapes] + [(s, True) for s in self.held_out]

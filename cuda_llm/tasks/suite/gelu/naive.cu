@@ -1,0 +1,16 @@
+// Naive baseline: one thread per element, 256 threads per block.
+#include <cuda_runtime.h>
+
+__global__ void gelu_kernel(const float* x, float* y, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) {
+        float v = x[i];
+        y[i] = 0.5f * v * (1.0f + tanhf(0.7978845608028654f * (v + 0.044715f * v * v * v)));
+    }
+}
+
+extern "C" void solve(const float* x, float* y, int n) {
+    int threads = 256;
+    int blocks = (n + threads - 1) / threads;
+    gelu_kernel<<<blocks, threads>>>(x, y, n);
+}

@@ -1,0 +1,1 @@
+"""Tools know no LLM and no graph: compile, check, run on the GPU, time, profile. Usable alone."""

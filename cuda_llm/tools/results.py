@@ -1,0 +1,166 @@
+"""Result models shared by every tool stage, the CLI and the graph: what happened to one candidate.
+
+These are the boundary of `tools/`: the graph stores them as JSON files in the run directory and keeps
+only their small summaries in its state.
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+
+from pydantic import BaseModel, Field
+
+
+class Status(str, Enum):
+    """Outcome of one evaluation, ordered from earliest failure to success."""
+
+    static_error = "static_error"      # refused before compiling (signature, forbidden call)
+    compile_error = "compile_error"
+    no_device = "no_device"            # compiled and checked statically; no GPU to test on
+    runtime_error = "runtime_error"    # CUDA fault, crash of the worker
+    timeout = "timeout"                # hang: the worker was killed
+    wrong_answer = "wrong_answer"
+    suspect = "suspect"                # passed, but its timing cannot be trusted (below speed of light, hidden work)
+    ok = "ok"
+
+    @property
+    def passed(self) -> bool:
+        """Correct on every case (suspect results passed the tests but are never a win)."""
+        return self in (Status.ok, Status.suspect)
+
+
+class KernelResources(BaseModel):
+    """What ptxas reports for one kernel (``-Xptxas -v``)."""
+
+    name: str
+    registers: int = 0
+    shared_bytes: int = 0          # static shared memory
+    constant_bytes: int = 0
+    stack_bytes: int = 0
+    spill_store_bytes: int = 0
+    spill_load_bytes: int = 0
+
+    @property
+    def spills(self) -> bool:
+        return self.spill_store_bytes > 0 or self.spill_load_bytes > 0
+
+
+class StaticIssue(BaseModel):
+    rule: str                      # e.g. "signature", "forbidden-library", "host-trick"
+    message: str
+    line: int | None = None
+
+
+class CompileResult(BaseModel):
+    ok: bool
+    arch: str                      # e.g. "sm_90"
+    source_hash: str
+    so_path: str | None = None
+    command: list[str] = Field(default_factory=list)
+    seconds: float = 0.0
+    cached: bool = False
+    log: str = ""                  # full nvcc output (may be long; stored on disk by the graph)
+    errors: str = ""               # condensed for an LLM: first errors with line numbers and the offending line
+    warnings: list[str] = Field(default_factory=list)
+    kernels: list[KernelResources] = Field(default_factory=list)
+    timed_out: bool = False
+
+
+class CaseResult(BaseModel):
+    """One correctness case: one set of sizes with fresh random inputs."""
+
+    sizes: dict[str, int]
+    held_out: bool = False
+    passed: bool
+    reason: str | None = None      # why it failed, one line
+    output: str | None = None      # the first output that failed
+    max_abs_err: float | None = None
+    max_rel_err: float | None = None
+    first_bad_index: list[int] | None = None
+    expected: float | None = None  # values at the first bad index
+    got: float | None = None
+    seconds: float = 0.0
+
+
+class ValidationResult(BaseModel):
+    passed: bool
+    cases: list[CaseResult] = Field(default_factory=list)
+    seconds: float = 0.0
+
+    @property
+    def n_passed(self) -> int:
+        return sum(c.passed for c in self.cases)
+
+    def first_failure(self) -> CaseResult | None:
+        return next((c for c in self.cases if not c.passed), None)
+
+
+class TimingResult(BaseModel):
+    """Event timings of solve() at the benchmark shape, each after an L2 flush."""
+
+    sizes: dict[str, int]
+    median_ms: float
+    min_ms: float
+    mean_ms: float
+    iqr_ms: float
+    rse: float                     # relative standard error of the mean
+    samples_ms: list[float]
+    host_median_ms: float | None = None   # host clock around call + full device sync
+    repetitions: int
+    stop_reason: str               # "rse" (converged) or "budget"
+    sol_ms: float | None = None    # speed-of-light bound at this shape
+    pct_of_sol: float | None = None  # 100 * sol_ms / median_ms
+    suspect: bool = False
+    suspect_reason: str | None = None
+    seconds: float = 0.0
+
+
+class EvalResult(BaseModel):
+    """The verdict on one candidate for one task."""
+
+    task: str
+    candidate: str                 # an id or file name
+    source_hash: str
+    status: Status
+    message: str = ""              # one paragraph for a person or an LLM: what went wrong, or the headline
+    static_issues: list[StaticIssue] = Field(default_factory=list)
+    compile: CompileResult | None = None
+    validation: ValidationResult | None = None
+    timing: TimingResult | None = None
+    revalidation: ValidationResult | None = None   # fresh inputs after timing
+    baseline_ms: float | None = None
+    device: str | None = None
+    seconds: float = 0.0
+
+    @property
+    def median_ms(self) -> float | None:
+        return self.timing.median_ms if self.timing else None
+
+    @property
+    def speedup(self) -> float | None:
+        if self.baseline_ms and self.timing and self.timing.median_ms > 0:
+            return self.baseline_ms / self.timing.median_ms
+        return None
+
+
+class DeviceInfo(BaseModel):
+    """Facts about the GPU, read from the device; peaks measured once and cached."""
+
+    name: str
+    arch: str                      # "sm_90"
+    compute_capability: tuple[int, int]
+    sm_count: int
+    max_threads_per_block: int = 1024
+    max_shared_per_block: int = 0          # default limit (48 KiB)
+    max_shared_per_block_optin: int = 0    # with cudaFuncSetAttribute
+    max_shared_per_sm: int = 0
+    registers_per_block: int = 0
+    registers_per_sm: int = 0
+    l2_bytes: int = 0
+    memory_bytes: int = 0
+    clock_khz: int = 0
+    memory_clock_khz: int = 0
+    memory_bus_bits: int = 0
+    peak_bandwidth_gbs: float | None = None     # measured device-to-device copy, read + written
+    peak_fp32_gflops: float | None = None       # measured FMA-bound kernel
+    driver_version: str | None = None
