@@ -1,0 +1,188 @@
+"""Pydantic-validated answers from any OpenAI-compatible server, with or without JSON-schema support.
+
+First choice is ``with_structured_output(method="json_schema")``. Servers that reject it (HTTP 400 about
+response_format / json_schema, or a chat model without structured output) get the schema described in
+the prompt and the JSON is pulled out of the text; which way works is remembered per model, so the
+fallback is found once per process. Invalid answers are sent back with what was wrong.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from typing import Any, Generic, Literal, Sequence, TypeVar
+
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
+from pydantic import BaseModel, ValidationError
+
+from cuda_llm.agents.errors import LLMAnswerError, LLMCallError, snippet
+from cuda_llm.agents.textutil import extract_json, message_text
+from cuda_llm.agents.usage import TokenUsage, usage_of
+
+T = TypeVar("T", bound=BaseModel)
+Method = Literal["json_schema", "fallback"]
+
+_methods: dict[tuple, Method] = {}
+_lock = threading.Lock()
+_REJECTION_WORDS = ("response_format", "json_schema", "structured output", "structured_output", "guided_json", "schema")
+
+
+class StructuredAnswer(BaseModel, Generic[T]):
+    value: T
+    raw_text: str
+    usage: TokenUsage
+    method: Method
+    attempts: int
+
+
+def model_key(model: Any) -> tuple:
+    """Identity of a chat endpoint + model for remembering which structured-output method works."""
+    name = getattr(model, "model_name", None) or getattr(model, "model", None)
+    base = getattr(model, "openai_api_base", None)
+    return (type(model).__name__, str(name), str(base), id(model) if name is None else 0)
+
+
+def known_method(model: Any) -> Method | None:
+    with _lock:
+        return _methods.get(model_key(model))
+
+
+def remember_method(model: Any, method: Method) -> None:
+    with _lock:
+        _methods[model_key(model)] = method
+
+
+def forget_methods() -> None:
+    """Clear the per-model memory (tests, or after switching servers behind the same URL)."""
+    with _lock:
+        _methods.clear()
+
+
+def _is_schema_rejection(exc: BaseException) -> bool:
+    if isinstance(exc, NotImplementedError):  # chat models without structured output support
+        return True
+    status = getattr(exc, "status_code", None)
+    text = str(exc).lower()
+    if status in (400, 404, 415, 422) or type(exc).__name__ in ("BadRequestError", "UnprocessableEntityError"):
+        return any(w in text for w in _REJECTION_WORDS)
+    return False
+
+
+def _call_error(exc: BaseException, model: Any) -> LLMCallError:
+    name = getattr(model, "model_name", None) or type(model).__name__
+    base = getattr(model, "openai_api_base", None) or "the default endpoint"
+    return LLMCallError(f"LLM call to {name} at {base} failed: {type(exc).__name__}: {snippet(str(exc), 400)}")
+
+
+def _is_api_error(exc: BaseException) -> bool:
+    try:
+        import openai
+    except ImportError:  # pragma: no cover
+        return False
+    return isinstance(exc, (openai.APIError, openai.APITimeoutError))
+
+
+def schema_instructions(schema: type[BaseModel]) -> str:
+    """What a server without JSON-schema support is told about the answer's shape."""
+    js = json.dumps(schema.model_json_schema(), indent=1)
+    return (
+        "Answer with exactly one JSON object and nothing else (no prose; a ```json fenced block is fine). "
+        f"It must validate against this JSON schema of `{schema.__name__}`:\n```json\n{js}\n```"
+    )
+
+
+def _with_instructions(messages: Sequence[BaseMessage], schema: type[BaseModel]) -> list[BaseMessage]:
+    msgs = list(messages)
+    extra = schema_instructions(schema)
+    if msgs and isinstance(msgs[0], SystemMessage) and isinstance(msgs[0].content, str):
+        msgs[0] = SystemMessage(content=msgs[0].content.rstrip() + "\n\n" + extra)
+    else:
+        msgs.insert(0, SystemMessage(content=extra))
+    return msgs
+
+
+def _validation_reason(exc: ValidationError) -> str:
+    parts = []
+    for err in exc.errors()[:8]:
+        loc = ".".join(str(x) for x in err["loc"]) or "(top level)"
+        parts.append(f"{loc}: {err['msg']}")
+    return "; ".join(parts)
+
+
+def parse_answer(text: str, schema: type[T]) -> T:
+    """Extract and validate; raises ValueError with a reason a model can act on."""
+    data = extract_json(text)
+    try:
+        return schema.model_validate(data)
+    except ValidationError as exc:
+        raise ValueError(f"the JSON does not match the schema: {_validation_reason(exc)}") from None
+
+
+def invoke_structured(model: Any, messages: Sequence[BaseMessage], schema: type[T], *, retries: int = 2) -> StructuredAnswer[T]:
+    """Ask ``model`` for a ``schema`` instance. Raises LLMAnswerError after ``retries`` corrections, LLMCallError
+    when the endpoint fails (after the client's own transport retries)."""
+    usage = TokenUsage()
+    attempts = 0
+    raw_text = ""
+    reason = ""
+    msgs = list(messages)
+    if known_method(model) != "fallback":
+        try:
+            runnable = model.with_structured_output(schema, method="json_schema", include_raw=True)
+            attempts += 1
+            out = runnable.invoke(msgs)
+        except Exception as exc:  # noqa: BLE001 - classified below
+            if _is_schema_rejection(exc):
+                remember_method(model, "fallback")
+            elif _is_api_error(exc):
+                raise _call_error(exc, model) from exc
+            else:
+                raise
+        else:
+            raw = out.get("raw")
+            usage = usage + usage_of(raw)
+            raw_text = message_text(raw)
+            parsed = out.get("parsed")
+            if out.get("parsing_error") is None and isinstance(parsed, schema):
+                remember_method(model, "json_schema")
+                return StructuredAnswer[schema](value=parsed, raw_text=raw_text, usage=usage, method="json_schema", attempts=attempts)
+            # The server accepted the schema but the text does not parse: maybe it ignored response_format.
+            try:
+                value = parse_answer(raw_text, schema)
+                return StructuredAnswer[schema](value=value, raw_text=raw_text, usage=usage, method="fallback", attempts=attempts)
+            except ValueError as exc:
+                reason = str(exc)
+            msgs = _with_instructions(messages, schema)
+            msgs += [AIMessage(content=raw_text or " "), HumanMessage(content=_correction(reason))]
+    if not reason:
+        msgs = _with_instructions(messages, schema)
+    budget = retries if reason else retries + 1  # a rejected schema call costs no correction
+    for i in range(budget):
+        attempts += 1
+        try:
+            ai = model.invoke(msgs)
+        except Exception as exc:  # noqa: BLE001
+            if _is_api_error(exc):
+                raise _call_error(exc, model) from exc
+            raise
+        usage = usage + usage_of(ai)
+        raw_text = message_text(ai)
+        try:
+            value = parse_answer(raw_text, schema)
+        except ValueError as exc:
+            reason = str(exc)
+            msgs += [AIMessage(content=raw_text or " "), HumanMessage(content=_correction(reason))]
+            continue
+        return StructuredAnswer[schema](value=value, raw_text=raw_text, usage=usage, method="fallback", attempts=attempts)
+    raise LLMAnswerError(
+        f"{schema.__name__}: no valid answer after {attempts} attempt(s); last problem: {reason}. "
+        f"The answer began: {snippet(raw_text)!r}",
+        raw_text=raw_text, usage=usage, attempts=attempts,
+    )
+
+
+def _correction(reason: str) -> str:
+    return (
+        f"Your last answer could not be used: {reason}. Reply again with only the corrected JSON object, "
+        "following the schema exactly."
+    )
