@@ -1,0 +1,154 @@
+"""The feature catalogue's data model: what one optimization feature is and how to recognise it.
+
+Features are data (one TOML file each in ``catalogue/``); this module validates them so a typo in a
+file fails loudly with the file and field named, instead of silently never matching.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+Category = Literal["memory", "compute", "parallelism", "synchronization", "launch"]
+Bound = Literal["memory", "compute", "*"]
+
+# Pattern families of the task suite (Task.family). "*" means every family.
+KNOWN_FAMILIES: frozenset[str] = frozenset(
+    {
+        "elementwise", "reduction", "scan", "normalization", "matmul", "transpose", "histogram", "stencil",
+        "convolution", "attention", "sparse", "sort", "nbody", "pooling", "loss", "clustering", "matvec",
+    }
+)
+
+RESOURCE_FIELDS = ("registers", "shared_bytes", "constant_bytes", "stack_bytes", "spill_store_bytes", "spill_load_bytes")
+_ID = re.compile(r"^[a-z][a-z0-9_]*$")
+
+
+class SourceRule(BaseModel):
+    """Matches a regex against the candidate's source.
+
+    scope "code": the source with comments and string literals blanked (so a comment that names a
+    feature does not count); scope "asm": only the string literals of inline ``asm(...)`` statements,
+    where PTX such as ``cp.async`` or ``mma.sync`` lives.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+    source: str
+    scope: Literal["code", "asm"] = "code"
+    min_count: int = Field(default=1, ge=1)
+
+    @field_validator("source")
+    @classmethod
+    def _compiles(cls, v: str) -> str:
+        try:
+            re.compile(v)
+        except re.error as exc:
+            raise ValueError(f"invalid regex {v!r}: {exc}") from None
+        return v
+
+
+class ResourceRule(BaseModel):
+    """Matches when some kernel of the compile report satisfies ``resource op value`` (ptxas -v)."""
+
+    model_config = ConfigDict(extra="forbid")
+    resource: Literal["registers", "shared_bytes", "constant_bytes", "stack_bytes", "spill_store_bytes", "spill_load_bytes", "spill_bytes"]
+    op: Literal[">", ">=", "<", "<=", "==", "!="]
+    value: int
+
+
+Rule = SourceRule | ResourceRule
+
+
+class Detector(BaseModel):
+    """A feature is detected when any ``any_of`` rule matches (if there are any), every ``all_of`` rule
+    matches, and no ``none_of`` rule matches."""
+
+    model_config = ConfigDict(extra="forbid")
+    any_of: list[Rule] = Field(default_factory=list)
+    all_of: list[Rule] = Field(default_factory=list)
+    none_of: list[Rule] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _not_empty(self) -> "Detector":
+        if not self.any_of and not self.all_of:
+            raise ValueError("detector needs at least one rule in any_of or all_of")
+        return self
+
+
+class Feature(BaseModel):
+    """One GPU optimization feature: when it helps, where it runs, how to apply it, how to spot it."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    id: str
+    name: str
+    category: Category
+    bottleneck: str = Field(description="the bottleneck it addresses, one line")
+    min_cc: tuple[int, int] = Field(description="minimum compute capability, e.g. [8, 0]")
+    applies_to: list[str] = Field(description="task families it applies to, or ['*']")
+    bounds: list[Bound] = Field(default_factory=lambda: ["*"], description="task bounds it applies to")
+    min_tolerance: float | None = Field(
+        default=None, description="only for tasks whose float outputs allow at least this relative error"
+    )
+    conflicts_with: list[str] = Field(default_factory=list, description="features not to combine in one candidate")
+    how: str = Field(description="how to apply it, a few lines for the coder")
+    exemplar: str = Field(description="a small complete CUDA snippet with a __global__ kernel using it")
+    exemplar_arch: str | None = Field(default=None, description="arch to compile the exemplar for; default from min_cc")
+    detector: Detector
+
+    @field_validator("id")
+    @classmethod
+    def _id(cls, v: str) -> str:
+        if not _ID.match(v):
+            raise ValueError(f"{v!r}: feature ids are lower-case letters, digits and underscores")
+        return v
+
+    @field_validator("name", "bottleneck", "how")
+    @classmethod
+    def _text(cls, v: str) -> str:
+        if not v.strip():
+            raise ValueError("must not be empty")
+        return v.strip()
+
+    @field_validator("min_cc")
+    @classmethod
+    def _cc(cls, v: tuple[int, int]) -> tuple[int, int]:
+        major, minor = v
+        if not (3 <= major <= 12 and 0 <= minor <= 9):
+            raise ValueError(f"{v}: not a compute capability (expected e.g. [8, 0])")
+        return v
+
+    @field_validator("applies_to")
+    @classmethod
+    def _families(cls, v: list[str]) -> list[str]:
+        if not v:
+            raise ValueError("list at least one family, or '*' for all")
+        unknown = [f for f in v if f != "*" and f not in KNOWN_FAMILIES]
+        if unknown:
+            raise ValueError(f"unknown families {unknown}; known: {sorted(KNOWN_FAMILIES)} or '*'")
+        return v
+
+    @field_validator("bounds")
+    @classmethod
+    def _bounds(cls, v: list[str]) -> list[str]:
+        if not v:
+            raise ValueError("list at least one bound ('memory', 'compute') or '*'")
+        return v
+
+    @field_validator("exemplar")
+    @classmethod
+    def _exemplar(cls, v: str) -> str:
+        if "__global__" not in v:
+            raise ValueError("the exemplar must define a __global__ kernel")
+        return v
+
+    @property
+    def min_arch(self) -> str:
+        return f"sm_{self.min_cc[0]}{self.min_cc[1]}"
+
+    def applies_to_family(self, family: str) -> bool:
+        return "*" in self.applies_to or family in self.applies_to
+
+    def applies_to_bound(self, bound: str | None) -> bool:
+        return bound is None or "*" in self.bounds or bound in self.bounds
