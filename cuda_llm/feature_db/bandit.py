@@ -1,0 +1,272 @@
+"""Which features to try next: a bandit over the catalogue, scored on log-speedup over the parent.
+
+The value of trying a feature is modelled as
+
+    value = p * mu + (1 - p) * log(FAIL_SPEEDUP)
+
+where ``p`` is the chance a candidate using it compiles and passes (Beta posterior over tries/passed)
+and ``mu`` the mean log-speedup of the ones that pass (Normal posterior with a prior of "no change").
+Failed compiles and failed tests therefore pull a feature down. Thompson sampling draws ``p`` and ``mu``
+from their posteriors (seeded: the same seed and statistics give the same ranking); UCB instead adds
+one posterior standard deviation to the posterior mean. An untried feature starts from the prior,
+nudged by what the same feature did for other task categories or architectures.
+
+Pure: reads statistics through ``.all()`` of a StatsStore, or takes the FeatureStats rows directly.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Iterable, Sequence
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from cuda_llm.feature_db.catalogue import parse_arch, supports
+from cuda_llm.feature_db.model import Feature
+from cuda_llm.feature_db.stats import FeatureStats, normalize_arch, pooled
+
+PRIOR_MEAN_LOG = 0.0          # before evidence: no change in speed
+PRIOR_SD_LOG = 0.5            # +-65 % is plausible for one feature
+OBS_SD_LOG = 0.3              # spread of one try's log-speedup before the data says otherwise
+OBS_SD_WEIGHT = 2.0           # pseudo-observations behind OBS_SD_LOG
+PASS_PRIOR = (2.0, 1.0)       # Beta prior on "compiles and passes": mildly optimistic (2/3)
+FAIL_SPEEDUP = 0.75           # what a failed candidate is worth: a wasted slot, valued as a 0.75x
+POOL_SHRINK = 4.0             # evidence from other categories/archs counts as n / (n + 4) of the prior mean
+POOL_PASS_WEIGHT = 0.25       # ... and each of its tries as a quarter of a try for the pass rate
+UCB_C = 1.0
+
+Method = Literal["thompson", "ucb"]
+
+
+class RankedFeature(BaseModel):
+    """One feature offered to the planner: its score (log-speedup units), why, and the evidence."""
+
+    model_config = ConfigDict(frozen=True)
+    feature: Feature
+    score: float
+    expected_log_speedup: float   # posterior mean of the value, failures included
+    reason: str
+    stats: FeatureStats
+
+    @property
+    def untried(self) -> bool:
+        return self.stats.tries == 0
+
+
+def _fmt_x(log_s: float) -> str:
+    return f"{math.exp(log_s):.2f}x"
+
+
+def _tries(n: int) -> str:
+    return f"{n} try" if n == 1 else f"{n} tries"
+
+
+def explain(st: FeatureStats, pool: FeatureStats | None = None) -> str:
+    """The one-line reason shown beside a score."""
+    if st.tries == 0:
+        text = "untried: explore"
+        if pool is not None and pool.n_speedups:
+            text += f" (elsewhere {_fmt_x(pool.mean_log_speedup)} over {_tries(pool.n_speedups)})"
+        elif pool is not None and pool.tries:
+            text += f" (elsewhere {pool.passed}/{pool.tries} passed)"
+        return text
+    compiled = f", {st.compiled}/{st.tries} compiled" if st.compiled < st.tries else ""
+    passed = f"{st.passed}/{st.tries} passed"
+    if st.n_speedups:
+        over = _tries(st.n_speedups) if st.n_speedups == st.tries else f"{st.n_speedups} of {st.tries} tries"
+        spread = f" (sd {math.sqrt(st.var_log_speedup):.2f} in log)" if st.n_speedups >= 2 and st.var_log_speedup > 0.01 else ""
+        return f"mean {_fmt_x(st.mean_log_speedup)} over {over}{spread}, {passed}{compiled}"
+    if st.passed == 0:
+        return f"{_tries(st.tries)}, {passed}{compiled}: penalized"
+    return f"{_tries(st.tries)}, {passed}{compiled}, no speedup measured yet"
+
+
+class _Posterior(BaseModel):
+    alpha: float
+    beta: float
+    mu_mean: float
+    mu_sd: float
+
+    @property
+    def p_mean(self) -> float:
+        return self.alpha / (self.alpha + self.beta)
+
+    @property
+    def p_var(self) -> float:
+        a, b = self.alpha, self.beta
+        return a * b / ((a + b) ** 2 * (a + b + 1))
+
+    def value(self, p: float, mu: float) -> float:
+        return p * mu + (1.0 - p) * math.log(FAIL_SPEEDUP)
+
+
+def posterior(st: FeatureStats, pool: FeatureStats | None = None) -> _Posterior:
+    """Beta posterior on passing and Normal posterior on the mean log-speedup of passing tries."""
+    a0, b0 = PASS_PRIOR
+    mu0 = PRIOR_MEAN_LOG
+    if pool is not None and pool.tries:
+        a0 += POOL_PASS_WEIGHT * pool.passed
+        b0 += POOL_PASS_WEIGHT * (pool.tries - pool.passed)
+        if pool.n_speedups:
+            mu0 += (pool.mean_log_speedup - PRIOR_MEAN_LOG) * pool.n_speedups / (pool.n_speedups + POOL_SHRINK)
+    n = st.n_speedups
+    prec = 1.0 / PRIOR_SD_LOG**2
+    num = mu0 * prec
+    if n:
+        dof = max(n - 1, 0)
+        sigma2 = (OBS_SD_WEIGHT * OBS_SD_LOG**2 + dof * st.var_log_speedup) / (OBS_SD_WEIGHT + dof)
+        prec += n / sigma2
+        num += n * st.mean_log_speedup / sigma2
+    return _Posterior(alpha=a0 + st.passed, beta=b0 + (st.tries - st.passed), mu_mean=num / prec,
+                      mu_sd=math.sqrt(1.0 / prec))
+
+
+def task_tolerance(task: Any) -> float:
+    """The tightest relative tolerance among a task's float outputs (0 when an output must be exact, or
+    when a tolerance is an expression): features with ``min_tolerance`` above it are not offered."""
+    tols: list[float] = []
+    for out in task.outputs:
+        if not out.dtype.is_float:
+            return 0.0
+        rtol = task.tolerance_for(out).rtol
+        if not isinstance(rtol, (int, float)):
+            return 0.0
+        tols.append(float(rtol))
+    return min(tols) if tols else 0.0
+
+
+def applicable(
+    catalogue: Iterable[Feature], *, arch: str, category: str, bound: str | None = None, tolerance: float | None = None
+) -> list[Feature]:
+    """Features the architecture supports and that apply to this task family, bound and tolerance."""
+    parse_arch(arch)   # clear error for a malformed arch before filtering
+    out = []
+    for f in catalogue:
+        if not supports(f, arch) or not f.applies_to_family(category) or not f.applies_to_bound(bound):
+            continue
+        if f.min_tolerance is not None and tolerance is not None and tolerance < f.min_tolerance:
+            continue
+        out.append(f)
+    return out
+
+
+def _rows(stats: Any) -> list[FeatureStats]:
+    if stats is None:
+        return []
+    if hasattr(stats, "all"):
+        return list(stats.all())
+    return list(stats)
+
+
+def rank_features(
+    catalogue: Iterable[Feature],
+    stats: Any,
+    *,
+    arch: str,
+    category: str,
+    task_tags: Iterable[str] = (),
+    seed: int = 0,
+    top: int | None = None,
+    bound: str | None = None,
+    tolerance: float | None = None,
+    exclude: Iterable[str] = (),
+    method: Method = "thompson",
+) -> list[RankedFeature]:
+    """Rank the applicable features, best first.
+
+    ``stats``: a StatsStore (read once) or FeatureStats rows. ``category`` is the task family. ``bound``
+    ('memory'/'compute') may also come as a tag in ``task_tags``; ``tolerance`` (see task_tolerance)
+    hides features that need a looser one; ``exclude`` drops ids. Same inputs and seed, same ranking.
+    """
+    if method not in ("thompson", "ucb"):
+        raise ValueError(f"method {method!r}: use 'thompson' or 'ucb'")
+    arch = normalize_arch(arch)
+    if bound is None:
+        bound = next((t for t in task_tags if t in ("memory", "compute")), None)
+    excluded = set(exclude)
+    features = [f for f in applicable(catalogue, arch=arch, category=category, bound=bound, tolerance=tolerance)
+                if f.id not in excluded]
+    rows = _rows(stats)
+    cell = {(r.feature, r.category, r.arch): r for r in rows}
+    rng = random.Random(f"{seed}:{arch}:{category}")
+    ranked: list[RankedFeature] = []
+    for f in sorted(features, key=lambda f: f.id):
+        st = cell.get((f.id, category, arch)) or FeatureStats(feature=f.id, category=category, arch=arch)
+        others = [r for r in rows if r.feature == f.id and (r.category, r.arch) != (category, arch)]
+        pool = pooled(others, f.id, category, arch) if others else None
+        post = posterior(st, pool)
+        expected = post.value(post.p_mean, post.mu_mean)
+        if method == "thompson":
+            p = rng.betavariate(post.alpha, post.beta)
+            mu = rng.gauss(post.mu_mean, post.mu_sd)
+            score = post.value(p, mu)
+        else:
+            sd = math.sqrt(post.p_mean**2 * post.mu_sd**2 + (post.mu_mean - math.log(FAIL_SPEEDUP)) ** 2 * post.p_var)
+            score = expected + UCB_C * sd
+        ranked.append(RankedFeature(feature=f, score=score, expected_log_speedup=expected,
+                                    reason=explain(st, pool), stats=st))
+    tiebreak = {r.feature.id: rng.random() for r in ranked}   # equal UCB scores: no alphabetical bias
+    ranked.sort(key=lambda r: (-r.score, tiebreak[r.feature.id]))
+    return ranked[:top] if top is not None else ranked
+
+
+def assign_features(
+    ranked: Sequence[RankedFeature], n_candidates: int, per_candidate: int = 2, seed: int = 0
+) -> list[list[str]]:
+    """Give each candidate of a round its own features, so one round explores several directions.
+
+    Each candidate gets a distinct lead feature. Candidate 0 and most others exploit: proven features by
+    posterior mean (more than 1x expected), then the ranking. When some features are untried, about a
+    third of the candidates (never candidate 0) lead with the best-sampled untried ones. Remaining slots are
+    filled from the ranking, skipping features already used this round and pairs that conflict. With
+    fewer features than slots, features are reused, keeping the sets distinct where possible.
+    Deterministic for a given ranking and seed.
+    """
+    if n_candidates < 1:
+        raise ValueError(f"n_candidates={n_candidates}: a round needs at least one candidate")
+    if per_candidate < 1:
+        raise ValueError(f"per_candidate={per_candidate}: give each candidate at least one feature")
+    if not ranked:
+        return [[] for _ in range(n_candidates)]
+    rng = random.Random(f"assign:{seed}")
+    order = [r.feature.id for r in ranked]
+    by_id = {r.feature.id: r for r in ranked}
+    untried = [i for i in order if by_id[i].untried]
+    n_explore = 0
+    if untried and n_candidates > 1:
+        n_explore = min(len(untried), max(1, round(n_candidates / 3)))
+    explore_leads = untried[:n_explore]       # by sampled score: Thompson already randomizes among them
+    # exploit: proven features by posterior mean (not by the sample), then the ranking
+    proven = sorted((r for r in ranked if not r.untried and r.feature.id not in explore_leads
+                     and r.expected_log_speedup > 0), key=lambda r: (-r.expected_log_speedup, r.feature.id))
+    exploit_pool = list(dict.fromkeys([r.feature.id for r in proven] + [i for i in order if i not in explore_leads]))
+    exploit_leads = exploit_pool[: n_candidates - n_explore]
+    k = 0
+    while len(exploit_leads) + len(explore_leads) < n_candidates:   # fewer features than candidates
+        exploit_leads.append(order[k % len(order)])
+        k += 1
+    # candidate 0 always exploits; explore leads go to reproducibly chosen other slots
+    explore_slots = set(rng.sample(range(1, n_candidates), len(explore_leads)))
+    exploit_iter, explore_iter = iter(exploit_leads), iter(explore_leads)
+    lead_at = [next(explore_iter) if i in explore_slots else next(exploit_iter) for i in range(n_candidates)]
+    used = set(lead_at)
+    plans: list[list[str]] = [[fid] for fid in lead_at]
+
+    def conflicts(a: str, b: str) -> bool:
+        return b in by_id[a].feature.conflicts_with or a in by_id[b].feature.conflicts_with
+
+    seen: set[frozenset[str]] = set()
+    for plan in plans:
+        for _ in range(per_candidate - 1):
+            fresh = [f for f in order if f not in used and f not in plan and not any(conflicts(f, p) for p in plan)]
+            reuse = [f for f in order if f not in plan and not any(conflicts(f, p) for p in plan)
+                     and frozenset(plan + [f]) not in seen]
+            pick = (fresh or reuse or [None])[0]
+            if pick is None:
+                break
+            plan.append(pick)
+            used.add(pick)
+        seen.add(frozenset(plan))
+    return plans
