@@ -24,7 +24,8 @@ Method = Literal["json_schema", "fallback"]
 
 _methods: dict[tuple, Method] = {}
 _lock = threading.Lock()
-_REJECTION_WORDS = ("response_format", "json_schema", "structured output", "structured_output", "guided_json", "schema")
+_REJECTION_WORDS = ("response_format", "json_schema", "structured output", "structured_output", "guided_json", "schema",
+                    "unrecognized", "unsupported", "not supported", "extra_forbidden", "extra inputs")
 
 
 class StructuredAnswer(BaseModel, Generic[T]):
@@ -68,10 +69,49 @@ def _is_schema_rejection(exc: BaseException) -> bool:
     return False
 
 
+def _json_schema_runnable(model: Any, schema: type[BaseModel]) -> Any:
+    """The json_schema runnable, or None for chat models that cannot do it (no method= or no tools support).
+
+    A dict schema (not the class) so that a bad answer comes back as parsing_error with the raw message
+    and its usage, instead of an exception from the OpenAI SDK's own parser.
+    """
+    try:
+        return model.with_structured_output(_response_schema(schema), method="json_schema", include_raw=True)
+    except (NotImplementedError, ValueError, TypeError, AttributeError):
+        return None
+
+
 def _call_error(exc: BaseException, model: Any) -> LLMCallError:
+    """An endpoint failure as an error naming the model, the URL and what to check."""
     name = getattr(model, "model_name", None) or type(model).__name__
-    base = getattr(model, "openai_api_base", None) or "the default endpoint"
-    return LLMCallError(f"LLM call to {name} at {base} failed: {type(exc).__name__}: {snippet(str(exc), 400)}")
+    request = getattr(exc, "request", None)
+    url = getattr(model, "openai_api_base", None) or (str(request.url) if request is not None else None)
+    url = url or "https://api.openai.com/v1"
+    retries = getattr(model, "max_retries", None)
+    after = f" after {retries} retr{'y' if retries == 1 else 'ies'}" if retries else ""
+    status = getattr(exc, "status_code", None)
+    kind = type(exc).__name__
+    if kind == "APITimeoutError":
+        advice = ("the server did not answer in time: check that it is not overloaded, or raise timeout_s "
+                  "(--timeout, CUDA_LLM_TIMEOUT_S or timeout_s in cuda-llm.toml)")
+    elif kind == "APIConnectionError":
+        advice = ("check that the server is running and reachable at that URL (--base-url / OPENAI_BASE_URL; "
+                  "local servers usually end in /v1, e.g. http://localhost:8000/v1)")
+    elif status in (401, 403):
+        advice = "check the API key (--api-key or OPENAI_API_KEY, or the variable named by api_key_env)"
+    elif status == 404:
+        advice = ("check the model name (--model / CUDA_LLM_MODEL) against the server's /v1/models, and that "
+                  "the base URL ends in /v1")
+    elif status == 429:
+        advice = "rate limited: lower --candidates, raise max_retries, or wait for the quota to reset"
+    elif status is not None and status >= 500:
+        advice = "the server failed repeatedly: check its logs (out of memory? model still loading?)"
+    else:
+        advice = "the server refused the request; its message is above"
+    return LLMCallError(
+        f"LLM call to model {name!r} at {url} failed{after}: {kind}"
+        + (f" (HTTP {status})" if status else "") + f": {snippet(str(exc), 400)}. What to do: {advice}."
+    )
 
 
 def _is_api_error(exc: BaseException) -> bool:
@@ -109,13 +149,22 @@ def _validation_reason(exc: ValidationError) -> str:
     return "; ".join(parts)
 
 
-def parse_answer(text: str, schema: type[T]) -> T:
-    """Extract and validate; raises ValueError with a reason a model can act on."""
-    data = extract_json(text)
+def _response_schema(schema: type[BaseModel]) -> dict[str, Any]:
+    js = schema.model_json_schema()
+    js.setdefault("title", schema.__name__)
+    return js
+
+
+def _validate(data: dict[str, Any], schema: type[T]) -> T:
     try:
         return schema.model_validate(data)
     except ValidationError as exc:
         raise ValueError(f"the JSON does not match the schema: {_validation_reason(exc)}") from None
+
+
+def parse_answer(text: str, schema: type[T]) -> T:
+    """Extract and validate; raises ValueError with a reason a model can act on."""
+    return _validate(extract_json(text), schema)
 
 
 def invoke_structured(model: Any, messages: Sequence[BaseMessage], schema: type[T], *, retries: int = 2) -> StructuredAnswer[T]:
@@ -127,36 +176,42 @@ def invoke_structured(model: Any, messages: Sequence[BaseMessage], schema: type[
     reason = ""
     msgs = list(messages)
     if known_method(model) != "fallback":
-        try:
-            runnable = model.with_structured_output(schema, method="json_schema", include_raw=True)
-            attempts += 1
-            out = runnable.invoke(msgs)
-        except Exception as exc:  # noqa: BLE001 - classified below
-            if _is_schema_rejection(exc):
-                remember_method(model, "fallback")
-            elif _is_api_error(exc):
-                raise _call_error(exc, model) from exc
-            else:
-                raise
+        runnable = _json_schema_runnable(model, schema)
+        out = None
+        if runnable is None:
+            remember_method(model, "fallback")
         else:
+            try:
+                attempts += 1
+                out = runnable.invoke(msgs)
+            except Exception as exc:  # noqa: BLE001 - classified below
+                attempts -= 1  # a rejected request is not an answer
+                if _is_schema_rejection(exc):
+                    remember_method(model, "fallback")
+                elif _is_api_error(exc):
+                    raise _call_error(exc, model) from exc
+                else:
+                    raise
+        if out is not None:
             raw = out.get("raw")
             usage = usage + usage_of(raw)
             raw_text = message_text(raw)
             parsed = out.get("parsed")
-            if out.get("parsing_error") is None and isinstance(parsed, schema):
-                remember_method(model, "json_schema")
-                return StructuredAnswer[schema](value=parsed, raw_text=raw_text, usage=usage, method="json_schema", attempts=attempts)
-            # The server accepted the schema but the text does not parse: maybe it ignored response_format.
             try:
-                value = parse_answer(raw_text, schema)
-                return StructuredAnswer[schema](value=value, raw_text=raw_text, usage=usage, method="fallback", attempts=attempts)
+                if out.get("parsing_error") is None and isinstance(parsed, dict):
+                    value = _validate(parsed, schema)
+                else:  # maybe the server ignored response_format and wrapped the JSON in prose
+                    value = parse_answer(raw_text, schema)
             except ValueError as exc:
                 reason = str(exc)
-            msgs = _with_instructions(messages, schema)
-            msgs += [AIMessage(content=raw_text or " "), HumanMessage(content=_correction(reason))]
+                msgs = _with_instructions(messages, schema)
+                msgs += [AIMessage(content=raw_text or " "), HumanMessage(content=_correction(reason))]
+            else:
+                remember_method(model, "json_schema")
+                return StructuredAnswer[schema](value=value, raw_text=raw_text, usage=usage, method="json_schema", attempts=attempts)
     if not reason:
         msgs = _with_instructions(messages, schema)
-    budget = retries if reason else retries + 1  # a rejected schema call costs no correction
+    budget = retries if reason else retries + 1  # a rejected or impossible schema call costs no correction
     for i in range(budget):
         attempts += 1
         try:
