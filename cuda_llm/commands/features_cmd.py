@@ -1,0 +1,133 @@
+"""`cuda-llm features`: the feature catalogue beside what runs have learned about each feature."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sys
+from pathlib import Path
+
+HELP = "show the optimization feature catalogue with the statistics learned by runs"
+DESCRIPTION = """Show every GPU optimization feature the planner can ask for, and what past runs measured.
+
+Without --category: one row per feature with the statistics of all task families on the architecture
+(tries, compiled, passed, geometric-mean speedup over the parent candidate).
+With --category FAMILY: the features that apply to that task family, ranked as the planner would see
+them (bandit score and the reason for it; --seed changes the Thompson draw).
+--show ID prints one feature in full (how to apply it, exemplar, detector, statistics).
+
+Statistics live in <cache dir>/feature_stats.sqlite ($CUDA_LLM_FEATURE_DB or --db overrides)."""
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--arch", help="GPU architecture, e.g. sm_90 (default: $CUDA_LLM_ARCH, the local GPU, else sm_90)")
+    p.add_argument("--category", help="task family (e.g. reduction, matmul): rank the features for it")
+    p.add_argument("--bound", choices=["memory", "compute"], help="with --category: only features for this bound")
+    p.add_argument("--db", type=Path, help="statistics file (default: $CUDA_LLM_FEATURE_DB or the cache directory)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the bandit's draw (with --category)")
+    p.add_argument("--show", metavar="ID", help="print one feature in full")
+    p.add_argument("--json", action="store_true", help="print JSON instead of a table")
+
+
+def _default_arch() -> str:
+    try:
+        from cuda_llm.tools.compile import resolve_arch
+    except ImportError:
+        return os.environ.get("CUDA_LLM_ARCH") or "sm_90"
+    return resolve_arch(None)
+
+
+def _speedup(st) -> float | None:
+    return round(math.exp(st.mean_log_speedup), 3) if st.n_speedups else None
+
+
+def run(args: argparse.Namespace) -> int:
+    from cuda_llm.commands.table import render_table
+    from cuda_llm.feature_db import (
+        StatsStore, StatsStoreError, default_path, get_feature, load_catalogue, normalize_arch, rank_features, supports,
+    )
+    from cuda_llm.feature_db.model import KNOWN_FAMILIES
+    from cuda_llm.feature_db.stats import FeatureStats, pooled
+
+    try:
+        arch = normalize_arch(args.arch or _default_arch())
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    if args.category is not None and args.category not in KNOWN_FAMILIES:
+        print(f"error: unknown task family {args.category!r}; known: {', '.join(sorted(KNOWN_FAMILIES))}", file=sys.stderr)
+        return 2
+
+    path = args.db if args.db is not None else default_path()
+    if args.db is not None and not args.db.exists():
+        print(f"error: no statistics file at {args.db}; runs create it when they record results, "
+              f"or leave out --db to use {default_path()}", file=sys.stderr)
+        return 2
+    try:
+        rows = StatsStore(path).all() if path.exists() else []
+    except StatsStoreError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    catalogue = load_catalogue()
+
+    if args.show:
+        try:
+            f = get_feature(args.show)
+        except KeyError as exc:
+            print(f"error: {exc.args[0]}", file=sys.stderr)
+            return 2
+        mine = [r for r in rows if r.feature == f.id]
+        if args.json:
+            print(json.dumps({"feature": f.model_dump(mode="json"), "stats": [r.model_dump() for r in mine]}, indent=2))
+            return 0
+        print(f"{f.id}: {f.name}  [{f.category}, {f.min_arch}+, supported on {arch}: {'yes' if supports(f, arch) else 'no'}]")
+        print(f"bottleneck: {f.bottleneck}")
+        print(f"applies to: {', '.join(f.applies_to)}; bounds: {', '.join(f.bounds)}"
+              + (f"; needs tolerance >= {f.min_tolerance:g}" if f.min_tolerance else ""))
+        print(f"\nhow:\n{f.how}\n\nexemplar:\n{f.exemplar.strip()}\n")
+        if mine:
+            print(render_table(["category", "arch", "tries", "compiled", "passed", "speedup"],
+                               [[r.category, r.arch, r.tries, r.compiled, r.passed, _speedup(r)] for r in mine]))
+        else:
+            print("no statistics yet")
+        return 0
+
+    if args.category:
+        ranked = rank_features(catalogue, rows, arch=arch, category=args.category, bound=args.bound, seed=args.seed)
+        if args.json:
+            print(json.dumps([{"id": r.feature.id, "kind": r.feature.category, "score": r.score,
+                               "expected_log_speedup": r.expected_log_speedup, "reason": r.reason,
+                               "stats": r.stats.model_dump()} for r in ranked], indent=2))
+            return 0
+        table = [[i + 1, r.feature.id, r.feature.category, r.feature.min_arch, round(r.score, 3), r.stats.tries,
+                  r.stats.compiled, r.stats.passed, _speedup(r.stats), r.reason] for i, r in enumerate(ranked)]
+        print(f"features for {args.category} on {arch}" + (f" ({args.bound}-bound)" if args.bound else "")
+              + f", ranked by the bandit (seed {args.seed}); statistics: {path}")
+        print(render_table(["rank", "feature", "kind", "min arch", "score", "tries", "compiled", "passed", "speedup",
+                            "reason"], table, align="rllrrrrrrl"))
+        return 0
+
+    on_arch = [r for r in rows if r.arch == arch]
+    out = []
+    for f in catalogue:
+        mine = [r for r in on_arch if r.feature == f.id]
+        st = pooled(mine, f.id, "*", arch) if mine else FeatureStats(feature=f.id, category="*", arch=arch)
+        per_cat = ", ".join(f"{r.category} {_speedup(r) or '-'}x/{r.tries}" if r.n_speedups else f"{r.category} -/{r.tries}"
+                            for r in sorted(mine, key=lambda r: -r.tries))
+        out.append((f, st, per_cat))
+    if args.json:
+        print(json.dumps([{"id": f.id, "name": f.name, "kind": f.category, "min_arch": f.min_arch,
+                           "supported": supports(f, arch), "stats": st.model_dump(),
+                           "by_category": [r.model_dump() for r in on_arch if r.feature == f.id]}
+                          for f, st, _ in out], indent=2))
+        return 0
+    table = [[f.id, f.category, f.min_arch, "yes" if supports(f, arch) else "no", st.tries, st.compiled, st.passed,
+              _speedup(st), per_cat or "-"] for f, st, per_cat in out]
+    n_learned = sum(1 for _, st, _ in out if st.tries)
+    print(f"{len(catalogue)} features on {arch}; {n_learned} with statistics ({path}"
+          + ("" if path.exists() else ", not created yet") + ")")
+    print(render_table(["feature", "kind", "min arch", "on " + arch, "tries", "compiled", "passed", "speedup",
+                        "by category (speedup/tries)"], table, align="lllrrrrrl"))
+    return 0
