@@ -14,6 +14,7 @@ from cuda_llm.agents.context import (
 )
 from cuda_llm.agents.errors import CodeExtractionError, LLMAnswerError, LLMCallError, snippet
 from cuda_llm.agents.prompts import render
+from cuda_llm.agents.structured import invoke_model
 from cuda_llm.agents.textutil import fenced_blocks, message_text, strip_thinking
 from cuda_llm.agents.usage import TokenUsage, usage_of
 from cuda_llm.tools.results import DeviceInfo
@@ -122,14 +123,7 @@ def write_kernel(model: Any, ctx: CoderContext, *, retries: int = 2) -> CoderAns
     raw = ""
     reason = ""
     for attempt in range(1, retries + 2):
-        try:
-            ai = model.invoke(msgs)
-        except Exception as exc:  # noqa: BLE001
-            from cuda_llm.agents.structured import _call_error, _is_api_error
-
-            if _is_api_error(exc):
-                raise _call_error(exc, model) from exc
-            raise
+        ai = invoke_model(model, msgs)
         usage = usage + usage_of(ai)
         raw = message_text(ai)
         msgs.append(AIMessage(content=raw or " "))

@@ -91,12 +91,16 @@ def _call_error(exc: BaseException, model: Any) -> LLMCallError:
     after = f" after {retries} retr{'y' if retries == 1 else 'ies'}" if retries else ""
     status = getattr(exc, "status_code", None)
     kind = type(exc).__name__
-    if kind == "APITimeoutError":
+    timeout_cls, connection_cls = _openai_classes("APITimeoutError", "APIConnectionError")
+    if isinstance(exc, timeout_cls):
         advice = ("the server did not answer in time: check that it is not overloaded, or raise timeout_s "
                   "(--timeout, CUDA_LLM_TIMEOUT_S or timeout_s in cuda-llm.toml)")
-    elif kind == "APIConnectionError":
+    elif isinstance(exc, connection_cls):
         advice = ("check that the server is running and reachable at that URL (--base-url / OPENAI_BASE_URL; "
                   "local servers usually end in /v1, e.g. http://localhost:8000/v1)")
+    elif isinstance(exc, json.JSONDecodeError) or kind == "APIResponseValidationError":
+        advice = ("the reply is not an OpenAI chat completion: check that the base URL points at an "
+                  "OpenAI-compatible API (usually ending in /v1), not a web page or a proxy's error page")
     elif status in (401, 403):
         advice = "check the API key (--api-key or OPENAI_API_KEY, or the variable named by api_key_env)"
     elif status == 404:
@@ -110,16 +114,36 @@ def _call_error(exc: BaseException, model: Any) -> LLMCallError:
         advice = "the server refused the request; its message is above"
     return LLMCallError(
         f"LLM call to model {name!r} at {url} failed{after}: {kind}"
-        + (f" (HTTP {status})" if status else "") + f": {snippet(str(exc), 400)}. What to do: {advice}."
+        + (f" (HTTP {status})" if status else "") + f": {snippet(str(exc), 400).rstrip('.')}. What to do: {advice}."
     )
 
 
+def _openai_classes(*names: str) -> tuple[type, ...]:
+    try:
+        import openai
+    except ImportError:  # pragma: no cover
+        return tuple(type(n, (Exception,), {}) for n in names)
+    return tuple(getattr(openai, n) for n in names)
+
+
 def _is_api_error(exc: BaseException) -> bool:
+    if isinstance(exc, json.JSONDecodeError):  # a 200 reply whose body is not JSON (wrong URL, proxy page)
+        return True
     try:
         import openai
     except ImportError:  # pragma: no cover
         return False
     return isinstance(exc, (openai.APIError, openai.APITimeoutError))
+
+
+def invoke_model(model: Any, messages: Sequence[BaseMessage]) -> Any:
+    """``model.invoke`` with endpoint failures (after the client's own retries) raised as LLMCallError."""
+    try:
+        return model.invoke(list(messages))
+    except Exception as exc:  # noqa: BLE001 - classified here
+        if _is_api_error(exc):
+            raise _call_error(exc, model) from exc
+        raise
 
 
 def schema_instructions(schema: type[BaseModel]) -> str:
@@ -214,12 +238,7 @@ def invoke_structured(model: Any, messages: Sequence[BaseMessage], schema: type[
     budget = retries if reason else retries + 1  # a rejected or impossible schema call costs no correction
     for i in range(budget):
         attempts += 1
-        try:
-            ai = model.invoke(msgs)
-        except Exception as exc:  # noqa: BLE001
-            if _is_api_error(exc):
-                raise _call_error(exc, model) from exc
-            raise
+        ai = invoke_model(model, msgs)
         usage = usage + usage_of(ai)
         raw_text = message_text(ai)
         try:
