@@ -432,6 +432,16 @@ def test_bandit_prefers_proven_feature_yet_explores(tmp_path, method):
     assert any(r.reason == "untried: explore" for r in ranked)
 
 
+def test_short_offer_always_carries_the_proven_feature(tmp_path):
+    store = _evidence(tmp_path)
+    for seed in range(30):
+        short = rank_features(CATALOGUE, store, arch="sm_90", category="reduction", seed=seed, top=3)
+        assert len(short) == 3 and "warp_shuffle" in [r.feature.id for r in short]
+        assert [r.score for r in short] == sorted((r.score for r in short), reverse=True)
+    with pytest.raises(ValueError, match="at least one feature"):
+        rank_features(CATALOGUE, store, arch="sm_90", category="reduction", top=0)
+
+
 def test_ranking_is_reproducible_for_a_seed(tmp_path):
     store = _evidence(tmp_path)
     runs = {seed: [(r.feature.id, r.score) for r in rank_features(CATALOGUE, store, arch="sm_90", category="reduction",

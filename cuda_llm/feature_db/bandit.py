@@ -178,7 +178,8 @@ def rank_features(
 
     ``stats``: a StatsStore (read once) or FeatureStats rows. ``category`` is the task family. ``bound``
     ('memory'/'compute') may also come as a tag in ``task_tags``; ``tolerance`` (see task_tolerance)
-    hides features that need a looser one; ``exclude`` drops ids. Same inputs and seed, same ranking.
+    hides features that need a looser one; ``exclude`` drops ids. ``top`` keeps the best ``top``, always
+    including the best proven features by posterior mean. Same inputs and seed, same ranking.
     """
     if method not in ("thompson", "ucb"):
         raise ValueError(f"method {method!r}: use 'thompson' or 'ucb'")
@@ -209,7 +210,20 @@ def rank_features(
                                     reason=explain(st, pool), stats=st))
     tiebreak = {r.feature.id: rng.random() for r in ranked}   # equal UCB scores: no alphabetical bias
     ranked.sort(key=lambda r: (-r.score, tiebreak[r.feature.id]))
-    return ranked[:top] if top is not None else ranked
+    if top is None or top >= len(ranked):
+        return ranked
+    if top < 1:
+        raise ValueError(f"top={top}: offer at least one feature, or None for all")
+    # A short list still carries the proven winners: a quarter of it (at least one) is reserved for the
+    # best features by posterior mean, so one unlucky draw cannot hide them from the planner.
+    proven = sorted((r for r in ranked if not r.untried and r.expected_log_speedup > 0),
+                    key=lambda r: (-r.expected_log_speedup, r.feature.id))[: max(1, top // 4)]
+    keep = {r.feature.id for r in proven}
+    for r in ranked:
+        if len(keep) >= top:
+            break
+        keep.add(r.feature.id)
+    return [r for r in ranked if r.feature.id in keep]
 
 
 def assign_features(
