@@ -13,7 +13,7 @@ from typing import Annotated, Any, TypedDict
 from pydantic import BaseModel, Field
 
 RESET = "__reset__"
-MAX_HISTORY = 8          # history items kept in state (prompts show at most this many)
+MAX_HISTORY = 8          # history items shown in prompts (read from rounds/r<N>/history.json)
 MAX_NOTE_CHARS = 160     # one line per note
 
 
@@ -104,14 +104,13 @@ class GraphState(TypedDict, total=False):
     task: str
     limits: dict[str, Any]               # Limits
     round: int                           # current round (1-based once planned)
-    plan: list[dict]                     # [{slot, features, idea}] of this round
+    jobs: list[dict]                     # coder jobs of this round (or repair attempt): small dicts
     cands: Annotated[dict[str, dict], merge_cands]   # this round's candidates by id (Candidate)
     repair_attempt: int
     baseline: dict                       # {ms, lo, hi, status, note}
     best: dict                           # BestSummary
     plateau_ref_ms: float | None         # best latency when the plateau counter last reset
     plateau_count: int                   # rounds without > threshold improvement over plateau_ref_ms
-    history: list[dict]                  # HistoryItem dicts, newest last, at most MAX_HISTORY
     critique: dict                       # {summary, next_features, bottleneck}
     tokens: Annotated[dict[str, dict], add_tokens]   # role -> {input, output, calls}
     evaluations: int

@@ -1,0 +1,77 @@
+"""The services the nodes use (not state): task, run directory, tracer, evaluator, models, statistics.
+
+Built by run.py for each session (start or resume) and handed to the node functions by closure, so the
+checkpointed state never holds anything but small values.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from cuda_llm.graph.evaluator import CachedEvaluator, content_hash
+
+
+@dataclass
+class Deps:
+    loaded: Any                       # LoadedTask
+    rundir: Any                       # RunDir
+    tracer: Any                       # Tracer (.event, .node)
+    evaluator: CachedEvaluator
+    models: dict[str, Any]            # role -> (cached) chat model
+    stats: Any = None                 # feature_db StatsStore, or None to learn nothing
+    catalogue: list[Any] = field(default_factory=list)
+    progress: Any = None              # ConsoleProgress or None
+    stages: list[Any] = field(default_factory=list)
+    elapsed_at_start: float = 0.0     # active seconds of earlier sessions
+    started: float = field(default_factory=time.monotonic)
+    stop_requested: threading.Event = field(default_factory=threading.Event)
+    precompile: bool = True           # compile in the coder's thread (parallel) so evaluation finds it cached
+
+    @property
+    def task(self) -> Any:
+        return self.loaded.task
+
+    @property
+    def arch(self) -> str:
+        return self.evaluator.arch
+
+    @property
+    def device(self) -> Any:
+        return self.evaluator.device
+
+    def elapsed(self) -> float:
+        return round(self.elapsed_at_start + (time.monotonic() - self.started), 3)
+
+    # sources live by hash under <run>/cache/src/
+    def _src_path(self, h: str) -> Path:
+        return Path(self.rundir.root) / "cache" / "src" / f"{h}.cu"
+
+    def put_source(self, source: str) -> str:
+        h = content_hash(source)
+        p = self._src_path(h)
+        if not p.is_file():
+            p.parent.mkdir(parents=True, exist_ok=True)
+            tmp = p.with_name(f".{p.name}.{threading.get_ident()}.tmp")
+            tmp.write_text(source)
+            tmp.replace(p)
+        return h
+
+    def source(self, h: str) -> str:
+        return self._src_path(h).read_text()
+
+    def event(self, name: str, **fields: Any) -> None:
+        self.tracer.event(name, **fields)
+
+    def progress_call(self, method: str, *args: Any, **kw: Any) -> None:
+        """Console progress is best effort: a missing method or a broken terminal never stops a run."""
+        fn = getattr(self.progress, method, None) if self.progress is not None else None
+        if fn is None:
+            return
+        try:
+            fn(*args, **kw)
+        except Exception:  # noqa: BLE001
+            pass

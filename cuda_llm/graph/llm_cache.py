@@ -1,0 +1,169 @@
+"""LLM answers cached on disk by prompt hash, with a trace event and prompt/response files per call.
+
+Wrapping each role's chat model this way makes a resumed run replay the answers a killed run already
+paid for, instead of asking again: the key is the role, the model name, the kind of call (text or JSON
+schema) and every message sent. The wrapper forwards everything else to the real model, so the agents
+(which call ``invoke`` and ``with_structured_output``) cannot tell the difference.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import threading
+import time
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+from langchain_core.messages import AIMessage, BaseMessage
+from pydantic import BaseModel
+
+OnCall = Callable[[dict[str, Any]], None]
+
+
+def _text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(p.get("text", "") if isinstance(p, dict) else str(p) for p in content)
+    return str(content)
+
+
+def prompt_key(role: str, model: str, kind: str, messages: Sequence[BaseMessage], schema: Any = None) -> str:
+    payload = {
+        "role": role, "model": model, "kind": kind,
+        "schema": schema if isinstance(schema, (dict, type(None))) else getattr(schema, "__name__", str(schema)),
+        "messages": [[m.type, _text(m.content)] for m in messages],
+    }
+    return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def _dump_ai(msg: Any) -> dict[str, Any]:
+    return {
+        "content": _text(getattr(msg, "content", "")),
+        "usage_metadata": dict(getattr(msg, "usage_metadata", None) or {}) or None,
+        "response_metadata": json.loads(json.dumps(getattr(msg, "response_metadata", None) or {}, default=str)),
+    }
+
+
+def _load_ai(data: dict[str, Any]) -> AIMessage:
+    kw: dict[str, Any] = {"content": data.get("content", ""), "response_metadata": data.get("response_metadata") or {}}
+    if data.get("usage_metadata"):
+        u = data["usage_metadata"]
+        kw["usage_metadata"] = {"input_tokens": int(u.get("input_tokens", 0)), "output_tokens": int(u.get("output_tokens", 0)),
+                                "total_tokens": int(u.get("total_tokens", 0))}
+    return AIMessage(**kw)
+
+
+def _tokens(msg: Any) -> tuple[int, int]:
+    u = getattr(msg, "usage_metadata", None) or {}
+    return int(u.get("input_tokens", 0) or 0), int(u.get("output_tokens", 0) or 0)
+
+
+class CachedChatModel:
+    """A chat model in front of ``inner`` that answers repeated prompts from ``cache_dir``."""
+
+    def __init__(self, inner: Any, role: str, cache_dir: Path, *, on_call: OnCall | None = None,
+                 rundir: Any = None):
+        self._inner = inner
+        self._role = role
+        self._dir = Path(cache_dir)
+        self._on_call = on_call
+        self._rundir = rundir
+        self._lock = threading.Lock()
+
+    def __getattr__(self, name: str) -> Any:  # model_name, openai_api_base, ... of the real model
+        return getattr(self._inner, name)
+
+    @property
+    def model_label(self) -> str:
+        return str(getattr(self._inner, "model_name", None) or getattr(self._inner, "model", None) or type(self._inner).__name__)
+
+    def _path(self, key: str) -> Path:
+        return self._dir / f"{key[:24]}.json"
+
+    def _get(self, key: str) -> dict | None:
+        p = self._path(key)
+        if not p.is_file():
+            return None
+        try:
+            return json.loads(p.read_text())
+        except (OSError, ValueError):
+            return None
+
+    def _put(self, key: str, data: dict) -> None:
+        p = self._path(key)
+        p.parent.mkdir(parents=True, exist_ok=True)
+        tmp = p.with_name(f".{p.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+        tmp.write_text(json.dumps(data))
+        os.replace(tmp, p)
+
+    def _record(self, key: str, kind: str, messages: Sequence[BaseMessage], ai: Any, cached: bool, seconds: float) -> None:
+        call_id = f"{self._role}-{key[:10]}"
+        prompt_path = response_path = None
+        if self._rundir is not None:
+            try:
+                if not cached:
+                    prompt_path = self._rundir.write_prompt(self._role, call_id, list(messages))
+                    response_path = self._rundir.write_response(self._role, call_id, _text(getattr(ai, "content", "")))
+                else:
+                    prompt_path = self._rundir.root / "prompts" / self._role
+                    response_path = self._rundir.root / "responses" / self._role
+            except Exception:  # noqa: BLE001 - files are for people; never fail a call over them
+                pass
+        if self._on_call is not None:
+            tin, tout = _tokens(ai)
+            self._on_call({"role": self._role, "model": self.model_label, "kind": kind, "cached": cached,
+                           "latency_s": round(seconds, 3), "input_tokens": tin, "output_tokens": tout,
+                           "call_id": call_id, "prompt": str(prompt_path) if prompt_path else None,
+                           "response": str(response_path) if response_path else None})
+
+    def invoke(self, messages: Sequence[BaseMessage], config: Any = None, **kw: Any) -> AIMessage:
+        messages = list(messages)
+        key = prompt_key(self._role, self.model_label, "text", messages)
+        hit = self._get(key)
+        if hit is not None:
+            ai = _load_ai(hit["message"])
+            self._record(key, "text", messages, ai, True, 0.0)
+            return ai
+        t0 = time.perf_counter()
+        ai = self._inner.invoke(messages, config, **kw) if config is not None else self._inner.invoke(messages, **kw)
+        dt = time.perf_counter() - t0
+        self._put(key, {"message": _dump_ai(ai)})
+        self._record(key, "text", messages, ai, False, dt)
+        return ai
+
+    def with_structured_output(self, schema: Any, *, method: str = "json_schema", include_raw: bool = False, **kw: Any) -> Any:
+        inner = self._inner.with_structured_output(schema, method=method, include_raw=include_raw, **kw)
+        return _CachedStructured(self, inner, schema, method, include_raw)
+
+
+class _CachedStructured:
+    def __init__(self, owner: CachedChatModel, inner: Any, schema: Any, method: str, include_raw: bool):
+        self._owner, self._inner, self._schema, self._method, self._include_raw = owner, inner, schema, method, include_raw
+
+    def invoke(self, messages: Sequence[BaseMessage], config: Any = None, **kw: Any) -> Any:
+        o = self._owner
+        messages = list(messages)
+        kind = f"structured:{self._method}:{int(self._include_raw)}"
+        key = prompt_key(o._role, o.model_label, kind, messages, self._schema)
+        hit = o._get(key)
+        if hit is not None:
+            raw = _load_ai(hit["raw"])
+            o._record(key, kind, messages, raw, True, 0.0)
+            if not self._include_raw:
+                return hit["parsed"]
+            return {"raw": raw, "parsed": hit["parsed"], "parsing_error": hit["parsing_error"]}
+        t0 = time.perf_counter()
+        out = self._inner.invoke(messages, config, **kw) if config is not None else self._inner.invoke(messages, **kw)
+        dt = time.perf_counter() - t0
+        if isinstance(out, dict) and "raw" in out:
+            raw, parsed, err = out.get("raw"), out.get("parsed"), out.get("parsing_error")
+        else:
+            raw, parsed, err = AIMessage(content=json.dumps(out if isinstance(out, dict) else getattr(out, "model_dump", lambda: {})())), out, None
+        if isinstance(parsed, BaseModel):
+            parsed = parsed.model_dump(mode="json")
+        o._put(key, {"raw": _dump_ai(raw), "parsed": parsed, "parsing_error": None if err is None else str(err)})
+        o._record(key, kind, messages, raw, False, dt)
+        return out

@@ -1,0 +1,269 @@
+"""Starting and resuming runs: the run directory, the SQLite checkpointer, signals, the final report.
+
+A run is one LangGraph thread whose checkpoints live in ``runs/<id>/checkpoint.sqlite`` (saved
+synchronously after every step). ``resume_run`` continues it with ``graph.stream(None, config)``; LLM
+answers and evaluations are cached in the run directory by prompt and source hash, so even the work of a
+step that was killed half-way (kill -9) is not paid for twice. SIGINT/SIGTERM ask the run to stop at the
+next step boundary; it stays resumable. A second SIGINT stops at once (still resumable from the last
+step).
+"""
+
+from __future__ import annotations
+
+import signal
+import sqlite3
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+from pydantic import BaseModel, Field
+
+from cuda_llm.graph.deps import Deps
+from cuda_llm.graph.evaluator import CachedEvaluator, Evaluator
+from cuda_llm.graph.llm_cache import CachedChatModel
+from cuda_llm.graph.stages import ToolStage
+from cuda_llm.graph.state import Limits
+
+ModelFactory = Callable[[str], Any]
+RECURSION_LIMIT = 100_000
+ROLES = ("planner", "coder", "critic")
+
+
+class RunOptions(BaseModel):
+    """What ``cuda-llm optimize`` controls (budgets become Limits in the state)."""
+
+    limits: Limits = Field(default_factory=Limits)
+    runs_dir: Path = Path("runs")
+    arch: str | None = None
+    eval_time_budget_s: float = 10.0   # timing budget per candidate on the GPU
+    profile: bool = True
+    stats_path: Path | None = None     # feature statistics (default: the shared cache's)
+    learn: bool = True                 # record feature statistics
+
+
+class RunOutcome(BaseModel):
+    run_id: str
+    root: Path
+    finished: bool
+    stop_reason: str | None = None
+    interrupted: bool = False
+    error: str | None = None
+    best: dict[str, Any] = Field(default_factory=dict)
+    final: dict[str, Any] = Field(default_factory=dict)
+    baseline: dict[str, Any] = Field(default_factory=dict)
+    rounds: int = 0
+    tokens: dict[str, dict] = Field(default_factory=dict)
+    elapsed_s: float = 0.0
+    evaluations: int = 0
+    report_path: Path | None = None
+    table: str = ""
+
+
+def _load_task(task: Any) -> Any:
+    from cuda_llm.tasks import load_task
+
+    return task if hasattr(task, "task") and hasattr(task, "reference") else load_task(str(task))
+
+
+def _task_ref(loaded: Any) -> str:
+    from cuda_llm.tasks.loader import SUITE_DIR
+
+    folder = Path(loaded.task.folder).resolve()
+    return loaded.task.name if folder.parent == SUITE_DIR.resolve() else str(folder)
+
+
+def start_run(task: Any, settings: Any, options: RunOptions | None = None, *, evaluator: Evaluator | None = None,
+              model_factory: ModelFactory | None = None, stages: Sequence[ToolStage] | None = None,
+              progress: Any = None, handle_signals: bool = True, run_id: str | None = None) -> RunOutcome:
+    """A new run of ``task`` (a suite name, a folder, or a LoadedTask). ``settings`` (LLMSettings) are
+    needed unless ``model_factory(role)`` gives the chat models."""
+    from cuda_llm.graph.rundir import RunDir
+
+    options = options or RunOptions()
+    if settings is None and model_factory is None:
+        raise ValueError("start_run needs LLM settings (see cuda_llm.agents.settings.load_settings) or a model_factory")
+    loaded = _load_task(task)
+    rundir = RunDir.create(Path(options.runs_dir), loaded.task.name) if run_id is None else RunDir.create(Path(options.runs_dir), run_id)
+    config = {
+        "task": _task_ref(loaded),
+        "limits": options.limits.model_dump(),
+        "options": options.model_dump(mode="json", exclude={"limits"}),
+        "llm": settings.redacted() if settings is not None else {},
+    }
+    rundir.save_config(config)
+    initial = {"run_id": rundir.run_id, "task": loaded.task.name, "limits": options.limits.model_dump()}
+    return _drive(rundir, loaded, settings, options, initial, evaluator=evaluator, model_factory=model_factory,
+                  stages=stages, progress=progress, handle_signals=handle_signals)
+
+
+def resume_run(run_id: str, runs_dir: Path | str = "runs", *, settings: Any = None, evaluator: Evaluator | None = None,
+               model_factory: ModelFactory | None = None, stages: Sequence[ToolStage] | None = None,
+               progress: Any = None, handle_signals: bool = True) -> RunOutcome:
+    """Continue a run from its last checkpoint (its saved task, budgets and models)."""
+    from cuda_llm.graph.rundir import RunDir
+
+    rundir = RunDir.open(run_id, Path(runs_dir))
+    config = rundir.load_config()
+    options = RunOptions(limits=Limits(**config.get("limits", {})), **{k: v for k, v in config.get("options", {}).items()
+                                                                        if k in RunOptions.model_fields and k != "limits"})
+    options.runs_dir = Path(runs_dir)
+    loaded = _load_task(config["task"])
+    if settings is None and model_factory is None:
+        settings = settings_from_config(config.get("llm") or {})
+    return _drive(rundir, loaded, settings, options, None, evaluator=evaluator, model_factory=model_factory,
+                  stages=stages, progress=progress, handle_signals=handle_signals)
+
+
+def settings_from_config(llm: dict[str, Any]) -> Any:
+    """The run's saved models and endpoints, with API keys from the environment (never saved)."""
+    from cuda_llm.agents.settings import load_settings
+
+    cli: dict[str, Any] = {}
+    for role in ROLES:
+        r = llm.get(role) or {}
+        if r.get("model"):
+            cli[f"{role}_model"] = r["model"]
+        if r.get("base_url"):
+            cli[f"{role}_base_url"] = r["base_url"]
+    for k in ("timeout_s", "max_retries", "temperature"):
+        v = (llm.get("coder") or {}).get(k)
+        if v is not None:
+            cli[k] = v
+    return load_settings(cli)
+
+
+class _Signals:
+    """SIGINT/SIGTERM -> stop at the next step boundary; a second SIGINT -> KeyboardInterrupt."""
+
+    def __init__(self, flag: threading.Event, run_id: str, enabled: bool):
+        self.flag, self.run_id = flag, run_id
+        self.enabled = enabled and threading.current_thread() is threading.main_thread()
+        self.old: dict[int, Any] = {}
+
+    def _handler(self, signum: int, frame: Any) -> None:
+        if self.flag.is_set() and signum == signal.SIGINT:
+            raise KeyboardInterrupt
+        self.flag.set()
+        print(f"\n{signal.Signals(signum).name}: stopping after the current step; continue later with "
+              f"`cuda-llm resume {self.run_id}`", file=sys.stderr, flush=True)
+
+    def __enter__(self) -> "_Signals":
+        if self.enabled:
+            for s in (signal.SIGINT, signal.SIGTERM):
+                self.old[s] = signal.signal(s, self._handler)
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        for s, h in self.old.items():
+            signal.signal(s, h)
+
+
+def _make_models(rundir: Any, settings: Any, factory: ModelFactory | None, tracer: Any) -> dict[str, Any]:
+    if factory is None:
+        from cuda_llm.agents.llm import make_chat_model
+
+        factory = lambda role: make_chat_model(settings, role)  # noqa: E731
+    cache = Path(rundir.root) / "cache" / "llm"
+    on_call = lambda ev: tracer.event("llm_call", **ev)  # noqa: E731
+    return {role: CachedChatModel(factory(role), role, cache, on_call=on_call, rundir=rundir) for role in ROLES}
+
+
+def _stats(options: RunOptions) -> Any:
+    if not options.learn:
+        return None
+    from cuda_llm.feature_db.stats import StatsStore
+
+    return StatsStore(options.stats_path)
+
+
+def _drive(rundir: Any, loaded: Any, settings: Any, options: RunOptions, initial: dict | None, *,
+           evaluator: Evaluator | None, model_factory: ModelFactory | None, stages: Sequence[ToolStage] | None,
+           progress: Any, handle_signals: bool) -> RunOutcome:
+    from langgraph.checkpoint.sqlite import SqliteSaver
+
+    from cuda_llm.feature_db.catalogue import load_catalogue
+    from cuda_llm.graph.build import compile_graph
+    from cuda_llm.graph.trace import open_trace
+
+    tracer = open_trace(rundir.trace_path)
+    if evaluator is None:
+        from cuda_llm.graph.evaluator import GpuEvaluator
+
+        evaluator = GpuEvaluator(arch=options.arch, time_budget_s=options.eval_time_budget_s, profile=options.profile)
+    conn = sqlite3.connect(str(rundir.checkpoint_path), check_same_thread=False)
+    try:
+        from cuda_llm.graph.serde import CompressedSerializer
+
+        saver = SqliteSaver(conn, serde=CompressedSerializer())
+        deps = Deps(loaded=loaded, rundir=rundir, tracer=tracer,
+                    evaluator=CachedEvaluator(evaluator, Path(rundir.root) / "cache"),
+                    models=_make_models(rundir, settings, model_factory, tracer), stats=_stats(options),
+                    catalogue=load_catalogue(), progress=progress)
+        graph = compile_graph(deps, saver, stages)
+        config = {"configurable": {"thread_id": rundir.run_id}, "recursion_limit": RECURSION_LIMIT}
+        snap = graph.get_state(config)
+        if initial is None:
+            if not snap.values:
+                raise RuntimeError(f"run {rundir.run_id} has no checkpoint yet: start it again with `cuda-llm optimize`")
+            deps.elapsed_at_start = float(snap.values.get("elapsed_s") or 0.0)
+            tracer.event("run_resume", run_id=rundir.run_id, next=list(snap.next), elapsed_s=deps.elapsed_at_start)
+        else:
+            tracer.event("run_start", run_id=rundir.run_id, task=loaded.task.name, limits=options.limits.model_dump(),
+                         arch=deps.arch, device=getattr(deps.device, "name", None))
+        deps.progress_call("start", rundir.run_id, loaded.task.name)
+        error = None
+        with _Signals(deps.stop_requested, rundir.run_id, handle_signals):
+            try:
+                for _ in graph.stream(initial, config, stream_mode="values", durability="sync"):
+                    if deps.stop_requested.is_set():
+                        break
+            except KeyboardInterrupt:
+                deps.stop_requested.set()
+            except Exception as exc:  # an endpoint that is down, a full disk: resumable from the last step
+                from cuda_llm.agents.errors import LLMError
+
+                if not isinstance(exc, LLMError):
+                    tracer.event("error", error=f"{type(exc).__name__}: {exc}"[:1000])
+                    raise
+                error = str(exc)
+                tracer.event("error", error=error[:1000])
+        snap = graph.get_state(config)
+        values = dict(snap.values)
+        finished = not snap.next
+        out = RunOutcome(run_id=rundir.run_id, root=Path(rundir.root), finished=finished,
+                         stop_reason=values.get("stop_reason"), interrupted=deps.stop_requested.is_set() and not finished,
+                         error=error, best=values.get("best") or {}, final=values.get("final") or {},
+                         baseline=values.get("baseline") or {}, rounds=int(values.get("round") or 0),
+                         tokens=values.get("tokens") or {}, elapsed_s=float(values.get("elapsed_s") or 0.0),
+                         evaluations=int(values.get("evaluations") or 0))
+        if finished:
+            out = _report(rundir, loaded, values, out)
+        tracer.event("run_end", finished=finished, interrupted=out.interrupted, stop_reason=out.stop_reason,
+                     error=error, best=out.best.get("id"), best_ms=out.best.get("ms"))
+        deps.progress_call("finish", out)
+        return out
+    finally:
+        conn.close()
+        close = getattr(tracer, "close", None)
+        if callable(close):
+            close()
+
+
+def _report(rundir: Any, loaded: Any, values: dict, out: RunOutcome) -> RunOutcome:
+    """The Markdown report and the console table (best effort: the run itself is already safe)."""
+    try:
+        from cuda_llm.graph.summary import build_summary
+        from cuda_llm.graph.report import final_table, write_report
+
+        summary = build_summary(rundir, loaded, values)
+        out.report_path = Path(write_report(rundir, summary))
+        out.table = final_table(summary)
+    except Exception as exc:  # noqa: BLE001
+        out.table = f"(report not written: {type(exc).__name__}: {exc})"
+    return out
+
+
+def wait_seconds(t0: float) -> float:
+    return time.monotonic() - t0

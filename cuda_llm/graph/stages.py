@@ -1,0 +1,223 @@
+"""Tool stages: the ordered nodes between the coder and the critic, all with one interface.
+
+A stage has a ``name`` and ``run(ctx) -> dict``: it reads the round's candidates through ``ctx`` and
+returns a state update, usually ``ctx.patch(cid, ...)`` merged over candidates. The default list is
+``[EvaluateStage(), ProfileStage()]``; pass your own list to ``start_run(..., stages=...)`` to add one
+(a sanitizer, a second profiler) without touching the graph code:
+
+    class Sanitizer:
+        name = "sanitize"
+        def run(self, ctx):
+            update = {}
+            for c in ctx.passed():
+                log = run_compute_sanitizer(ctx.so_path(c.id))
+                if "ERROR SUMMARY: 0 errors" not in log:
+                    update = ctx.merge(update, ctx.reject(c.id, "compute-sanitizer: " + log[-200:]))
+            return update
+
+    stages = default_stages()
+    stages.insert(1, Sanitizer())        # after evaluate, before profile
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+from cuda_llm.graph.deps import Deps
+from cuda_llm.graph.state import Candidate, GraphState, round_cands, short
+from cuda_llm.tools.results import EvalResult, Status
+
+PASSED = {Status.ok.value, Status.suspect.value}
+REJECTED = "rejected"
+
+
+class StageContext:
+    """What a stage sees: the state (read only), the run's services, and helpers to build updates."""
+
+    def __init__(self, state: GraphState, deps: Deps):
+        self.state = state
+        self.deps = deps
+
+    @property
+    def loaded(self) -> Any:
+        return self.deps.loaded
+
+    @property
+    def rundir(self) -> Any:
+        return self.deps.rundir
+
+    def candidates(self) -> list[Candidate]:
+        return round_cands(self.state)
+
+    def passed(self) -> list[Candidate]:
+        """This round's candidates that compiled and passed every test (and were not rejected)."""
+        return [c for c in self.candidates() if c.status in PASSED]
+
+    def source(self, cid: str) -> str:
+        c = next(c for c in self.candidates() if c.id == cid)
+        return self.deps.source(c.hash)
+
+    def result(self, cid: str) -> EvalResult | None:
+        try:
+            return self.deps.rundir.read_result(cid)
+        except Exception:  # noqa: BLE001 - not evaluated yet
+            return None
+
+    def so_path(self, cid: str) -> str | None:
+        r = self.result(cid)
+        return r.compile.so_path if r is not None and r.compile is not None else None
+
+    def work_dir(self, cid: str) -> Path:
+        p = Path(self.deps.rundir.root) / "work" / cid
+        p.mkdir(parents=True, exist_ok=True)
+        return p
+
+    def event(self, name: str, **fields: Any) -> None:
+        self.deps.event(name, **fields)
+
+    @staticmethod
+    def patch(cid: str, **fields: Any) -> dict[str, Any]:
+        return {"cands": {cid: fields}}
+
+    def reject(self, cid: str, reason: str) -> dict[str, Any]:
+        """Take a passing candidate out of the running (it is never selected) and say why."""
+        self.event("decision", kind="reject", candidate=cid, reason=short(reason, 300))
+        return self.patch(cid, status=REJECTED, note=short(reason))
+
+    @staticmethod
+    def merge(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
+        out = dict(a)
+        for k, v in b.items():
+            if k == "cands":
+                cands = {cid: dict(p) for cid, p in out.get("cands", {}).items()}
+                for cid, p in v.items():
+                    cands[cid] = {**cands.get(cid, {}), **p}
+                out["cands"] = cands
+            else:
+                out[k] = v
+        return out
+
+
+@runtime_checkable
+class ToolStage(Protocol):
+    name: str
+
+    def run(self, ctx: StageContext) -> dict[str, Any]:
+        """Return a state update (``{}`` for none). Must not raise for a bad candidate."""
+
+
+def failure_note(res: EvalResult) -> str:
+    """One line on what went wrong (the full story is in the result file)."""
+    if res.status == Status.compile_error and res.compile is not None:
+        first = next((ln for ln in (res.compile.errors or res.message).splitlines() if ln.strip()), "")
+        return short("compile error: " + first)
+    if res.status == Status.static_error and res.static_issues:
+        return short("refused: " + "; ".join(i.message for i in res.static_issues[:2]))
+    if res.status == Status.wrong_answer and res.validation is not None:
+        f = res.validation.first_failure()
+        if f is not None:
+            return short(f"wrong answer at {f.sizes}: {f.reason or ''}")
+    return short(res.message or res.status.value)
+
+
+class EvaluateStage:
+    """Compile, validate on every case, time: every candidate not yet evaluated, one after another
+    (GPU work is serialized). Feature statistics are recorded after each new measurement."""
+
+    name = "evaluate"
+
+    def run(self, ctx: StageContext) -> dict[str, Any]:
+        deps = ctx.deps
+        update: dict[str, Any] = {"cands": {}}
+        n_eval = int(ctx.state.get("evaluations", 0))
+        for c in ctx.candidates():
+            if c.status is not None or c.hash is None:
+                continue
+            got = deps.evaluator.evaluate(deps.loaded, deps.source(c.hash), c.id, ctx.work_dir(c.id))
+            res: EvalResult = got.value
+            deps.rundir.write_result(c.id, res)
+            n_eval += 1
+            fields: dict[str, Any] = {"status": res.status.value}
+            if res.timing is not None:
+                from cuda_llm.graph.selection import interval
+
+                lo, hi = interval(res.timing)
+                fields.update(ms=res.timing.median_ms, lo=lo, hi=hi)
+            fields["note"] = res.message and short(res.message) if res.status.passed else failure_note(res)
+            speedup = None
+            if res.timing is not None and c.parent_ms:
+                speedup = c.parent_ms / res.timing.median_ms if res.timing.median_ms > 0 else None
+            deps.event("evaluation", candidate=c.id, round=c.round, status=res.status.value, cached=not got.fresh,
+                       median_ms=fields.get("ms"), interval_ms=[fields.get("lo"), fields.get("hi")],
+                       speedup_over_parent=speedup, features=c.features, source_hash=c.hash, note=fields["note"])
+            if got.fresh:
+                self._record_stats(deps, c, res, speedup)
+            update["cands"][c.id] = fields
+        update["evaluations"] = n_eval
+        return update
+
+    @staticmethod
+    def _record_stats(deps: Deps, c: Candidate, res: EvalResult, speedup: float | None) -> None:
+        if deps.stats is None or not c.features:
+            return
+        compiled = res.compile is not None and res.compile.ok
+        try:
+            deps.stats.record(arch=deps.arch, category=deps.task.family, features=c.features, compiled=compiled,
+                              passed=res.status == Status.ok,
+                              speedup_over_parent=speedup if speedup and math.isfinite(speedup) and speedup > 0 else None)
+        except Exception as exc:  # noqa: BLE001 - learning is secondary to the run
+            deps.event("warning", where="feature_stats", error=short(str(exc), 300))
+
+
+class ProfileStage:
+    """Nsight Compute on the round's fastest passing candidate, then the rule-based diagnosis."""
+
+    name = "profile"
+
+    def run(self, ctx: StageContext) -> dict[str, Any]:
+        deps = ctx.deps
+        passing = [c for c in ctx.passed() if c.status == Status.ok.value and c.ms is not None]
+        if not passing:
+            return {}
+        c = min(passing, key=lambda x: x.ms)
+        res = ctx.result(c.id)
+        if res is None:
+            return {}
+        got = deps.evaluator.profile(deps.loaded, deps.source(c.hash), c.id, ctx.work_dir(c.id), res)
+        prof = got.value
+        roof = None
+        if deps.device is not None and res.timing is not None:
+            try:
+                from cuda_llm.tools.roofline import roofline_point
+
+                roof = roofline_point(deps.task, res.timing.sizes, res.timing.median_ms, deps.device)
+            except Exception:  # noqa: BLE001
+                roof = None
+        from cuda_llm.tools.diagnosis import diagnose
+
+        diag = diagnose(prof, roof, res.compile)
+        deps.rundir.write_text(f"profiles/{c.id}.json", json.dumps({
+            "profile": prof.model_dump(mode="json"), "roofline": roof.model_dump(mode="json") if roof else None,
+            "diagnosis": diag.model_dump(mode="json"), "candidate": c.id}, indent=1))
+        summary = prof.summary()
+        deps.event("profile", candidate=c.id, available=prof.available, summary=short(summary, 300),
+                   bottleneck=diag.bottleneck, suggested=diag.suggested_features, cached=not got.fresh)
+        return ctx.patch(c.id, profile=short(summary), bottleneck=str(diag.bottleneck))
+
+
+def default_stages() -> list[ToolStage]:
+    """A fresh list of the built-in stages, in order (insert your own where it belongs)."""
+    return [EvaluateStage(), ProfileStage()]
+
+
+def load_profile(rundir: Any, cid: str) -> dict[str, Any] | None:
+    p = Path(rundir.root) / "profiles" / f"{cid}.json"
+    if not p.is_file():
+        return None
+    try:
+        return json.loads(p.read_text())
+    except (OSError, ValueError):
+        return None
