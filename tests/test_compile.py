@@ -1,0 +1,333 @@
+"""The compilation verifier with the real nvcc (sm_90, no GPU needed) and, for timing-sensitive paths
+(timeout, parallelism, cache keys), with a fake nvcc script that sleeps and writes an empty .so."""
+
+from __future__ import annotations
+
+import os
+import stat
+import time
+from pathlib import Path
+
+import pytest
+
+from cuda_llm.tasks import load_all
+from cuda_llm.tools import compile as comp
+from cuda_llm.tools.compile import (
+    CompileSetupError,
+    build_command,
+    compile_many,
+    compile_source,
+    normalize_arch,
+    nvcc_path,
+    nvcc_version,
+    resolve_arch,
+    source_hash,
+)
+from cuda_llm.tools.ptxas import parse_ptxas
+
+GOOD = """#include <cuda_runtime.h>
+__global__ void scale_kernel(const float* x, float* y, int n) {
+    __shared__ float tile[256];
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    tile[threadIdx.x] = i < n ? x[i] : 0.0f;
+    __syncthreads();
+    if (i < n) y[i] = 2.0f * tile[threadIdx.x];
+}
+extern "C" void solve(const float* x, float* y, int n) {
+    scale_kernel<<<(n + 255) / 256, 256>>>(x, y, n);
+}
+"""
+
+# A large indexed local array under a tight register budget: ptxas must spill.
+SPILLS = """#include <cuda_runtime.h>
+template <int N>
+__global__ void __launch_bounds__(1024, 2) spill_kernel(float* y, const float* x, int n) {
+    float a[N];
+    for (int i = 0; i < N; ++i) a[i] = x[(threadIdx.x + i * 7) % n];
+    float s = 0.0f;
+#pragma unroll
+    for (int j = 0; j < N; ++j) s += a[(j * 13) % N] * a[j];
+    y[threadIdx.x] = s;
+}
+extern "C" void solve(const float* x, float* y, int n) { spill_kernel<128><<<1, 32>>>(y, x, n); }
+"""
+
+SYNTAX = """#include <cuda_runtime.h>
+__global__ void k(float* y, int n) {
+    int i = threadIdx.x;
+    if (i < n) y[i] = undefined_name * 2.0f;
+}
+extern "C" void solve(float* y, int n) { k<<<1, 32>>>(y, n); }
+"""
+
+UNDEFINED = """#include <cuda_runtime.h>
+void helper(float* y, int n);
+extern "C" void solve(float* y, int n) {
+    helper(y, n);
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def real_builds(tmp_path_factory, nvcc_path):
+    """One parallel batch of real compiles shared by the tests below (keeps the suite fast)."""
+    root = tmp_path_factory.mktemp("cache")
+    start = time.monotonic()
+    results = compile_many([GOOD, SPILLS, SYNTAX, UNDEFINED], arch="sm_90", cache_root=root)
+    return root, results, time.monotonic() - start
+
+
+def test_good_kernel_compiles_and_reports_resources(real_builds):
+    _, (good, *_), _ = real_builds
+    assert good.ok, good.errors
+    assert good.arch == "sm_90" and not good.cached and not good.timed_out
+    assert good.so_path and Path(good.so_path).is_file() and Path(good.so_path).stat().st_size > 0
+    assert "-arch=sm_90" in good.command and "-lineinfo" in good.command and "-shared" in good.command
+    assert good.errors == ""
+    (kernel,) = good.kernels
+    assert kernel.name.startswith("scale_kernel(")
+    assert 0 < kernel.registers <= 255
+    assert kernel.shared_bytes == 256 * 4
+    assert not kernel.spills
+    build = Path(good.so_path).parent
+    assert {"kernel.cu", "kernel.so", "compile.log", "result.json"} <= {p.name for p in build.iterdir()}
+    assert (build / "kernel.cu").read_text() == GOOD
+
+
+def test_spilling_kernel_reports_spills(real_builds):
+    _, (_, spill, *_), _ = real_builds
+    assert spill.ok, spill.errors
+    (kernel,) = spill.kernels
+    assert "spill_kernel<128>" in kernel.name
+    assert kernel.spills and kernel.spill_store_bytes > 0 and kernel.spill_load_bytes > 0
+    assert kernel.registers <= 32       # 65536 / (1024 * 2)
+    assert kernel.stack_bytes > 0
+
+
+def test_syntax_error_is_condensed_with_the_right_line(real_builds):
+    _, (_, _, bad, _), _ = real_builds
+    assert not bad.ok and bad.so_path is None and not bad.timed_out
+    first = bad.errors.splitlines()[0]
+    assert first.startswith("kernel.cu:4: error:") and "undefined_name" in first
+    assert "y[i] = undefined_name * 2.0f;" in bad.errors
+    assert "^" in bad.errors
+    assert "/tmp" not in bad.errors
+
+
+def test_undefined_function_fails_at_compile_time(real_builds):
+    _, (*_, undef), _ = real_builds
+    assert not undef.ok
+    assert "undefined reference" in undef.errors and "helper" in undef.errors
+    assert undef.errors.startswith("kernel.cu:4:")      # the call, not the declaration
+
+
+def test_second_compile_is_a_cache_hit(real_builds):
+    root, (good, _, bad, _), _ = real_builds
+    again = compile_source(GOOD, arch="sm_90", cache_root=root)
+    assert again.cached and again.ok and again.seconds < 0.5
+    assert again.so_path == good.so_path and again.kernels == good.kernels
+    bad_again = compile_source(SYNTAX, arch="sm_90", cache_root=root)
+    assert bad_again.cached and not bad_again.ok and bad_again.errors == bad.errors
+
+
+def test_compile_many_ran_in_parallel(real_builds):
+    root, results, wall = real_builds
+    for src, r in zip([GOOD, SPILLS, SYNTAX, UNDEFINED], results):   # results come back in input order
+        assert (root / "builds" / r.source_hash / "kernel.cu").read_text() == src
+    if (os.cpu_count() or 1) >= 2:
+        assert wall < sum(r.seconds for r in results)
+
+
+def test_every_builtin_baseline_compiles_for_sm_90(tmp_path, nvcc_path):
+    loaded = load_all()
+    sources = [lt.task.baseline_path.read_text() for lt in loaded]
+    results = compile_many(sources, arch="sm_90", cache_root=tmp_path)
+    failed = {lt.name: r.errors for lt, r in zip(loaded, results) if not r.ok}
+    assert not failed
+    assert all(r.kernels for r in results)
+
+
+# ------------------------------------------------------------------------------------- fake nvcc
+FAKE_NVCC = """#!/bin/bash
+if [ "$1" = "--version" ]; then echo "Cuda compilation tools, release 99.0, V99.0.1"; exit 0; fi
+out=""; prev=""
+for a in "$@"; do if [ "$prev" = "-o" ]; then out="$a"; fi; prev="$a"; done
+echo "start $(date +%s.%N)" >> "$FAKE_NVCC_LOG"
+sleep "${FAKE_NVCC_SLEEP:-0}" &
+echo "child $!" >> "$FAKE_NVCC_LOG"
+wait
+echo "end $(date +%s.%N)" >> "$FAKE_NVCC_LOG"
+echo "ptxas info    : Compiling entry function '_Z1kPf' for 'sm_90'"
+echo "ptxas info    : Used 8 registers, used 0 barriers"
+: > "$out"
+"""
+
+
+@pytest.fixture
+def fake_nvcc(tmp_path, monkeypatch):
+    script = tmp_path / "bin" / "nvcc"
+    script.parent.mkdir()
+    script.write_text(FAKE_NVCC)
+    script.chmod(script.stat().st_mode | stat.S_IEXEC)
+    log = tmp_path / "nvcc.log"
+    monkeypatch.setenv("CUDA_LLM_NVCC", str(script))
+    monkeypatch.setenv("FAKE_NVCC_LOG", str(log))
+    return script, log
+
+
+def _intervals(log: Path) -> list[tuple[float, float]]:
+    starts = [float(l.split()[1]) for l in log.read_text().splitlines() if l.startswith("start")]
+    ends = [float(l.split()[1]) for l in log.read_text().splitlines() if l.startswith("end")]
+    return list(zip(sorted(starts), sorted(ends)))
+
+
+def test_timeout_kills_the_whole_process_group(fake_nvcc, tmp_path, monkeypatch):
+    _, log = fake_nvcc
+    monkeypatch.setenv("FAKE_NVCC_SLEEP", "30")
+    start = time.monotonic()
+    r = compile_source(GOOD, arch="sm_90", timeout_s=1.0, cache_root=tmp_path)
+    assert time.monotonic() - start < 8
+    assert r.timed_out and not r.ok and r.so_path is None
+    assert "did not finish within 1 s" in r.errors
+    child = int(next(l for l in log.read_text().splitlines() if l.startswith("child")).split()[1])
+    deadline = time.monotonic() + 3
+    while time.monotonic() < deadline and _alive(child):
+        time.sleep(0.05)
+    assert not _alive(child), "nvcc's child process survived the timeout"
+    # a timed-out build is not cached: the next call compiles again
+    monkeypatch.setenv("FAKE_NVCC_SLEEP", "0")
+    again = compile_source(GOOD, arch="sm_90", timeout_s=30, cache_root=tmp_path)
+    assert again.ok and not again.cached
+
+
+def _alive(pid: int) -> bool:
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except FileNotFoundError:
+        return False
+    return "\nState:\tZ" not in status
+
+
+def test_compile_many_overlaps_compiles(fake_nvcc, tmp_path, monkeypatch):
+    _, log = fake_nvcc
+    monkeypatch.setenv("FAKE_NVCC_SLEEP", "1")
+    sources = [GOOD + f"// variant {i}\n" for i in range(4)]
+    start = time.monotonic()
+    results = compile_many(sources, jobs=4, arch="sm_90", cache_root=tmp_path)
+    wall = time.monotonic() - start
+    assert all(r.ok for r in results)
+    assert [Path(r.so_path).parent.joinpath("kernel.cu").read_text() for r in results] == sources
+    assert wall < 3.0, f"4 one-second compiles with 4 jobs took {wall:.1f} s"
+    spans = _intervals(log)
+    assert len(spans) == 4 and max(s for s, _ in spans) < min(e for _, e in spans)
+
+
+def test_same_source_compiled_concurrently_is_safe(fake_nvcc, tmp_path, monkeypatch):
+    monkeypatch.setenv("FAKE_NVCC_SLEEP", "0.3")
+    results = compile_many([GOOD] * 6, jobs=6, arch="sm_90", cache_root=tmp_path)
+    assert all(r.ok for r in results)
+    assert len({r.so_path for r in results}) == 1 and Path(results[0].so_path).is_file()
+    builds = [p for p in (tmp_path / "builds").iterdir()]
+    assert [p.name for p in builds] == [results[0].source_hash]   # no temporary folders left behind
+
+
+def test_cache_key_covers_flags_arch_and_compiler(fake_nvcc, tmp_path, monkeypatch):
+    base = compile_source(GOOD, arch="sm_90", cache_root=tmp_path)
+    assert compile_source(GOOD, arch="sm_90", cache_root=tmp_path).cached
+    for kw in ({"arch": "sm_80"}, {"arch": "sm_90", "extra_flags": ["-maxrregcount=32"]},
+               {"arch": "sm_90", "libs": ["cublas"]}):
+        other = compile_source(GOOD, cache_root=tmp_path, **kw)
+        assert not other.cached and other.source_hash != base.source_hash
+    # another compiler version gives another key
+    script, _ = fake_nvcc
+    script.write_text(FAKE_NVCC.replace("V99.0.1", "V99.0.2"))
+    comp._version_text.cache_clear()
+    assert not compile_source(GOOD, arch="sm_90", cache_root=tmp_path).cached
+    comp._version_text.cache_clear()
+    # cache=False compiles again
+    assert not compile_source(GOOD, arch="sm_90", cache_root=tmp_path, cache=False).cached
+
+
+def test_build_command_has_the_contract_flags(fake_nvcc):
+    cmd = build_command(Path("k.cu"), Path("k.so"), "sm_90", ["-maxrregcount=64"], ["cublas"])
+    assert cmd[0] == os.environ["CUDA_LLM_NVCC"]
+    for flag in ("-arch=sm_90", "-O3", "-shared", "-fPIC", "-lineinfo", "-v", "--no-undefined", "-maxrregcount=64"):
+        assert flag in cmd
+    assert cmd[cmd.index("-Xptxas") + 1] == "-v"
+    assert cmd[-1] == "-lcublas" and cmd[cmd.index("-o") + 1] == "k.so"
+
+
+# ------------------------------------------------------------------------------------- set-up
+def test_nvcc_env_pointing_nowhere_is_a_clear_error(monkeypatch, tmp_path):
+    monkeypatch.setenv("CUDA_LLM_NVCC", str(tmp_path / "no-nvcc"))
+    with pytest.raises(CompileSetupError, match="CUDA_LLM_NVCC"):
+        nvcc_path()
+
+
+def test_missing_nvcc_says_what_to_install(monkeypatch):
+    monkeypatch.delenv("CUDA_LLM_NVCC", raising=False)
+    monkeypatch.delenv("CUDA_HOME", raising=False)
+    monkeypatch.delenv("CUDA_PATH", raising=False)
+    monkeypatch.setenv("PATH", "/nonexistent")
+    monkeypatch.setattr(comp, "_NVCC_PLACES", ("/nonexistent/nvcc",))
+    with pytest.raises(CompileSetupError, match="Install the CUDA toolkit"):
+        nvcc_path()
+
+
+def test_nvcc_version_of_the_real_compiler(nvcc_path):
+    v = nvcc_version(nvcc_path)
+    assert v.count(".") == 2 and v.split(".")[0].isdigit()
+
+
+def test_resolve_arch_order(monkeypatch):
+    monkeypatch.setattr(comp, "device_arch", lambda: None)
+    monkeypatch.delenv("CUDA_LLM_ARCH", raising=False)
+    assert resolve_arch() == "sm_90"
+    monkeypatch.setattr(comp, "device_arch", lambda: "sm_89")
+    assert resolve_arch() == "sm_89"
+    monkeypatch.setenv("CUDA_LLM_ARCH", "8.0")
+    assert resolve_arch() == "sm_80"
+    assert resolve_arch("sm_90a") == "sm_90a"
+    assert normalize_arch("90") == "sm_90" and normalize_arch("sm100a") == "sm_100a"
+    with pytest.raises(CompileSetupError, match="sm_XY"):
+        resolve_arch("hopper")
+    monkeypatch.setenv("CUDA_LLM_ARCH", "bogus")
+    with pytest.raises(CompileSetupError, match="CUDA_LLM_ARCH"):
+        resolve_arch()
+
+
+def test_source_hash_is_short_and_sensitive():
+    h = source_hash("a", "x")
+    assert len(h) == 16 and int(h, 16) >= 0
+    assert h != source_hash("a", "y") and h != source_hash("ax") and h == source_hash("a", "x")
+
+
+# ------------------------------------------------------------------------------------- ptxas
+OLD_FORMAT = """ptxas info    : 0 bytes gmem
+ptxas info    : Compiling entry function '_Z6reducePKfPfi' for 'sm_80'
+ptxas info    : Function properties for _Z6reducePKfPfi
+    8 bytes stack frame, 4 bytes spill stores, 12 bytes spill loads
+ptxas info    : Used 40 registers, 4096 bytes smem, 380 bytes cmem[0], 8 bytes cmem[2]
+ptxas info    : Function properties for _Z6helperf
+    64 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
+ptxas info    : Compiling entry function 'plain_c_kernel' for 'sm_80'
+ptxas info    : Function properties for plain_c_kernel
+    0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
+ptxas info    : Used 6 registers, 356 bytes cmem[0]
+"""
+
+
+def test_parse_ptxas_older_layout_with_cmem():
+    reduce_k, plain = parse_ptxas(OLD_FORMAT)
+    assert reduce_k.name == "reduce(float const*, float*, int)"
+    assert (reduce_k.registers, reduce_k.shared_bytes, reduce_k.constant_bytes) == (40, 4096, 380)
+    assert (reduce_k.stack_bytes, reduce_k.spill_store_bytes, reduce_k.spill_load_bytes) == (8, 4, 12)
+    assert plain.name == "plain_c_kernel" and plain.registers == 6 and plain.stack_bytes == 0
+
+
+def test_parse_ptxas_keeps_mangled_names_without_demangler(monkeypatch):
+    from cuda_llm.tools import ptxas
+
+    monkeypatch.setattr(ptxas, "_demangler", lambda: None)
+    assert parse_ptxas(OLD_FORMAT)[0].name == "_Z6reducePKfPfi"
+    assert parse_ptxas("") == []
