@@ -354,6 +354,18 @@ def test_unusable_files_give_clear_errors(tmp_path):
         StatsStore(newer)
 
 
+def test_write_failure_names_the_file(tmp_path, monkeypatch):
+    store = StatsStore(tmp_path / "ro.sqlite")
+    # the file opened read-only, as on a read-only mount (permissions would not stop root)
+    monkeypatch.setattr(store, "_connect", lambda: sqlite3.connect(f"file:{store.path}?mode=ro", uri=True,
+                                                                   isolation_level=None))
+    with pytest.raises(StatsStoreError, match="ro.sqlite: cannot write"):
+        store.record(arch="sm_90", category="matmul", features=["smem_tiling"], compiled=True, passed=True,
+                     speedup_over_parent=1.5)
+    monkeypatch.undo()
+    assert store.n_events() == 0
+
+
 def _writer(path: str, worker: int, n: int) -> None:
     store = StatsStore(Path(path))        # each process opens the file itself
     for i in range(n):
@@ -530,7 +542,7 @@ def test_features_cli_shows_learned_numbers(tmp_path, capsys):
     store = _evidence(tmp_path)
     assert main(["features", "--arch", "sm_90", "--db", str(store.path)]) == 0
     out = capsys.readouterr().out
-    assert "tries" in out and "speedup" in out
+    assert "tries" in out and "speedup" in out and "from 8 recorded candidates" in out
     row = next(line for line in out.splitlines() if line.startswith("warp_shuffle "))
     assert re.search(r"\b4\s+4\s+4\s+2\.00\s+reduction 2\.0x/4", row), row
     assert re.search(r"^tma_bulk_copy\s+memory\s+sm_90\s+yes\s+0\s+0\s+0\s+-", out, re.M)

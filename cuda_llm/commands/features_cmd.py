@@ -65,8 +65,13 @@ def run(args: argparse.Namespace) -> int:
         print(f"error: no statistics file at {args.db}; runs create it when they record results, "
               f"or leave out --db to use {default_path()}", file=sys.stderr)
         return 2
+    n_events = 0
     try:
-        rows = StatsStore(path).all() if path.exists() else []
+        if path.exists():
+            store = StatsStore(path)
+            rows, n_events = store.all(), store.n_events()
+        else:
+            rows = []
     except StatsStoreError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
@@ -126,7 +131,7 @@ def run(args: argparse.Namespace) -> int:
     table = [[f.id, f.category, f.min_arch, "yes" if supports(f, arch) else "no", st.tries, st.compiled, st.passed,
               _speedup(st), per_cat or "-"] for f, st, per_cat in out]
     n_learned = sum(1 for _, st, _ in out if st.tries)
-    print(f"{len(catalogue)} features on {arch}; {n_learned} with statistics ({path}"
+    print(f"{len(catalogue)} features on {arch}; {n_learned} with statistics from {n_events} recorded candidates ({path}"
           + ("" if path.exists() else ", not created yet") + ")")
     print(render_table(["feature", "kind", "min arch", "on " + arch, "tries", "compiled", "passed", "speedup",
                         "by category (speedup/tries)"], table, align="lllrrrrrl"))

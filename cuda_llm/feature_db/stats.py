@@ -149,6 +149,9 @@ class StatsStore:
                 conn.execute("ROLLBACK")
                 raise
             conn.execute("COMMIT")
+        except sqlite3.Error as exc:
+            raise StatsStoreError(f"{self.path}: cannot write the feature statistics ({exc}); check the file's "
+                                  f"permissions and free space, or pass another path (--db or ${DB_ENV})") from None
         finally:
             conn.close()
 
