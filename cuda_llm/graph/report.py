@@ -1,0 +1,193 @@
+"""The end of a run for people: report.md in the run directory and the table printed on the console.
+
+Pure formatting of a RunSummary (built by the graph from its state and the run directory), so the same
+summary always gives the same report.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Sequence
+
+from pydantic import BaseModel, Field
+
+PASSED_STATUSES = ("ok", "suspect")  # passed every test (suspect timings never win)
+MAX_MESSAGE_CHARS = 80
+
+
+class CandidateSummary(BaseModel):
+    id: str
+    parent: str | None = None
+    features: list[str] = Field(default_factory=list)
+    status: str
+    median_ms: float | None = None
+    speedup: float | None = None          # over the naive baseline
+    message: str = ""
+
+
+class RoundSummary(BaseModel):
+    index: int
+    candidates: list[CandidateSummary] = Field(default_factory=list)
+    best_ms: float | None = None          # best-so-far after this round, when known
+    note: str = ""                        # e.g. "repair 1", "no candidate passed"
+
+
+class RunSummary(BaseModel):
+    task: str
+    run_id: str
+    device: str | None = None
+    baseline_ms: float | None = None
+    best_candidate: str | None = None
+    best_ms: float | None = None
+    stop_reason: str | None = None
+    rounds: list[RoundSummary] = Field(default_factory=list)
+    tokens_by_role: dict[str, int] = Field(default_factory=dict)
+    seconds: float = 0.0
+    best_pct_of_sol: float | None = None  # 100 * speed-of-light ms / best ms
+    library_ms: float | None = None       # vendor-library baseline, when measured
+    final_check: str = ""                 # outcome of the final re-validation and timing
+    best_path: str | None = None
+
+    @property
+    def best_speedup(self) -> float | None:
+        if self.baseline_ms and self.best_ms:
+            return self.baseline_ms / self.best_ms
+        return None
+
+    @property
+    def n_candidates(self) -> int:
+        return sum(len(r.candidates) for r in self.rounds)
+
+    @property
+    def n_passed(self) -> int:
+        return sum(c.status in PASSED_STATUSES for r in self.rounds for c in r.candidates)
+
+
+# -- formatting helpers
+def fmt_ms(ms: float | None) -> str:
+    if ms is None:
+        return "-"
+    if ms >= 100:
+        return f"{ms:.1f}"
+    if ms >= 1:
+        return f"{ms:.3f}"
+    return f"{ms:.4f}"
+
+
+def fmt_x(x: float | None) -> str:
+    return "-" if x is None else f"{x:.2f}x"
+
+
+def fmt_duration(seconds: float) -> str:
+    s = int(round(seconds))
+    h, rem = divmod(s, 3600)
+    m, s = divmod(rem, 60)
+    return f"{h}h{m:02d}m{s:02d}s" if h else (f"{m}m{s:02d}s" if m else f"{s}s")
+
+
+def _one_line(text: str, limit: int = MAX_MESSAGE_CHARS) -> str:
+    flat = " ".join((text or "").split())
+    return flat if len(flat) <= limit else flat[: limit - 3] + "..."
+
+
+def text_table(headers: Sequence[str], rows: Sequence[Sequence[str]], right: Sequence[int] = ()) -> str:
+    """A plain aligned table (columns in ``right`` right-aligned)."""
+    widths = [len(h) for h in headers]
+    for row in rows:
+        widths = [max(w, len(c)) for w, c in zip(widths, row)]
+
+    def line(cells: Sequence[str]) -> str:
+        return "  ".join(c.rjust(w) if i in right else c.ljust(w) for i, (c, w) in enumerate(zip(cells, widths))).rstrip()
+
+    return "\n".join([line(headers), line(["-" * w for w in widths])] + [line(r) for r in rows])
+
+
+def _md_cell(text: str) -> str:
+    return (text or "").replace("|", "\\|").replace("\n", " ")
+
+
+def md_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    out = ["| " + " | ".join(headers) + " |", "|" + "|".join("---" for _ in headers) + "|"]
+    out += ["| " + " | ".join(_md_cell(c) for c in r) + " |" for r in rows]
+    return "\n".join(out)
+
+
+def _candidate_rows(summary: RunSummary, *, markdown: bool) -> list[list[str]]:
+    rows = []
+    for r in summary.rounds:
+        for c in r.candidates:
+            is_best = c.id == summary.best_candidate
+            cid = (f"**{c.id}**" if markdown else f"{c.id} *") if is_best else c.id
+            rows.append([str(r.index), cid, c.parent or "-", ", ".join(c.features) or "-", c.status,
+                         fmt_ms(c.median_ms), fmt_x(c.speedup), _one_line(c.message)])
+    return rows
+
+
+def _headline(summary: RunSummary) -> list[tuple[str, str]]:
+    best = summary.best_candidate or "none (no candidate beat the baseline)"
+    items = [
+        ("Task", summary.task),
+        ("Run", summary.run_id),
+        ("Device", summary.device or "unknown"),
+        ("Stop reason", summary.stop_reason or "not finished"),
+        ("Baseline (naive)", f"{fmt_ms(summary.baseline_ms)} ms"),
+        ("Best", f"{best}: {fmt_ms(summary.best_ms)} ms, {fmt_x(summary.best_speedup)} over the baseline"),
+        ("Speed of light", "-" if summary.best_pct_of_sol is None else f"{summary.best_pct_of_sol:.1f}% of the bound"),
+    ]
+    if summary.library_ms is not None:
+        lib = f"{fmt_ms(summary.library_ms)} ms"
+        if summary.best_ms:
+            lib += f" (best is {summary.library_ms / summary.best_ms:.2f}x the library's speed)"
+        items.append(("Library baseline", lib))
+    if summary.final_check:
+        items.append(("Final check", summary.final_check))
+    items.append(("Candidates", f"{summary.n_candidates} in {len(summary.rounds)} round(s), {summary.n_passed} passed"))
+    items.append(("Time", fmt_duration(summary.seconds)))
+    return items
+
+
+def _tokens_rows(summary: RunSummary) -> list[list[str]]:
+    rows = [[role, f"{n:,}"] for role, n in sorted(summary.tokens_by_role.items())]
+    if rows:
+        rows.append(["total", f"{sum(summary.tokens_by_role.values()):,}"])
+    return rows
+
+
+CANDIDATE_HEADERS = ["round", "candidate", "parent", "features", "status", "median ms", "speedup", "note"]
+
+
+def render_report(summary: RunSummary) -> str:
+    """report.md as text."""
+    parts = [f"# cuda-llm run {summary.run_id}: {summary.task}", ""]
+    parts += [f"- **{k}**: {_md_cell(v)}" for k, v in _headline(summary)]
+    if summary.best_path:
+        parts.append(f"- **Best kernel**: `{summary.best_path}`")
+    parts += ["", "## Candidates", ""]
+    rows = _candidate_rows(summary, markdown=True)
+    parts.append(md_table(CANDIDATE_HEADERS, rows) if rows else "No candidate was evaluated.")
+    notes = [f"- round {r.index}: {r.note}" for r in summary.rounds if r.note]
+    if notes:
+        parts += ["", "Round notes:", ""] + notes
+    parts += ["", "## LLM usage (tokens)", ""]
+    tok = _tokens_rows(summary)
+    parts.append(md_table(["role", "tokens"], tok) if tok else "No LLM calls.")
+    parts += ["", "Trace: `trace.jsonl` (one JSON event per line); prompts and answers: `prompts/`, `responses/`.", ""]
+    return "\n".join(parts)
+
+
+def write_report(rundir: Any, summary: RunSummary) -> Path:
+    """Write report.md into the run directory (atomically) and return its path."""
+    return Path(rundir.write_text("report.md", render_report(summary)))
+
+
+def final_table(summary: RunSummary) -> str:
+    """The console summary at the end of a run: headline, candidate table, tokens."""
+    head = "\n".join(f"{k + ':':18} {v}" for k, v in _headline(summary))
+    rows = _candidate_rows(summary, markdown=False)
+    table = text_table(CANDIDATE_HEADERS, rows, right=(0, 5, 6)) if rows else "(no candidates)"
+    tok = _tokens_rows(summary)
+    tokens = ("LLM tokens: " + ", ".join(f"{r[0]} {r[1]}" for r in tok)) if tok else "LLM tokens: none"
+    out = [head, "", table, "", tokens]
+    if summary.best_candidate:
+        out.append("(* = best)" + (f"; best kernel: {summary.best_path}" if summary.best_path else ""))
+    return "\n".join(out)
