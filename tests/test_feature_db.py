@@ -19,7 +19,8 @@ import pytest
 
 from cuda_llm.feature_db import (
     CatalogueError, StatsStore, StatsStoreError, assign_features, detect_features, features_to_credit, get_feature,
-    load_catalogue, load_catalogue_from, parse_arch, rank_features, supports, task_tolerance,
+    load_catalogue, load_catalogue_from, parse_arch, rank_features, supports, task_filters, task_float_inputs,
+    task_tolerance,
 )
 from cuda_llm.feature_db.model import KNOWN_FAMILIES, ResourceRule
 from cuda_llm.tasks import load_all, load_task
@@ -76,6 +77,8 @@ def test_feature_fields_are_sane(feature):
     assert set(feature.bounds) <= {"memory", "compute", "*"}
     if feature.min_tolerance is not None:
         assert 0 < feature.min_tolerance < 0.1
+    else:
+        assert not feature.lossless_for_inputs       # only meaningful beside a min_tolerance
     for other in feature.conflicts_with:          # conflicts are declared on both sides
         assert feature.id in BY_ID[other].conflicts_with, (feature.id, other)
     assert re.search(r"__global__\s+(?:__launch_bounds__\([^)]*\)\s+|__cluster_dims__\([^)]*\)\s+)?void", feature.exemplar)
@@ -509,6 +512,14 @@ def test_task_tolerance_gates_reduced_precision():
                                                tolerance=task_tolerance(gelu))}
     assert "reduced_precision" not in ids and "fast_math_intrinsics" in ids
     assert task_tolerance(load_task("sort_u32").task) == 0.0
+    # half inputs with float accumulation lose nothing: tensor cores stay on offer at a 1e-4 tolerance
+    hgemm = load_task("hgemm").task
+    assert task_float_inputs(hgemm) == ["float16"] and task_tolerance(hgemm) < 1e-3
+    ids = {r.feature.id for r in rank_features(CATALOGUE, [], arch="sm_90", **task_filters(hgemm))}
+    assert {"tensor_cores_mma", "tensor_cores_wmma"} <= ids and "reduced_precision" not in ids
+    fp32_gemm = {r.feature.id for r in rank_features(CATALOGUE, [], arch="sm_90", category="matmul", bound="compute",
+                                                     tolerance=1e-4, float_inputs=["float32"])}
+    assert "tensor_cores_mma" not in fp32_gemm
 
 
 def test_assignment_edge_cases():
@@ -558,6 +569,10 @@ def test_features_cli_shows_learned_numbers(tmp_path, capsys):
     data = json.loads(capsys.readouterr().out)
     ws = next(d for d in data if d["id"] == "warp_shuffle")
     assert ws["stats"]["tries"] == 4 and ws["reason"].startswith("mean 2.00x")
+
+    assert main(["features", "--arch", "sm_90", "--task", "hgemm", "--db", str(store.path)]) == 0
+    out = capsys.readouterr().out
+    assert "tensor_cores_mma" in out and "reduced_precision" not in out and "compute-bound" in out
 
     assert main(["features", "--show", "warp_shuffle", "--arch", "sm_90", "--db", str(store.path)]) == 0
     assert "__shfl_down_sync" in capsys.readouterr().out

@@ -15,7 +15,8 @@ DESCRIPTION = """Show every GPU optimization feature the planner can ask for, an
 Without --category: one row per feature with the statistics of all task families on the architecture
 (tries, compiled, passed, geometric-mean speedup over the parent candidate).
 With --category FAMILY: the features that apply to that task family, ranked as the planner would see
-them (bandit score and the reason for it; --seed changes the Thompson draw).
+them (bandit score and the reason for it; --seed changes the Thompson draw). --task NAME does the same
+for one task, also leaving out what its tolerance forbids (reduced precision on a 1e-4 task).
 --show ID prints one feature in full (how to apply it, exemplar, detector, statistics).
 
 Statistics live in <cache dir>/feature_stats.sqlite ($CUDA_LLM_FEATURE_DB or --db overrides)."""
@@ -25,6 +26,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--arch", help="GPU architecture, e.g. sm_90 (default: $CUDA_LLM_ARCH, the local GPU, else sm_90)")
     p.add_argument("--category", help="task family (e.g. reduction, matmul): rank the features for it")
     p.add_argument("--bound", choices=["memory", "compute"], help="with --category: only features for this bound")
+    p.add_argument("--task", help="rank for one task: its family, bound and tolerance (a suite name or a task folder)")
     p.add_argument("--db", type=Path, help="statistics file (default: $CUDA_LLM_FEATURE_DB or the cache directory)")
     p.add_argument("--seed", type=int, default=0, help="seed of the bandit's draw (with --category)")
     p.add_argument("--show", metavar="ID", help="print one feature in full")
@@ -56,6 +58,19 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    tolerance, float_inputs = None, None
+    if args.task:
+        from cuda_llm.feature_db import task_float_inputs, task_tolerance
+        from cuda_llm.tasks import TaskError, load_task
+
+        try:
+            task = load_task(args.task).task
+        except (TaskError, FileNotFoundError, KeyError, ValueError) as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+        args.category = args.category or task.family
+        args.bound = args.bound or task.bound
+        tolerance, float_inputs = task_tolerance(task), task_float_inputs(task)
     if args.category is not None and args.category not in KNOWN_FAMILIES:
         print(f"error: unknown task family {args.category!r}; known: {', '.join(sorted(KNOWN_FAMILIES))}", file=sys.stderr)
         return 2
@@ -100,7 +115,8 @@ def run(args: argparse.Namespace) -> int:
         return 0
 
     if args.category:
-        ranked = rank_features(catalogue, rows, arch=arch, category=args.category, bound=args.bound, seed=args.seed)
+        ranked = rank_features(catalogue, rows, arch=arch, category=args.category, bound=args.bound,
+                               tolerance=tolerance, float_inputs=float_inputs, seed=args.seed)
         if args.json:
             print(json.dumps([{"id": r.feature.id, "kind": r.feature.category, "score": r.score,
                                "expected_log_speedup": r.expected_log_speedup, "reason": r.reason,
@@ -108,7 +124,8 @@ def run(args: argparse.Namespace) -> int:
             return 0
         table = [[i + 1, r.feature.id, r.feature.category, r.feature.min_arch, round(r.score, 3), r.stats.tries,
                   r.stats.compiled, r.stats.passed, _speedup(r.stats), r.reason] for i, r in enumerate(ranked)]
-        print(f"features for {args.category} on {arch}" + (f" ({args.bound}-bound)" if args.bound else "")
+        print(f"features for {args.task or args.category} on {arch}" + (f" ({args.bound}-bound)" if args.bound else "")
+              + (f", tolerance {tolerance:g}" if tolerance is not None else "")
               + f", ranked by the bandit (seed {args.seed}); statistics: {path}")
         print(render_table(["rank", "feature", "kind", "min arch", "score", "tries", "compiled", "passed", "speedup",
                             "reason"], table, align="rllrrrrrrl"))

@@ -5,7 +5,9 @@ ones a candidate uses, ``StatsStore`` keeps per (feature, task family, arch) sta
 ``rank_features`` / ``assign_features`` turn them into the planner's offer (a seeded bandit).
 """
 
-from cuda_llm.feature_db.bandit import RankedFeature, applicable, assign_features, explain, rank_features, task_tolerance
+from cuda_llm.feature_db.bandit import (
+    RankedFeature, applicable, assign_features, explain, rank_features, task_filters, task_float_inputs, task_tolerance,
+)
 from cuda_llm.feature_db.catalogue import (
     CatalogueError, arch_name, feature_index, get_feature, load_catalogue, load_catalogue_from, parse_arch, supports,
 )
@@ -19,5 +21,5 @@ __all__ = [
     "CatalogueError", "DB_ENV", "Detector", "Feature", "FeatureStats", "RankedFeature", "ResourceRule", "SourceRule",
     "StatsStore", "StatsStoreError", "applicable", "arch_name", "assign_features", "default_path", "detect_features",
     "explain", "feature_index", "features_to_credit", "get_feature", "load_catalogue", "load_catalogue_from",
-    "normalize_arch", "parse_arch", "rank_features", "split_source", "supports", "task_tolerance",
+    "normalize_arch", "parse_arch", "rank_features", "split_source", "supports", "task_filters", "task_float_inputs", "task_tolerance",
 ]

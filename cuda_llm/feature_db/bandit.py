@@ -137,19 +137,26 @@ def task_tolerance(task: Any) -> float:
     return min(tols) if tols else 0.0
 
 
+def task_float_inputs(task: Any) -> list[str]:
+    """The dtypes of a task's float inputs, e.g. ['float16'] for a half-precision GEMM."""
+    return sorted({p.dtype.value for p in task.inputs if p.dtype.is_float})
+
+
+def task_filters(task: Any) -> dict[str, Any]:
+    """Everything about a task that decides which features apply, as keyword arguments of rank_features."""
+    return {"category": task.family, "bound": task.bound, "tolerance": task_tolerance(task),
+            "float_inputs": task_float_inputs(task)}
+
+
 def applicable(
-    catalogue: Iterable[Feature], *, arch: str, category: str, bound: str | None = None, tolerance: float | None = None
+    catalogue: Iterable[Feature], *, arch: str, category: str, bound: str | None = None, tolerance: float | None = None,
+    float_inputs: list[str] | None = None,
 ) -> list[Feature]:
     """Features the architecture supports and that apply to this task family, bound and tolerance."""
     parse_arch(arch)   # clear error for a malformed arch before filtering
-    out = []
-    for f in catalogue:
-        if not supports(f, arch) or not f.applies_to_family(category) or not f.applies_to_bound(bound):
-            continue
-        if f.min_tolerance is not None and tolerance is not None and tolerance < f.min_tolerance:
-            continue
-        out.append(f)
-    return out
+    return [f for f in catalogue
+            if supports(f, arch) and f.applies_to_family(category) and f.applies_to_bound(bound)
+            and f.allowed_by_tolerance(tolerance, float_inputs)]
 
 
 def _rows(stats: Any) -> list[FeatureStats]:
@@ -171,6 +178,7 @@ def rank_features(
     top: int | None = None,
     bound: str | None = None,
     tolerance: float | None = None,
+    float_inputs: Iterable[str] | None = None,
     exclude: Iterable[str] = (),
     method: Method = "thompson",
 ) -> list[RankedFeature]:
@@ -178,7 +186,8 @@ def rank_features(
 
     ``stats``: a StatsStore (read once) or FeatureStats rows. ``category`` is the task family. ``bound``
     ('memory'/'compute') may also come as a tag in ``task_tags``; ``tolerance`` (see task_tolerance)
-    hides features that need a looser one; ``exclude`` drops ids. ``top`` keeps the best ``top``, always
+    hides features that need a looser one unless they are lossless on ``float_inputs`` (the task's float
+    input dtypes); ``task_filters(task)`` gives all of these. ``exclude`` drops ids. ``top`` keeps the best ``top``, always
     including the best proven features by posterior mean. Same inputs and seed, same ranking.
     """
     if method not in ("thompson", "ucb"):
@@ -187,8 +196,9 @@ def rank_features(
     if bound is None:
         bound = next((t for t in task_tags if t in ("memory", "compute")), None)
     excluded = set(exclude)
-    features = [f for f in applicable(catalogue, arch=arch, category=category, bound=bound, tolerance=tolerance)
-                if f.id not in excluded]
+    inputs = list(float_inputs) if float_inputs is not None else None
+    features = [f for f in applicable(catalogue, arch=arch, category=category, bound=bound, tolerance=tolerance,
+                                      float_inputs=inputs) if f.id not in excluded]
     rows = _rows(stats)
     cell = {(r.feature, r.category, r.arch): r for r in rows}
     rng = random.Random(f"{seed}:{arch}:{category}")

@@ -91,6 +91,10 @@ class Feature(BaseModel):
     min_tolerance: float | None = Field(
         default=None, description="only for tasks whose float outputs allow at least this relative error"
     )
+    lossless_for_inputs: list[Literal["float16", "float32"]] = Field(
+        default_factory=list,
+        description="float input dtypes on which the feature loses no precision (then min_tolerance does not apply)",
+    )
     conflicts_with: list[str] = Field(default_factory=list, description="features not to combine in one candidate")
     how: str = Field(description="how to apply it, a few lines for the coder")
     exemplar: str = Field(description="a small complete CUDA snippet with a __global__ kernel using it")
@@ -152,3 +156,10 @@ class Feature(BaseModel):
 
     def applies_to_bound(self, bound: str | None) -> bool:
         return bound is None or "*" in self.bounds or bound in self.bounds
+
+    def allowed_by_tolerance(self, tolerance: float | None, float_inputs: list[str] | None = None) -> bool:
+        """Whether a task with this relative tolerance (None: unknown) may use the feature: always when
+        the task's float inputs are all of a dtype the feature computes on without loss."""
+        if self.min_tolerance is None or tolerance is None or tolerance >= self.min_tolerance:
+            return True
+        return bool(float_inputs) and all(d in self.lossless_for_inputs for d in float_inputs)
