@@ -58,6 +58,7 @@ class ScriptedCall:
     structured: bool  # sent with response_format json_schema
     kwargs: dict[str, Any] = field(default_factory=dict)
     reply: str = ""
+    usage: dict[str, int] = field(default_factory=dict)  # the usage_metadata the answer carried
 
     @property
     def system(self) -> str:
@@ -201,6 +202,7 @@ class ScriptedChatModel(BaseChatModel):
                 n_in = max(1, sum(len(message_text(m)) for m in messages) // 4)
                 n_out = max(1, len(call.reply) // 4)
             msg.usage_metadata = {"input_tokens": n_in, "output_tokens": n_out, "total_tokens": n_in + n_out}
+        call.usage = dict(msg.usage_metadata)
         msg.response_metadata = {**msg.response_metadata, "model_name": self.model_name}
         return ChatResult(generations=[ChatGeneration(message=msg)])
 
