@@ -159,6 +159,17 @@ def _undefined(sym: str, fn_name: str | None, filename: str, src_lines: list[str
     return _Error(where=f"{filename}:{line_no}" if line_no else "link", message=msg, line=line_no)
 
 
+def _map_caret(shown: str, caret: int, text: str) -> int | None:
+    """Move a caret from the compiler's echo of a line onto the source line. nvcc echoes the line after
+    some macro expansion (``__global__`` becomes ``__attribute__((global))``), so match what follows the
+    caret rather than the column."""
+    suffix = shown[caret:].rstrip()
+    if not suffix:
+        return None
+    pos = text.rstrip().rfind(suffix)
+    return pos if pos >= 0 else None
+
+
 def _render(e: _Error, src_lines: list[str]) -> str:
     head = f"{e.where}: error: {e.message}"
     out = [head]
@@ -168,9 +179,8 @@ def _render(e: _Error, src_lines: list[str]) -> str:
         text = src_lines[e.line - 1]
         if e.shown_line is not None and e.shown_line.rstrip() == text.rstrip():
             caret = e.caret
-        elif e.shown_line is not None and e.caret is not None and e.shown_line.strip() == text.strip():
-            # same line with different indentation (tabs): shift the caret
-            caret = e.caret - (len(e.shown_line) - len(e.shown_line.lstrip())) + (len(text) - len(text.lstrip()))
+        elif e.shown_line is not None and e.caret is not None:
+            caret = _map_caret(e.shown_line, e.caret, text)
     elif e.shown_line is not None:
         text, caret = e.shown_line, e.caret
     if text is not None:

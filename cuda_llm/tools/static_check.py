@@ -349,7 +349,8 @@ def canonical_type(decl: str) -> str:
         else:
             levels[-1].append(t)
     base = levels[0]
-    const = [q for q in ("const", "volatile") if q in base]
+    # const on a by-value parameter is not part of the function's type
+    const = [q for q in ("const", "volatile") if q in base] if len(levels) > 1 else []
     words = [_ALIASES.get(w, w) for w in base if w not in ("const", "volatile")]
     words = " ".join(words).split()
     if words and words[0] in ("unsigned", "signed") and len(words) == 1:
