@@ -36,6 +36,8 @@ def test_precedence_flag_over_env_over_file(tmp_path):
     assert s.planner.timeout_s == 30 and s.planner.max_retries == DEFAULT_MAX_RETRIES
     s = load_settings({"model": "flag-model", "critic_model": "flag-critic"}, env=env, config_path=cfg)
     assert (s.planner.model, s.coder.model, s.critic.model) == ("flag-model", "flag-model", "flag-critic")
+    s = load_settings({}, env={**env, "CUDA_LLM_CODER_BASE_URL": "http://coder:3/v1"}, config_path=cfg)
+    assert (s.coder.base_url, s.critic.base_url) == ("http://coder:3/v1", "http://env:2/v1")
     s = load_settings({}, env={}, config_path=cfg)
     assert (s.planner.model, s.critic.model) == ("file-model", "file-critic")
     assert s.coder.api_key == PLACEHOLDER_API_KEY  # local server: no key needed

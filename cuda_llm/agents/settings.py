@@ -1,9 +1,10 @@
 """Which LLM each role uses: CLI flags over environment variables over cuda-llm.toml.
 
 Precedence, per setting and role: a flag beats an environment variable, which beats the config file;
-within one source a role-specific value (``--coder-model``, ``CUDA_LLM_CODER_MODEL``, ``[llm.coder]``)
-beats the general one. API keys come only from flags or the environment (the config file may name the
-variable to read with ``api_key_env``), so cuda-llm.toml can be committed without secrets.
+within one source a role-specific value (``--coder-model``, ``CUDA_LLM_CODER_MODEL``,
+``CUDA_LLM_CODER_BASE_URL``, ``[llm.coder]``) beats the general one. API keys come only from flags or
+the environment (the config file may name the variable to read with ``api_key_env``), so cuda-llm.toml
+can be committed without secrets.
 """
 
 from __future__ import annotations
@@ -137,7 +138,8 @@ def load_settings(
         if model is None:
             missing.append(role)
             continue
-        base_url = _first(cli.get(f"{role}_base_url"), cli.get("base_url"), env.get("OPENAI_BASE_URL"),
+        base_url = _first(cli.get(f"{role}_base_url"), cli.get("base_url"),
+                          env.get(f"CUDA_LLM_{role.upper()}_BASE_URL"), env.get("OPENAI_BASE_URL"),
                           t_role.get("base_url"), toml.get("base_url"))
         key_env = _first(t_role.get("api_key_env"), toml.get("api_key_env"), "OPENAI_API_KEY")
         api_key = _first(cli.get("api_key"), env.get(key_env), env.get("OPENAI_API_KEY") if key_env != "OPENAI_API_KEY" else None)
