@@ -332,3 +332,12 @@ def test_parse_ptxas_keeps_mangled_names_without_demangler(monkeypatch):
     monkeypatch.setattr(ptxas, "_demangler", lambda: None)
     assert parse_ptxas(OLD_FORMAT)[0].name == "_Z6reducePKfPfi"
     assert parse_ptxas("") == []
+
+
+def test_broken_cache_entry_is_rebuilt(fake_nvcc, tmp_path):
+    first = compile_source(GOOD, arch="sm_90", cache_root=tmp_path)
+    entry = Path(first.so_path).parent
+    (entry / "result.json").write_text("{not json")
+    again = compile_source(GOOD, arch="sm_90", cache_root=tmp_path)
+    assert again.ok and not again.cached
+    assert compile_source(GOOD, arch="sm_90", cache_root=tmp_path).cached

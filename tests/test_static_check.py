@@ -214,3 +214,10 @@ def test_builtin_baselines_pass_and_library_yardsticks_need_the_flag():
             assert [i for i in check_source(lib, task, allow_libraries=True)] == [], task.name
             if task.library_links:
                 assert any(i.rule == "forbidden-library" for i in check_source(lib, task)), task.name
+
+
+def test_macros_that_spell_the_signature_are_expanded(gelu):
+    src = '#define EXPORT extern "C"\n#define REAL float\n' + KERNEL + "EXPORT void solve(const REAL* x, REAL* y, int n) {}\n"
+    assert check_source(src, gelu) == []
+    wrong = "#define EXPORT\n" + KERNEL + "EXPORT void solve(const float* x, float* y, int n) {}\n"
+    assert [i.rule for i in check_source(wrong, gelu)] == ["signature"]

@@ -182,12 +182,12 @@ def compile_source(
     final = root / key
     command = [nvcc, *[_absolute(a, final) for a in rel_cmd[1:]]]
 
-    if cache:
-        hit = _load_cached(final)
-        if hit is not None:
-            hit.cached = True
-            hit.seconds = time.monotonic() - start
-            return hit
+    hit = _load_cached(final) if cache else None
+    if hit is not None:
+        hit.cached = True
+        hit.seconds = time.monotonic() - start
+        return hit
+    stale = final.exists()      # a broken or incomplete entry, or cache=False: replace it
 
     work = Path(tempfile.mkdtemp(prefix=f".{key}-", dir=root))
     try:
@@ -218,7 +218,7 @@ def compile_source(
         (work / "compile.log").write_text(log)
         (work / "result.json").write_text(result.model_dump_json(indent=1))
         if not timed_out and rc >= 0:          # killed or timed-out builds are not reproducible facts
-            _publish(work, final, replace=not cache)
+            _publish(work, final, replace=stale)
         result.seconds = time.monotonic() - start
         return result
     finally:

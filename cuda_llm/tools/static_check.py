@@ -205,7 +205,7 @@ class _Occurrence:
 def check_signature(code: str, task: Task) -> list[StaticIssue]:
     """The entry point must be defined once as ``extern "C" void <entry>(<exactly the task's types>)``."""
     want = [canonical_type(p.c_decl) for p in task.params]
-    occ = _occurrences(code, task.entry)
+    occ = _occurrences(_expand_simple_macros(code), task.entry)
     declared_c = any("extern" in o.prefix and '"C"' in o.prefix or o.in_extern_c_block for o in occ)
     definitions = [o for o in occ if o.definition]
     if not definitions:
@@ -299,6 +299,24 @@ def _occurrences(code: str, entry: str) -> list[_Occurrence]:
             in_extern_c_block=any(a <= start < b for a, b in blocks),
         ))
     return found
+
+
+_OBJECT_MACRO = re.compile(r"^[ \t]*#[ \t]*define[ \t]+([A-Za-z_]\w*)(?![\w(])[ \t]*(.*)$", re.M)
+
+
+def _expand_simple_macros(code: str) -> str:
+    """Substitute object-like macros (``#define EXPORT extern "C"``) so that the entry point is seen as the
+    compiler sees it. Function-like macros are left alone. Replacements keep the text on one line."""
+    macros = {m.group(1): m.group(2).strip() for m in _OBJECT_MACRO.finditer(code) if "\\" not in m.group(2)}
+    if not macros:
+        return code
+    body = _without_preprocessor(code)
+    pattern = re.compile(r"\b(" + "|".join(map(re.escape, macros)) + r")\b")
+    for _ in range(3):   # nested macros, bounded
+        body, n = pattern.subn(lambda m: macros[m.group(1)], body)
+        if not n:
+            break
+    return body
 
 
 def _extern_c_blocks(code: str) -> list[tuple[int, int]]:
