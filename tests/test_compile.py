@@ -341,3 +341,13 @@ def test_broken_cache_entry_is_rebuilt(fake_nvcc, tmp_path):
     again = compile_source(GOOD, arch="sm_90", cache_root=tmp_path)
     assert again.ok and not again.cached
     assert compile_source(GOOD, arch="sm_90", cache_root=tmp_path).cached
+
+
+def test_huge_logs_are_clipped_in_the_result_but_kept_on_disk(fake_nvcc, tmp_path):
+    script, _ = fake_nvcc
+    script.write_text(FAKE_NVCC.replace(': > "$out"', 'for i in $(seq 3000); do echo "kernel.cu(1): error: x$i ' + "y" * 60 + '"; done; exit 2'))
+    r = compile_source(GOOD, arch="sm_90", cache_root=tmp_path)
+    assert not r.ok and len(r.log) < 110_000 and "characters cut" in r.log
+    full = (tmp_path / "builds" / r.source_hash / "compile.log").read_text()
+    assert len(full) > 200_000 and "x3000" in full and "x3000" in r.log
+    assert r.errors.splitlines()[-1] == "(2995 more errors not shown; fix these first)"

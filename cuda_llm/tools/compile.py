@@ -209,7 +209,7 @@ def compile_source(
             source_hash=key,
             so_path=str(final / SO_NAME) if ok else None,
             command=command,
-            log=log,
+            log=_clip(log, final / "compile.log"),
             errors=errors,
             warnings=extract_warnings(log, filename=SOURCE_NAME),
             kernels=parse_ptxas(log) if not timed_out else [],
@@ -267,6 +267,18 @@ def _run(cmd: list[str], *, cwd: Path, timeout_s: float) -> tuple[int, str, bool
         except subprocess.TimeoutExpired:
             out = ""
         return proc.returncode if proc.returncode is not None else -9, out or "", True
+
+
+MAX_LOG_CHARS = 100_000
+
+
+def _clip(log: str, full: Path) -> str:
+    """Keep the head and tail of a huge log in the result (thousands of template errors); the whole log
+    stays in compile.log beside the build."""
+    if len(log) <= MAX_LOG_CHARS:
+        return log
+    half = MAX_LOG_CHARS // 2
+    return f"{log[:half]}\n... ({len(log) - 2 * half} characters cut; full log in {full}) ...\n{log[-half:]}"
 
 
 def _load_cached(final: Path) -> CompileResult | None:
