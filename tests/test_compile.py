@@ -351,3 +351,13 @@ def test_huge_logs_are_clipped_in_the_result_but_kept_on_disk(fake_nvcc, tmp_pat
     full = (tmp_path / "builds" / r.source_hash / "compile.log").read_text()
     assert len(full) > 200_000 and "x3000" in full and "x3000" in r.log
     assert r.errors.splitlines()[-1] == "(2995 more errors not shown; fix these first)"
+
+
+def test_leftovers_of_killed_compiles_are_removed(tmp_path):
+    builds = tmp_path / "builds"
+    old, fresh, kept = builds / ".abc-old", builds / ".abc-new", builds / "0123456789abcdef"
+    for p in (old, fresh, kept):
+        p.mkdir(parents=True)
+    os.utime(old, (time.time() - 7200, time.time() - 7200))
+    assert comp.remove_stale_builds(builds) == 1
+    assert not old.exists() and fresh.exists() and kept.exists()

@@ -236,8 +236,27 @@ def compile_many(sources: Sequence[str], *, jobs: int | None = None, **kw) -> li
     # Resolve once so that every worker fails the same way on a broken set-up, before any work starts.
     kw["arch"] = resolve_arch(kw.get("arch"))
     nvcc_version()
+    remove_stale_builds(Path(kw.get("cache_root") or cache_dir()) / "builds")
     with ThreadPoolExecutor(max_workers=min(jobs, len(sources))) as pool:
         return list(pool.map(lambda s: compile_source(s, **kw), sources))
+
+
+def remove_stale_builds(builds: Path, *, max_age_s: float = 3600.0) -> int:
+    """Delete temporary build folders left by compiles that were killed (older than ``max_age_s``)."""
+    removed = 0
+    try:
+        entries = [p for p in builds.iterdir() if p.name.startswith(".")]
+    except OSError:
+        return 0
+    now = time.time()
+    for p in entries:
+        try:
+            if now - p.stat().st_mtime > max_age_s:
+                shutil.rmtree(p, ignore_errors=True)
+                removed += 1
+        except OSError:
+            continue
+    return removed
 
 
 # ---------------------------------------------------------------------------------------- internals
