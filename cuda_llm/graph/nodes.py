@@ -338,11 +338,11 @@ def make_critique(deps: Deps) -> Callable[[GraphState], dict]:
                        passed=sum(c.status in PASSED for c in cands), candidates=len(cands),
                        plateau_count=update["plateau_count"], tokens=tokens_now, elapsed_s=elapsed,
                        stop_reason=update.get("stop_reason"))
+            deps.progress_call("round_end", round_, best.ms, (base_ms / best.ms) if base_ms and best.ms else None,
+                               sum(c.status in PASSED for c in cands), len(cands))
             if update.get("stop_reason"):
                 deps.event("decision", kind="stop", reason=update["stop_reason"],
                            text=stop_rules.REASON_TEXT.get(update["stop_reason"], ""))
-            deps.progress_call("round_end", round_, best.ms, (base_ms / best.ms) if base_ms and best.ms else None,
-                               sum(c.status in PASSED for c in cands), len(cands), update.get("stop_reason"))
             update["elapsed_s"] = elapsed
             return update
     return critique_node
@@ -358,6 +358,8 @@ def _end_round(deps: Deps, state: GraphState, cands: list[Candidate], elapsed: f
                            median_ms=c.ms, speedup=(base_ms / c.ms) if base_ms and c.ms else None,
                            note=short(c.note, 160)).model_dump(mode="json", exclude_defaults=True) for c in cands]
     deps.rundir.write_text(f"rounds/r{state.get('round', 0)}/history.json", json.dumps(history, indent=1))
+    deps.rundir.write_text(f"rounds/r{state.get('round', 0)}/candidates.json",
+                           json.dumps([c.model_dump(mode="json") for c in cands], indent=1))
     return {"plateau_ref_ms": ref, "plateau_count": count, "round_done": True,
             "last_round_s": round(elapsed - float(state.get("round_started_s", elapsed)), 3)}
 

@@ -76,7 +76,7 @@ def _task_ref(loaded: Any) -> str:
 
 def start_run(task: Any, settings: Any, options: RunOptions | None = None, *, evaluator: Evaluator | None = None,
               model_factory: ModelFactory | None = None, stages: Sequence[ToolStage] | None = None,
-              progress: Any = None, handle_signals: bool = True, run_id: str | None = None) -> RunOutcome:
+              progress: Any = None, handle_signals: bool = True) -> RunOutcome:
     """A new run of ``task`` (a suite name, a folder, or a LoadedTask). ``settings`` (LLMSettings) are
     needed unless ``model_factory(role)`` gives the chat models."""
     from cuda_llm.graph.rundir import RunDir
@@ -85,7 +85,7 @@ def start_run(task: Any, settings: Any, options: RunOptions | None = None, *, ev
     if settings is None and model_factory is None:
         raise ValueError("start_run needs LLM settings (see cuda_llm.agents.settings.load_settings) or a model_factory")
     loaded = _load_task(task)
-    rundir = RunDir.create(Path(options.runs_dir), loaded.task.name) if run_id is None else RunDir.create(Path(options.runs_dir), run_id)
+    rundir = RunDir.create(Path(options.runs_dir), loaded.task.name)
     config = {
         "task": _task_ref(loaded),
         "limits": options.limits.model_dump(),
@@ -212,7 +212,10 @@ def _drive(rundir: Any, loaded: Any, settings: Any, options: RunOptions, initial
         else:
             tracer.event("run_start", run_id=rundir.run_id, task=loaded.task.name, limits=options.limits.model_dump(),
                          arch=deps.arch, device=getattr(deps.device, "name", None))
-        deps.progress_call("start", rundir.run_id, loaded.task.name)
+            initial["device"] = getattr(deps.device, "name", None)
+        if progress is not None and hasattr(progress, "on_event"):
+            tracer.add_listener(progress.on_event)
+        deps.progress_call("start", rundir.run_id, loaded.task.name, resumed=initial is None)
         error = None
         with _Signals(deps.stop_requested, rundir.run_id, handle_signals):
             try:

@@ -102,6 +102,7 @@ class BestSummary(BaseModel):
 class GraphState(TypedDict, total=False):
     run_id: str
     task: str
+    device: str | None                   # GPU name (None without one)
     limits: dict[str, Any]               # Limits
     round: int                           # current round (1-based once planned)
     jobs: list[dict]                     # coder jobs of this round (or repair attempt): small dicts

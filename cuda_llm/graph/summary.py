@@ -1,0 +1,73 @@
+"""The RunSummary of a finished (or stopped) run, from its state and the per-round files on disk."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from cuda_llm.graph.report import CandidateSummary, RoundSummary, RunSummary
+from cuda_llm.graph.state import total_tokens
+
+
+def _rounds(rundir: Any, n_rounds: int, base_ms: float | None) -> list[RoundSummary]:
+    rounds: list[RoundSummary] = []
+    best_ms = base_ms
+    for r in range(1, n_rounds + 1):
+        p = Path(rundir.root) / "rounds" / f"r{r}" / "candidates.json"
+        if not p.is_file():
+            continue
+        cands = json.loads(p.read_text())
+        rows = [CandidateSummary(id=c["id"], parent=c.get("parent"), features=c.get("features") or [],
+                                 status=c.get("status") or "not_run", median_ms=c.get("ms"),
+                                 speedup=(base_ms / c["ms"]) if base_ms and c.get("ms") else None,
+                                 message=c.get("note") or "") for c in cands]
+        repairs = max((c.get("attempt", 0) for c in cands), default=0)
+        ok = [c["ms"] for c in cands if c.get("status") == "ok" and c.get("ms")]
+        if ok and (best_ms is None or min(ok) < best_ms):
+            best_ms = min(ok)  # display only; the state's best is the confirmed one
+        note = f"{repairs} repair attempt(s)" if repairs else ("no candidate passed" if not ok else "")
+        rounds.append(RoundSummary(index=r, candidates=rows, best_ms=None, note=note))
+    return rounds
+
+
+def build_summary(rundir: Any, loaded: Any, values: dict[str, Any]) -> RunSummary:
+    base = values.get("baseline") or {}
+    best = values.get("best") or {}
+    final = values.get("final") or {}
+    rounds = _rounds(rundir, int(values.get("round") or 0), base.get("ms"))
+    history_best = {}
+    for line in _trace_lines(rundir):
+        if line.get("event") == "round_end":
+            history_best[line.get("round")] = line.get("best_ms")
+    for r in rounds:
+        r.best_ms = history_best.get(r.index)
+    tokens = {role: int(u.get("input", 0)) + int(u.get("output", 0)) for role, u in (values.get("tokens") or {}).items()}
+    check = ""
+    if final:
+        check = (f"{final.get('candidate')} re-validated on fresh inputs: {final.get('status')}; "
+                 f"{_ms(final.get('ms'))} vs naive {_ms(final.get('baseline_ms'))} in the same run")
+        if final.get("speedup"):
+            check += f" ({final['speedup']:.2f}x)"
+    return RunSummary(
+        task=loaded.task.name, run_id=rundir.run_id, device=values.get("device"), baseline_ms=base.get("ms"),
+        best_candidate=best.get("id"), best_ms=final.get("ms") or best.get("ms"), stop_reason=values.get("stop_reason"),
+        rounds=rounds, tokens_by_role=tokens, seconds=float(values.get("elapsed_s") or 0.0), final_check=check,
+        best_path=str(rundir.best_path),
+    )
+
+
+def _ms(v: float | None) -> str:
+    return f"{v:.4f} ms" if v is not None else "not timed"
+
+
+def _trace_lines(rundir: Any) -> list[dict]:
+    try:
+        from cuda_llm.graph.trace import read_trace
+
+        return read_trace(rundir.trace_path)
+    except Exception:  # noqa: BLE001
+        return []
+
+
+__all__ = ["build_summary", "total_tokens"]

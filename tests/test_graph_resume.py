@@ -1,0 +1,190 @@
+"""Durability: a run killed with SIGKILL in the middle of a round resumes without asking the LLM again
+or measuring a kernel twice, and ends with the same best as a run that was never interrupted; SIGTERM
+stops at a step boundary and leaves the run resumable.
+
+The run under test is a separate process (this file, run as a script), so the kill is real.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+HERE = Path(__file__).resolve().parent
+N = 3
+KERNELS = {"r1c0": "v5", "r1c1": "v6", "r1c2": "v3", "r2c0": "v2", "r2c1": "v6", "r2c2": "v3",
+           "r3c0": "v199", "r3c1": "v6", "r3c2": "v3"}
+TIMINGS = {"baseline": 10.0, "v5": 5.0, "v6": 6.0, "v2": 2.0, "v199": 1.99, "v3": 3.0}
+
+
+# ------------------------------------------------------------------ the run, as a separate process
+def _model(llm_log: Path) -> Any:
+    from fake_gpu_evaluator import coder_answer, critic_answer, plan_answer, softmax_source
+    from scripted_chat_model import ScriptedChatModel, detect_role
+    from test_graph_loop import candidate_of, offered_ids
+
+    def respond(messages: list[Any]) -> str:
+        role = detect_role(messages)
+        key = hashlib.sha256("\n".join(str(m.content) for m in messages).encode()).hexdigest()[:16]
+        cid = candidate_of(messages) if role == "coder" else None
+        with open(llm_log, "a") as f:
+            f.write(json.dumps({"role": role, "prompt": key, "candidate": cid, "pid": os.getpid()}) + "\n")
+        if role == "planner":
+            return plan_answer(N, features=offered_ids(messages))
+        if role == "critic":
+            return critic_answer()
+        return coder_answer(softmax_source(KERNELS.get(cid, "v6")))
+
+    return ScriptedChatModel(respond=respond)
+
+
+def _options(runs: Path) -> Any:
+    from cuda_llm.graph.run import RunOptions
+    from cuda_llm.graph.state import Limits
+
+    return RunOptions(limits=Limits(n_candidates=N, max_rounds=3, plateau_rounds=5), runs_dir=runs, learn=False)
+
+
+def drive(mode: str, work: Path, run_id: str | None, delay_s: float) -> dict:
+    from fake_gpu_evaluator import FakeGpuEvaluator
+
+    from cuda_llm.graph.run import resume_run, start_run
+
+    ev = FakeGpuEvaluator(TIMINGS, log_path=work / "evals.log", delay_s=delay_s)
+    model = _model(work / "llm.log")
+    if mode == "start":
+        out = start_run("softmax", None, _options(work / "runs"), evaluator=ev, model_factory=lambda r: model)
+    else:
+        out = resume_run(run_id, work / "runs", evaluator=ev, model_factory=lambda r: model)
+    return out.model_dump(mode="json", exclude={"table"})
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, str(HERE))
+    mode, work, run_id, delay = sys.argv[1], Path(sys.argv[2]), sys.argv[3], float(sys.argv[4])
+    print("OUTCOME " + json.dumps(drive(mode, work, run_id, delay)), flush=True)
+    sys.exit(0)
+
+
+# ------------------------------------------------------------------ the tests
+@pytest.fixture
+def work(tmp_path, tmp_path_factory):
+    from test_graph_loop import shared_cache
+
+    (tmp_path / "cache").symlink_to(shared_cache(tmp_path_factory))
+    return tmp_path
+
+
+def _spawn(mode: str, work: Path, run_id: str, delay_s: float) -> subprocess.Popen:
+    env = dict(os.environ, CUDA_LLM_CACHE=str(work / "cache"))
+    env["PYTHONPATH"] = os.pathsep.join([str(HERE), str(HERE.parent)] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
+    return subprocess.Popen([sys.executable, str(Path(__file__).resolve()), mode, str(work), run_id, str(delay_s)],
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _outcome(proc: subprocess.Popen, timeout: float = 120) -> dict:
+    out, err = proc.communicate(timeout=timeout)
+    line = next((ln for ln in out.splitlines() if ln.startswith("OUTCOME ")), None)
+    assert line is not None, f"no outcome (rc {proc.returncode}):\n{out[-2000:]}\n{err[-4000:]}"
+    return json.loads(line[len("OUTCOME "):])
+
+
+def _events(trace: Path) -> list[dict]:
+    if not trace.is_file():
+        return []
+    out = []
+    for line in trace.read_text().splitlines():
+        try:
+            out.append(json.loads(line))
+        except ValueError:
+            pass  # a line cut by the kill
+    return out
+
+
+def _wait_for(runs: Path, pred, timeout: float = 90) -> Path:
+    """The run's folder, once its trace satisfies ``pred``."""
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < timeout:
+        for trace in runs.glob("*/trace.jsonl"):
+            if pred(_events(trace)):
+                return trace.parent
+        time.sleep(0.05)
+    raise AssertionError(f"timed out waiting on the trace in {runs}")
+
+
+def _log(path: Path) -> list[dict]:
+    return [json.loads(x) for x in path.read_text().splitlines()] if path.is_file() else []
+
+
+def _reference(tmp_path: Path) -> dict:
+    """The same run, never interrupted (in this process)."""
+    ref = tmp_path / "ref"
+    ref.mkdir()
+    old = os.environ.get("CUDA_LLM_CACHE")
+    os.environ["CUDA_LLM_CACHE"] = str(tmp_path / "cache")
+    try:
+        return drive("start", ref, None, 0.0)
+    finally:
+        if old is None:
+            os.environ.pop("CUDA_LLM_CACHE", None)
+        else:
+            os.environ["CUDA_LLM_CACHE"] = old
+
+
+def test_kill_mid_round_then_resume_repeats_nothing(work, tmp_path):
+    proc = _spawn("start", work, "-", 0.25)
+    # kill once the second round's first candidate has been measured (the others are still to come)
+    root = _wait_for(work / "runs", lambda ev: any(e.get("event") == "evaluation" and e.get("candidate") == "r2c0" for e in ev))
+    run_id, trace = root.name, root / "trace.jsonl"
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=30)
+    assert proc.returncode == -signal.SIGKILL
+    evals_before = _log(work / "evals.log")
+    llm_before = _log(work / "llm.log")
+    assert any(e["candidate"] == "r2c0" for e in evals_before)
+    assert not any(e["candidate"] == "r2c2" for e in evals_before)      # killed in the middle of the round
+
+    out = _outcome(_spawn("resume", work, run_id, 0.0))
+    assert out["finished"] and out["stop_reason"] == "max_rounds"
+
+    llm = _log(work / "llm.log")
+    prompts = [e["prompt"] for e in llm]
+    assert len(prompts) == len(set(prompts)), "an LLM call was repeated after resume"
+    assert len(llm) > len(llm_before)                                   # the resumed run did go on
+    evals = _log(work / "evals.log")
+    keys = [(e["kind"], e["candidate"]) for e in evals]
+    assert len(keys) == len(set(keys)), f"an evaluation was repeated after resume: {keys}"
+    resumed = [e for e in _events(trace) if e.get("event") == "run_resume"]
+    assert resumed, "no run_resume event in the trace"
+
+    ref = _reference(tmp_path)
+    assert out["best"]["id"] == ref["best"]["id"] == "r2c0"
+    assert out["final"]["ms"] == pytest.approx(ref["final"]["ms"])
+    print(f"\nkilled after {len(evals_before)} evaluations and {len(llm_before)} LLM calls; resumed run added "
+          f"{len(evals) - len(evals_before)} evaluations and {len(llm) - len(llm_before)} LLM calls; best {out['best']['id']}")
+
+
+def test_sigterm_stops_at_a_step_boundary_and_resumes(work):
+    proc = _spawn("start", work, "-", 0.25)
+    root = _wait_for(work / "runs", lambda ev: any(e.get("event") == "evaluation" and e.get("candidate") == "r1c1" for e in ev))
+    run_id, trace = root.name, root / "trace.jsonl"
+    proc.send_signal(signal.SIGTERM)
+    first = _outcome(proc)
+    assert proc.returncode == 0 and not first["finished"] and first["interrupted"]
+    ends = [e for e in _events(trace) if e.get("event") == "run_end"]
+    assert ends and ends[-1]["interrupted"] is True
+    n_evals = len(_log(work / "evals.log"))
+    assert n_evals >= 3                   # the evaluate step was finished (r1c2 measured) before stopping
+    out = _outcome(_spawn("resume", work, run_id, 0.0))
+    assert out["finished"] and out["best"]["id"] == "r2c0"
+    keys = [(e["kind"], e["candidate"]) for e in _log(work / "evals.log")]
+    assert len(keys) == len(set(keys))
