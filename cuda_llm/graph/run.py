@@ -116,11 +116,11 @@ def resume_run(run_id: str, runs_dir: Path | str = "runs", *, settings: Any = No
                   stages=stages, progress=progress, handle_signals=handle_signals)
 
 
-def settings_from_config(llm: dict[str, Any]) -> Any:
+def settings_from_config(llm: dict[str, Any], *, api_key: str | None = None) -> Any:
     """The run's saved models and endpoints, with API keys from the environment (never saved)."""
     from cuda_llm.agents.settings import load_settings
 
-    cli: dict[str, Any] = {}
+    cli: dict[str, Any] = {"api_key": api_key} if api_key else {}
     for role in ROLES:
         r = llm.get(role) or {}
         if r.get("model"):

@@ -1,0 +1,167 @@
+"""`cuda-llm optimize TASK`: run the agent loop on one task until it stops improving or a budget ends."""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from pathlib import Path
+
+HELP = "optimize a task's kernel with the LLM agents (plan, code, evaluate, profile, critique)"
+DESCRIPTION = """Run the optimization loop on TASK (a suite name or a task folder).
+
+Each round the planner picks hardware features for N candidates, the coders write them in parallel,
+every candidate is compiled, tested on many shapes (some never shown to the LLM) and timed on the GPU,
+the fastest is profiled with Nsight Compute and the critic says what limits it. The loop stops on a
+plateau (best latency not better by more than --plateau-threshold over --plateau-rounds rounds), after
+--rounds rounds, or when the time or token budget is spent; time is kept back for the final check.
+
+Everything goes to RUNS_DIR/<run-id>/: trace.jsonl, checkpoint.sqlite, candidates/, prompts/,
+responses/, report.md and best.cu. Ctrl-C (or SIGTERM) stops after the current step; continue with
+`cuda-llm resume RUN_ID`.
+
+LLM: --model/--base-url, else CUDA_LLM_MODEL / OPENAI_BASE_URL / OPENAI_API_KEY, else cuda-llm.toml.
+Per role: --planner-model, --coder-model, --critic-model."""
+
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhd]?)\s*$", re.I)
+_UNITS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def parse_duration(text: str) -> float:
+    """'90', '90s', '45m', '8h', '1.5h' -> seconds."""
+    m = _DURATION.match(str(text))
+    if not m or float(m.group(1)) <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a duration; write e.g. 600, 45m or 8h")
+    return float(m.group(1)) * _UNITS[m.group(2).lower()]
+
+
+def parse_threshold(text: str) -> float:
+    """'2%' or '0.02' -> 0.02."""
+    t = str(text).strip()
+    try:
+        v = float(t[:-1]) / 100 if t.endswith("%") else float(t)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a threshold; write e.g. 2% or 0.02") from None
+    if not 0 <= v < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: the threshold must be between 0% and 100%")
+    return v
+
+
+def parse_tokens(text: str) -> int:
+    """'2000000', '2M', '500k' -> tokens."""
+    m = re.match(r"^\s*(\d+(?:\.\d+)?)\s*([kKmM]?)\s*$", str(text))
+    if not m:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a token count; write e.g. 500k or 2M")
+    return int(float(m.group(1)) * {"": 1, "k": 1_000, "m": 1_000_000}[m.group(2).lower()])
+
+
+def add_llm_arguments(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("LLM")
+    g.add_argument("--model", help="model for every role (or CUDA_LLM_MODEL)")
+    g.add_argument("--base-url", help="OpenAI-compatible endpoint, e.g. http://localhost:8000/v1 (or OPENAI_BASE_URL)")
+    g.add_argument("--api-key", help="API key (better: OPENAI_API_KEY in the environment)")
+    for role in ("planner", "coder", "critic"):
+        g.add_argument(f"--{role}-model", help=f"model for the {role} only")
+    g.add_argument("--config", type=Path, help="a cuda-llm.toml other than ./cuda-llm.toml")
+
+
+def llm_cli(args: argparse.Namespace) -> dict:
+    keys = ("model", "base_url", "api_key", "planner_model", "coder_model", "critic_model", "config")
+    return {k: getattr(args, k, None) for k in keys if getattr(args, k, None) is not None}
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("task", help="task name from `cuda-llm tasks`, or a task folder")
+    add_llm_arguments(p)
+    b = p.add_argument_group("budgets and stop rules")
+    b.add_argument("--rounds", type=int, default=10, help="maximum rounds (default 10)")
+    b.add_argument("--candidates", type=int, default=4, help="candidates per round, written in parallel (default 4)")
+    b.add_argument("--time-budget", type=parse_duration, default=8 * 3600.0,
+                   help="wall-clock budget, e.g. 45m or 8h (default 8h)")
+    b.add_argument("--token-budget", type=parse_tokens, default=2_000_000, help="tokens over all roles (default 2M)")
+    b.add_argument("--plateau-rounds", type=int, default=3, help="stop after this many rounds without progress (default 3)")
+    b.add_argument("--plateau-threshold", type=parse_threshold, default=0.02,
+                   help="what counts as progress: best latency better by more than this (default 2%%)")
+    b.add_argument("--max-repairs", type=int, default=2, help="repair attempts per round when nothing passes (default 2)")
+    b.add_argument("--reserve", type=parse_duration, default=120.0,
+                   help="time kept back from the budget for the final validation (default 120s)")
+    o = p.add_argument_group("run")
+    o.add_argument("--runs-dir", type=Path, default=Path("runs"), help="where runs are kept (default ./runs)")
+    o.add_argument("--arch", help="GPU architecture, e.g. sm_90 (default: the device's)")
+    o.add_argument("--eval-time", type=parse_duration, default=10.0, help="timing budget per candidate (default 10s)")
+    o.add_argument("--no-profile", action="store_true", help="skip Nsight Compute profiling")
+    o.add_argument("--no-learn", action="store_true", help="do not update the feature statistics")
+    o.add_argument("--quiet", action="store_true", help="no progress lines (the final table is still printed)")
+
+
+def _err(msg: str) -> int:
+    print(f"cuda-llm optimize: {msg}", file=sys.stderr)
+    return 2
+
+
+def print_outcome(out, stream=None) -> None:
+    stream = stream or sys.stdout
+    if out.table:
+        print(out.table, file=stream)
+    if out.finished:
+        print(f"stop reason: {out.stop_reason}", file=stream)
+        print(f"best kernel: {out.root / 'best.cu'}", file=stream)
+        if out.report_path:
+            print(f"report:      {out.report_path}", file=stream)
+    elif out.error:
+        print(f"stopped by an error: {out.error}\ncontinue with `cuda-llm resume {out.run_id}`", file=stream)
+    else:
+        print(f"stopped at round {out.rounds}; continue with `cuda-llm resume {out.run_id}`", file=stream)
+    print(f"trace:       {out.root / 'trace.jsonl'}", file=stream)
+
+
+def exit_code(out) -> int:
+    if out.finished:
+        return 0
+    return 3 if out.error else 130
+
+
+def run(args: argparse.Namespace) -> int:
+    # 1. the LLM configuration, before anything else runs
+    from cuda_llm.agents.errors import LLMConfigError
+    from cuda_llm.agents.settings import load_settings
+
+    try:
+        settings = load_settings(llm_cli(args))
+    except LLMConfigError as exc:
+        return _err(str(exc))
+    # 2. the options and the task
+    from pydantic import ValidationError
+
+    from cuda_llm.graph.run import RunOptions, start_run
+    from cuda_llm.graph.state import Limits
+
+    try:
+        limits = Limits(max_rounds=args.rounds, n_candidates=args.candidates, time_budget_s=args.time_budget,
+                        token_budget=args.token_budget, plateau_rounds=args.plateau_rounds,
+                        plateau_threshold=args.plateau_threshold, reserve_s=args.reserve, max_repairs=args.max_repairs)
+    except ValidationError as exc:
+        bad = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
+        return _err(f"bad budget: {bad} (see `cuda-llm optimize --help`)")
+    if limits.reserve_s >= limits.time_budget_s:
+        return _err(f"--reserve {limits.reserve_s:g}s leaves nothing of --time-budget {limits.time_budget_s:g}s; "
+                    "give a larger budget or a smaller reserve")
+    from cuda_llm.tasks import TaskError, load_task
+
+    try:
+        loaded = load_task(args.task)
+    except (TaskError, KeyError, FileNotFoundError, ValueError) as exc:
+        return _err(f"{exc} (list the tasks with `cuda-llm tasks`)")
+    # 3. a GPU to measure on
+    from cuda_llm.tools.device_probe import has_cuda_device
+
+    if not has_cuda_device():
+        return _err("no CUDA device here: optimize measures every candidate on the GPU. Run it on a machine "
+                    "with an NVIDIA GPU and driver (`cuda-llm eval` can still compile and statically check a kernel).")
+    from cuda_llm.graph.progress import ConsoleProgress
+
+    options = RunOptions(limits=limits, runs_dir=args.runs_dir, arch=args.arch, eval_time_budget_s=args.eval_time,
+                         profile=not args.no_profile, learn=not args.no_learn)
+    out = start_run(loaded, settings, options, progress=None if args.quiet else ConsoleProgress())
+    print_outcome(out)
+    return exit_code(out)
