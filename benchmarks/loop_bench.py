@@ -1,0 +1,360 @@
+"""End-to-end loop benchmark on the GPU: `cuda-llm optimize softmax` with a scripted LLM proposing real
+kernels (naive, then better, then no better), once straight through and once killed (SIGKILL) in the
+middle of round 2 and resumed. Writes bench-out/loop.md: the console table, the stop reason, the
+checkpoint growth per round and the kill/resume comparison.
+
+    python benchmarks/loop_bench.py [--out bench-out] [--profile]
+
+Needs a CUDA device (the evaluation is real: nvcc, the GPU worker, event timing); only the LLM is scripted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
+
+N = 2
+PLATEAU_ROUNDS = 2
+
+# ------------------------------------------------------------------ real softmax kernels
+NAIVE = """// variant: {name}
+#include <cuda_runtime.h>
+#include <math.h>
+__global__ void softmax_rows(const float* x, float* y, int rows, int cols) {{
+    int row = blockIdx.x * blockDim.x + threadIdx.x;
+    if (row >= rows) return;
+    const float* xr = x + (size_t)row * cols;
+    float* yr = y + (size_t)row * cols;
+    float m = -INFINITY;
+    for (int c = 0; c < cols; ++c) m = fmaxf(m, xr[c]);
+    float s = 0.0f;
+    for (int c = 0; c < cols; ++c) s += expf(xr[c] - m);
+    float inv = 1.0f / s;
+    for (int c = 0; c < cols; ++c) yr[c] = expf(xr[c] - m) * inv;
+}}
+extern "C" void solve(const float* x, float* y, int rows, int cols) {{
+    if (rows <= 0 || cols <= 0) return;
+    int threads = {threads};
+    softmax_rows<<<(rows + threads - 1) / threads, threads>>>(x, y, rows, cols);
+}}
+"""
+
+# one block per row, warp-shuffle block reductions; PASSES=3 reads x twice and writes y once,
+# EXTRA re-reads the row once more (a deliberately worse variant)
+BLOCK = """// variant: {name}
+#include <cuda_runtime.h>
+#include <math.h>
+#define THREADS {threads}
+__device__ __forceinline__ float warp_max(float v) {{
+    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+    return v;
+}}
+__device__ __forceinline__ float warp_sum(float v) {{
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}}
+__device__ float block_max(float v, float* sh) {{
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    v = warp_max(v);
+    if (lane == 0) sh[warp] = v;
+    __syncthreads();
+    v = (threadIdx.x < THREADS / 32) ? sh[lane] : -INFINITY;
+    if (warp == 0) v = warp_max(v);
+    if (threadIdx.x == 0) sh[0] = v;
+    __syncthreads();
+    float r = sh[0];
+    __syncthreads();
+    return r;
+}}
+__device__ float block_sum(float v, float* sh) {{
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    v = warp_sum(v);
+    if (lane == 0) sh[warp] = v;
+    __syncthreads();
+    v = (threadIdx.x < THREADS / 32) ? sh[lane] : 0.0f;
+    if (warp == 0) v = warp_sum(v);
+    if (threadIdx.x == 0) sh[0] = v;
+    __syncthreads();
+    float r = sh[0];
+    __syncthreads();
+    return r;
+}}
+__global__ void __launch_bounds__(THREADS) softmax_rows(const float* __restrict__ x, float* __restrict__ y, int cols) {{
+    __shared__ float sh[32];
+    const float* xr = x + (size_t)blockIdx.x * cols;
+    float* yr = y + (size_t)blockIdx.x * cols;
+    float m = -INFINITY;
+    for (int c = threadIdx.x; c < cols; c += THREADS) m = fmaxf(m, xr[c]);
+    m = block_max(m, sh);
+    float s = 0.0f;
+    for (int c = threadIdx.x; c < cols; c += THREADS) s += expf(xr[c] - m);
+    s = block_sum(s, sh);
+{extra}
+    float inv = 1.0f / s;
+    for (int c = threadIdx.x; c < cols; c += THREADS) yr[c] = expf(xr[c] - m) * inv;
+}}
+extern "C" void solve(const float* x, float* y, int rows, int cols) {{
+    if (rows <= 0 || cols <= 0) return;
+    softmax_rows<<<rows, THREADS>>>(x, y, cols);
+}}
+"""
+EXTRA_PASS = """    float s2 = 0.0f;  // a redundant second sum over the row
+    for (int c = threadIdx.x; c < cols; c += THREADS) s2 += expf(xr[c] - m);
+    s = 0.5f * (s + block_sum(s2, sh));"""
+
+
+def kernel(variant: str) -> str:
+    if variant == "naive-128":
+        return NAIVE.format(name=variant, threads=128)
+    if variant == "naive-256":
+        return NAIVE.format(name=variant, threads=256)
+    if variant == "block-256":
+        return BLOCK.format(name=variant, threads=256, extra="")
+    if variant == "block-256-extra":
+        return BLOCK.format(name=variant, threads=256, extra=EXTRA_PASS)
+    if variant == "block-32-extra":
+        return BLOCK.format(name=variant, threads=32, extra=EXTRA_PASS)
+    raise KeyError(variant)
+
+
+# round by round: naive, then better, then no better
+SCRIPT = {
+    "r1c0": "naive-128", "r1c1": "naive-256",
+    "r2c0": "block-256", "r2c1": "block-256-extra",
+}
+NO_BETTER = ("block-256-extra", "block-32-extra")
+FASTEST = "block-256"
+
+
+def variant_for(cid: str) -> str:
+    if cid in SCRIPT:
+        return SCRIPT[cid]
+    m = re.match(r"r(\d+)c(\d+)", cid)
+    return NO_BETTER[int(m.group(2)) % len(NO_BETTER)] if m else NO_BETTER[0]
+
+
+def scripted_model(llm_log: Path | None = None) -> Any:
+    from fake_gpu_evaluator import coder_answer, critic_answer, plan_answer
+    from scripted_chat_model import ScriptedChatModel, detect_role
+    from test_graph_loop import candidate_of, offered_ids
+
+    def respond(messages: list[Any]) -> str:
+        role = detect_role(messages)
+        cid = candidate_of(messages) if role == "coder" else None
+        if llm_log is not None:
+            import hashlib
+
+            key = hashlib.sha256("\n".join(str(m.content) for m in messages).encode()).hexdigest()[:16]
+            with open(llm_log, "a") as f:
+                f.write(json.dumps({"role": role, "prompt": key, "candidate": cid}) + "\n")
+        if role == "planner":
+            return plan_answer(N, features=offered_ids(messages))
+        if role == "critic":
+            return critic_answer(("warp_shuffle", "vector_loads"))
+        return coder_answer(kernel(variant_for(cid)))
+
+    return ScriptedChatModel(respond=respond)
+
+
+def options(runs: Path, profile: bool) -> Any:
+    from cuda_llm.graph.run import RunOptions
+    from cuda_llm.graph.state import Limits
+
+    return RunOptions(limits=Limits(n_candidates=N, max_rounds=8, plateau_rounds=PLATEAU_ROUNDS, reserve_s=30,
+                                    time_budget_s=1800), runs_dir=runs, eval_time_budget_s=1.0, profile=profile,
+                      learn=False)
+
+
+class LoggedEvaluator:
+    """The real GpuEvaluator, with every real measurement appended to a log (to count repeats)."""
+
+    def __init__(self, inner: Any, log: Path):
+        self.inner, self.log = inner, log
+        self.arch, self.device = inner.arch, inner.device
+
+    def _note(self, kind: str, cid: str) -> None:
+        with open(self.log, "a") as f:
+            f.write(json.dumps({"kind": kind, "candidate": cid}) + "\n")
+
+    def evaluate(self, loaded, source, candidate_id, work_dir):
+        self._note("evaluate", candidate_id)
+        return self.inner.evaluate(loaded, source, candidate_id, work_dir)
+
+    def baseline(self, loaded):
+        self._note("baseline", "baseline")
+        return self.inner.baseline(loaded)
+
+    def profile(self, loaded, source, candidate_id, work_dir, result):
+        self._note("profile", candidate_id)
+        return self.inner.profile(loaded, source, candidate_id, work_dir, result)
+
+    def final_check(self, loaded, source, candidate_id, work_dir):
+        self._note("final", candidate_id)
+        return self.inner.final_check(loaded, source, candidate_id, work_dir)
+
+
+def drive(mode: str, work: Path, run_id: str | None, profile: bool) -> dict:
+    """One process's part: start or resume a run in ``work``."""
+    from cuda_llm.graph.evaluator import GpuEvaluator
+    from cuda_llm.graph.progress import ConsoleProgress
+    from cuda_llm.graph.run import resume_run, start_run
+
+    ev = LoggedEvaluator(GpuEvaluator(time_budget_s=1.0, profile=profile), work / "evals.log")
+    model = scripted_model(work / "llm.log")
+    progress = ConsoleProgress()
+    if mode == "start":
+        out = start_run("softmax", None, options(work / "runs", profile), evaluator=ev,
+                        model_factory=lambda r: model, progress=progress)
+    else:
+        out = resume_run(run_id, work / "runs", evaluator=ev, model_factory=lambda r: model, progress=progress)
+    return out.model_dump(mode="json")
+
+
+def checkpoint_growth(root: Path, rounds: int) -> tuple[float, int, int]:
+    """(bytes per round, pages bytes, checkpoints): whole database over rounds (setup included: an upper bound)."""
+    db = sqlite3.connect(root / "checkpoint.sqlite")
+    size = db.execute("PRAGMA page_count").fetchone()[0] * db.execute("PRAGMA page_size").fetchone()[0]
+    n = db.execute("SELECT count(*) FROM checkpoints").fetchone()[0]
+    db.close()
+    return size / max(rounds, 1), size, n
+
+
+def _spawn(mode: str, work: Path, run_id: str, profile: bool) -> subprocess.Popen:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), str(ROOT / "tests")] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
+    return subprocess.Popen([sys.executable, str(Path(__file__).resolve()), "--drive", mode, str(work), run_id,
+                             "1" if profile else "0"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _outcome(proc: subprocess.Popen, timeout: float = 280) -> dict:
+    out, err = proc.communicate(timeout=timeout)
+    line = next((ln for ln in out.splitlines() if ln.startswith("OUTCOME ")), None)
+    if line is None:
+        raise RuntimeError(f"no outcome (rc {proc.returncode}):\n{out[-3000:]}\n{err[-3000:]}")
+    return json.loads(line[len("OUTCOME "):])
+
+
+def _events(trace: Path) -> list[dict]:
+    from cuda_llm.graph.trace import read_trace
+
+    return read_trace(trace)
+
+
+def straight_run(work: Path, profile: bool) -> dict:
+    work.mkdir(parents=True, exist_ok=True)
+    return drive("start", work, None, profile)
+
+
+def killed_and_resumed(work: Path, kill_after: str = "r2c0", timeout: float = 240) -> dict:
+    """Start in a subprocess, SIGKILL it after ``kill_after`` was evaluated, resume in this process."""
+    work.mkdir(parents=True, exist_ok=True)
+    proc = _spawn("start", work, "-", False)
+    t0 = time.monotonic()
+    root = None
+    while time.monotonic() - t0 < timeout and proc.poll() is None:
+        for trace in (work / "runs").glob("*/trace.jsonl"):
+            if any(e.get("event") == "evaluation" and e.get("candidate") == kill_after for e in _events(trace)):
+                root = trace.parent
+        if root is not None:
+            break
+        time.sleep(0.1)
+    if root is None:
+        proc.kill()
+        raise RuntimeError(f"the run never evaluated {kill_after}: {proc.communicate()[1][-3000:]}")
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    before = {"evals": _lines(work / "evals.log"), "llm": _lines(work / "llm.log")}
+    out = drive("resume", work, root.name, False)
+    out["killed_after"] = {"evaluations": len(before["evals"]), "llm_calls": len(before["llm"])}
+    evals = _lines(work / "evals.log")
+    llm = _lines(work / "llm.log")
+    out["repeated_evaluations"] = len(evals) - len({(e["kind"], e["candidate"]) for e in evals})
+    out["repeated_llm_calls"] = len(llm) - len({e["prompt"] for e in llm})
+    out["resumed_added"] = {"evaluations": len(evals) - len(before["evals"]), "llm_calls": len(llm) - len(before["llm"])}
+    return out
+
+
+def _lines(p: Path) -> list[dict]:
+    return [json.loads(x) for x in p.read_text().splitlines()] if p.is_file() else []
+
+
+def best_variant(out: dict) -> str | None:
+    from fake_gpu_evaluator import variant_of
+
+    p = Path(out["root"]) / "best.cu"
+    return variant_of(p.read_text()) if p.is_file() else None
+
+
+def write_markdown(path: Path, straight: dict, resumed: dict | None, device: str | None) -> str:
+    per_round, size, n_ckpt = checkpoint_growth(Path(straight["root"]), straight["rounds"])
+    lines = [
+        "# Loop benchmark: optimize softmax with a scripted LLM and real GPU evaluation", "",
+        f"Device: {device or 'unknown'}. Scripted kernels: naive (round 1), better (round 2: one block per row,",
+        "warp-shuffle reductions), then no better (extra passes, narrow blocks) until the plateau rule stops the run.",
+        f"{N} candidates per round, plateau after {PLATEAU_ROUNDS} rounds without >2% improvement.", "",
+        "## Straight run", "", "```", straight.get("table") or "(no table)", "```", "",
+        f"- stop reason: **{straight['stop_reason']}** after {straight['rounds']} rounds, {straight['elapsed_s']:.0f} s",
+        f"- best: `{straight['best'].get('id')}` = variant `{best_variant(straight)}` (expected `{FASTEST}`)",
+        f"- final check: {json.dumps(straight.get('final'))}",
+        f"- checkpoint database: {size / 1024:.0f} KiB after {straight['rounds']} rounds ({n_ckpt} checkpoints) = "
+        f"**{per_round / 1024:.1f} KiB per round** (setup included)",
+        f"- tokens: {json.dumps(straight.get('tokens'))}", "",
+    ]
+    if resumed is not None:
+        lines += [
+            "## Killed (SIGKILL) during round 2, then resumed", "",
+            "```", resumed.get("table") or "(no table)", "```", "",
+            f"- killed after {resumed['killed_after']['evaluations']} evaluations and "
+            f"{resumed['killed_after']['llm_calls']} LLM calls; the resumed run added "
+            f"{resumed['resumed_added']['evaluations']} evaluations and {resumed['resumed_added']['llm_calls']} LLM calls",
+            f"- repeated evaluations: {resumed['repeated_evaluations']}; repeated LLM calls: {resumed['repeated_llm_calls']}",
+            f"- stop reason: **{resumed['stop_reason']}**; best `{resumed['best'].get('id')}` = variant "
+            f"`{best_variant(resumed)}` (straight run: `{best_variant(straight)}`)", "",
+        ]
+    text = "\n".join(lines)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    return text
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] == "--drive":
+        mode, work, run_id, profile = argv[1], Path(argv[2]), argv[3], argv[4] == "1"
+        print("OUTCOME " + json.dumps(drive(mode, work, run_id, profile)), flush=True)
+        return 0
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--out", type=Path, default=ROOT / "bench-out")
+    ap.add_argument("--work", type=Path, default=None, help="where the runs go (default: OUT/loop-runs)")
+    ap.add_argument("--profile", action="store_true", help="profile with Nsight Compute in the straight run")
+    ap.add_argument("--no-resume", action="store_true", help="skip the kill/resume run")
+    args = ap.parse_args(argv)
+    work = args.work or (args.out / "loop-runs")
+    straight = straight_run(work / "straight", args.profile)
+    resumed = None if args.no_resume else killed_and_resumed(work / "killed")
+    from cuda_llm.tools.device_info import get_device_info
+
+    dev = get_device_info()
+    text = write_markdown(args.out / "loop.md", straight, resumed, dev.name if dev else None)
+    print(text)
+    ok = straight["stop_reason"] == "plateau" and best_variant(straight) == FASTEST
+    if resumed is not None:
+        ok = ok and best_variant(resumed) == FASTEST and not resumed["repeated_evaluations"] and not resumed["repeated_llm_calls"]
+    print("CHECKS", "PASS" if ok else "FAIL")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
