@@ -107,9 +107,9 @@ class CachedChatModel:
                 if not cached:
                     prompt_path = self._rundir.write_prompt(self._role, call_id, list(messages))
                     response_path = self._rundir.write_response(self._role, call_id, _text(getattr(ai, "content", "")))
-                else:
-                    prompt_path = self._rundir.root / "prompts" / self._role
-                    response_path = self._rundir.root / "responses" / self._role
+                else:  # written when the answer was first received
+                    prompt_path = self._rundir.root / "prompts" / self._role / f"{call_id}.md"
+                    response_path = self._rundir.root / "responses" / self._role / f"{call_id}.md"
             except Exception:  # noqa: BLE001 - files are for people; never fail a call over them
                 pass
         if self._on_call is not None:
