@@ -218,3 +218,21 @@ def test_checkpoint_growth_per_round_is_small(tmp_path):
     print(f"\ncheckpoint growth: {per_round / 1024:.1f} KiB/round on disk (file {sizes[0] / 1024:.0f} KiB after "
           f"round 1, {sizes[-1] / 1024:.0f} KiB after round 8; 4 candidates per round; {n_ckpt} checkpoints)")
     assert 0 < per_round <= 50 * 1024
+
+
+@pytest.mark.parametrize("mode", ["rejected", "unsupported"])
+def test_runs_against_servers_without_json_schema(tmp_path, mode):
+    """Planner and critic fall back to JSON in plain text through the run's LLM cache wrapper."""
+    from cuda_llm.agents.structured import forget_methods
+
+    forget_methods()
+    base = scripted({"r1c0": softmax_source("v5"), "r1c1": softmax_source("v6")}, n=2)
+    model = ScriptedChatModel(respond=base.respond, structured_output=mode, model_name=f"plain-{mode}")
+    opts = RunOptions(limits=Limits(n_candidates=2, max_rounds=1), runs_dir=tmp_path / "runs", learn=False)
+    out = start_run("softmax", None, opts, evaluator=FakeGpuEvaluator(TIMINGS), model_factory=lambda role: model,
+                    handle_signals=False)
+    assert out.finished and out.best["id"] == "r1c0"
+    crit = [e for e in trace(out) if e["event"] == "decision" and e.get("kind") == "critique"]
+    assert crit and crit[0]["rule_based"] is False           # the critic's own answer was used
+    # a server that rejects json_schema is found out once; later requests go as plain text
+    assert sum(c.structured for c in model.calls) == (1 if mode == "rejected" else 0)
