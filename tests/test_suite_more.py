@@ -233,8 +233,8 @@ LOOP_CASES = {
     "gemv": (_loop_gemv, [{"M": 6, "N": 11}, {"M": 1, "N": 1}]),
     "spmv_csr": (_loop_spmv_csr, [{"M": 40, "N": 33, "nnz": 100, "max_row": 33},
                                   {"M": 5, "N": 9, "nnz": 3, "max_row": 9}]),
-    "stencil2d": (_loop_stencil2d, [{"H": 6, "W": 5}, {"H": 2, "W": 5}]),
-    "nbody": (_loop_nbody, [{"n": 13}, {"n": 1}]),
+    "stencil2d": (_loop_stencil2d, [{"H": 6, "W": 5}, {"H": 2, "W": 5}, {"H": 1030, "W": 4}]),  # slab seams
+    "nbody": (_loop_nbody, [{"n": 13}, {"n": 1}, {"n": 1030}]),  # crosses a 1024-body block
     "sort_u32": (_loop_sort_u32, [{"n": 1000}, {"n": 1}]),
     "kmeans_assign": (_loop_kmeans_assign, [{"n": 50, "k": 7, "d": 3}, {"n": 4, "k": 1, "d": 2}]),
 }

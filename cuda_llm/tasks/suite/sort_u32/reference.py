@@ -13,4 +13,6 @@ def make_inputs(sizes, rng):
 
 
 def reference(inputs, sizes):
-    return {"keys_out": np.sort(inputs["keys_in"], kind="stable")}
+    # Keys only: equal keys are indistinguishable, so stability does not matter (and the default
+    # sort is ten times faster than the stable one on 64M keys).
+    return {"keys_out": np.sort(inputs["keys_in"])}
