@@ -229,7 +229,7 @@ LOOP_CASES = {
     "conv2d": (_loop_conv2d, [{"N": 2, "C": 3, "H": 5, "W": 4, "K": 2}, {"N": 1, "C": 1, "H": 1, "W": 1, "K": 1}]),
     "maxpool2d": (_loop_maxpool2d, [{"N": 1, "C": 2, "H": 5, "W": 7}, {"N": 2, "C": 1, "H": 2, "W": 2}]),
     "attention": (_loop_attention, [{"S": 9}, {"S": 1}]),
-    "cross_entropy": (_loop_cross_entropy, [{"N": 7, "C": 5}, {"N": 1, "C": 1}]),
+    "cross_entropy": (_loop_cross_entropy, [{"N": 7, "C": 5}, {"N": 1, "C": 1}, {"N": 300, "C": 3}]),
     "gemv": (_loop_gemv, [{"M": 6, "N": 11}, {"M": 1, "N": 1}]),
     "spmv_csr": (_loop_spmv_csr, [{"M": 40, "N": 33, "nnz": 100, "max_row": 33},
                                   {"M": 5, "N": 9, "nnz": 3, "max_row": 9}]),
