@@ -188,3 +188,17 @@ def test_sigterm_stops_at_a_step_boundary_and_resumes(work):
     assert out["finished"] and out["best"]["id"] == "r2c0"
     keys = [(e["kind"], e["candidate"]) for e in _log(work / "evals.log")]
     assert len(keys) == len(set(keys))
+
+
+def test_a_run_cannot_be_driven_by_two_processes(tmp_path):
+    from cuda_llm.graph.run import _RunLock
+
+    probe = ("import sys; from pathlib import Path; from cuda_llm.graph.run import _RunLock, RunBusyError\n"
+             "try:\n    _RunLock(Path(sys.argv[1])).__enter__(); print('FREE')\n"
+             "except RunBusyError as e:\n    print('BUSY', e)\n")
+    env = dict(os.environ, PYTHONPATH=str(HERE.parent))
+    with _RunLock(tmp_path):
+        held = subprocess.run([sys.executable, "-c", probe, str(tmp_path)], capture_output=True, text=True, env=env)
+        assert "BUSY" in held.stdout and f"pid {os.getpid()}" in held.stdout, held.stderr
+    free = subprocess.run([sys.executable, "-c", probe, str(tmp_path)], capture_output=True, text=True, env=env)
+    assert "FREE" in free.stdout, free.stderr

@@ -40,7 +40,13 @@ def run(args: argparse.Namespace) -> int:
     except LLMConfigError as exc:
         print(f"cuda-llm resume: {exc}", file=sys.stderr)
         return 2
-    out = resume_run(str(rundir.root), args.runs_dir, settings=settings,
-                     progress=None if args.quiet else ConsoleProgress())
+    from cuda_llm.graph.run import RunBusyError
+
+    try:
+        out = resume_run(str(rundir.root), args.runs_dir, settings=settings,
+                         progress=None if args.quiet else ConsoleProgress())
+    except (RunBusyError, RuntimeError) as exc:
+        print(f"cuda-llm resume: {exc}", file=sys.stderr)
+        return 2
     print_outcome(out)
     return exit_code(out)

@@ -31,6 +31,41 @@ RECURSION_LIMIT = 100_000
 ROLES = ("planner", "coder", "critic")
 
 
+class RunBusyError(RuntimeError):
+    """Another process is running this run right now."""
+
+
+class _RunLock:
+    """An exclusive lock on the run directory for the life of one process's session (released on kill)."""
+
+    def __init__(self, root: Path):
+        self.path = Path(root) / "run.lock"
+        self.file: Any = None
+
+    def __enter__(self) -> "_RunLock":
+        import fcntl
+        import os
+
+        self.file = open(self.path, "a+")
+        try:
+            fcntl.flock(self.file, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            self.file.seek(0)
+            holder = self.file.read().strip() or "another process"
+            self.file.close()
+            raise RunBusyError(f"run {Path(self.path).parent.name} is being run by {holder}; wait for it to stop "
+                               "(or stop it with Ctrl-C / SIGTERM) before resuming") from None
+        self.file.seek(0)
+        self.file.truncate()
+        self.file.write(f"pid {os.getpid()}")
+        self.file.flush()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if self.file is not None:
+            self.file.close()
+
+
 class RunOptions(BaseModel):
     """What ``cuda-llm optimize`` controls (budgets become Limits in the state)."""
 
@@ -187,6 +222,17 @@ def _drive(rundir: Any, loaded: Any, settings: Any, options: RunOptions, initial
     from cuda_llm.graph.build import compile_graph
     from cuda_llm.graph.trace import open_trace
 
+    with _RunLock(rundir.root):
+        return _drive_locked(rundir, loaded, settings, options, initial, evaluator=evaluator,
+                             model_factory=model_factory, stages=stages, progress=progress,
+                             handle_signals=handle_signals, open_trace=open_trace, load_catalogue=load_catalogue,
+                             compile_graph=compile_graph, SqliteSaver=SqliteSaver)
+
+
+def _drive_locked(rundir: Any, loaded: Any, settings: Any, options: RunOptions, initial: dict | None, *,
+                  evaluator: Evaluator | None, model_factory: ModelFactory | None, stages: Sequence[ToolStage] | None,
+                  progress: Any, handle_signals: bool, open_trace: Any, load_catalogue: Any, compile_graph: Any,
+                  SqliteSaver: Any) -> RunOutcome:
     tracer = open_trace(rundir.trace_path)
     if evaluator is None:
         from cuda_llm.graph.evaluator import GpuEvaluator
