@@ -51,7 +51,7 @@ class GpuEvaluator:
     """The real evaluator: cuda_llm.tools.evaluate (compile, GPU worker) and tools.ncu for profiles."""
 
     def __init__(self, *, arch: str | None = None, time_budget_s: float = 10.0, final_seed: int = 20_251_123,
-                 profile: bool = True):
+                 profile: bool = True, profile_timeout_s: float = 120.0):
         from cuda_llm.tools.compile import resolve_arch
         from cuda_llm.tools.device_info import get_device_info
 
@@ -60,6 +60,7 @@ class GpuEvaluator:
         self.time_budget_s = time_budget_s
         self.final_seed = final_seed
         self.do_profile = profile
+        self.profile_timeout_s = profile_timeout_s
 
     def _options(self, **kw: Any) -> Any:
         from cuda_llm.tools.evaluate import EvalOptions
@@ -85,7 +86,7 @@ class GpuEvaluator:
             return None
         from cuda_llm.tools.ncu import profile_candidate
 
-        return profile_candidate(loaded, result.compile.so_path, out_dir=Path(work_dir))
+        return profile_candidate(loaded, result.compile.so_path, out_dir=Path(work_dir), timeout_s=self.profile_timeout_s)
 
     def final_check(self, loaded: Any, source: str, candidate_id: str, work_dir: Path) -> tuple[EvalResult, EvalResult]:
         from cuda_llm.tools.evaluate import evaluate_candidate
