@@ -257,6 +257,42 @@ def test_reference_agrees_with_a_direct_loop(name):
                 np.testing.assert_array_equal(ref[p.name], expected, err_msg=f"{name} {sizes}")
 
 
+@pytest.mark.parametrize("name", TWELVE)
+def test_every_correctness_shape_makes_inputs_and_a_finite_reference(name):
+    loaded = load_task(name)
+    rng = np.random.default_rng(1)
+    for sizes, _ in loaded.task.all_cases():
+        inputs = make_case_inputs(loaded, sizes, rng)
+        for p in loaded.task.inputs:
+            if p.dtype.is_float:
+                assert np.isfinite(inputs[p.name]).all(), (name, sizes, p.name)
+        for out_name, out in reference_outputs(loaded, inputs, sizes).items():
+            assert np.isfinite(out.astype(np.float64)).all(), (name, sizes, out_name)
+
+
+@pytest.mark.parametrize("name", TWELVE)
+def test_tolerance_accepts_fp32_rounding_and_refuses_a_one_percent_error(name):
+    loaded = load_task(name)
+    task = loaded.task
+    sizes = sorted(task.shapes, key=task.bytes_at)[-2]  # a mid-to-large shape
+    inputs = make_case_inputs(loaded, sizes, np.random.default_rng(4))
+    for p in task.outputs:
+        ref = reference_outputs(loaded, inputs, sizes)[p.name].astype(np.float64)
+        tol = task.tolerance_for(p)
+        atol, rtol = evaluate(tol.atol, sizes), evaluate(tol.rtol, sizes)
+
+        def ok(out):
+            return bool(np.all(np.abs(out - ref) <= atol + rtol * np.abs(ref)))
+
+        assert ok(ref.astype(np.dtype(p.dtype.numpy)).astype(np.float64)), "rounding to the output type passes"
+        if p.dtype.is_float:
+            assert not ok(ref * 1.01 + 1e-3), "a 1% error fails"
+        else:
+            wrong = ref.copy()
+            wrong.flat[wrong.size // 2] += 1
+            assert not ok(wrong), "one wrong integer fails"
+
+
 # ------------------------------------------------------------------------- generated input properties
 def test_spmv_rows_are_valid_csr_with_a_power_law_skew():
     loaded = load_task("spmv_csr")
