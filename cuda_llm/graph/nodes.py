@@ -82,6 +82,14 @@ def _history(deps: Deps, state: GraphState) -> list[HistoryItem]:
     return items[-MAX_HISTORY:]
 
 
+def _result(deps: Deps, c: Candidate) -> EvalResult | None:
+    """A candidate's stored result (the run directory's copy, else the evaluation cache by source hash)."""
+    res = deps.rundir.read_result(c.id)
+    if res is None and c.hash:
+        res = deps.evaluator._load("eval", c.hash)
+    return res
+
+
 def _feature_briefs(deps: Deps, ids: list[str]) -> list[FeatureBrief]:
     idx = {f.id: f for f in deps.catalogue}
     return [FeatureBrief.from_feature(idx[i]) for i in ids if i in idx]
@@ -260,7 +268,10 @@ def make_select(deps: Deps) -> Callable[[GraphState], dict]:
                            why="no candidate of this round passed")
                 return update
             c = min(passing, key=lambda x: x.ms)
-            res = deps.rundir.read_result(c.id)
+            res = _result(deps, c)
+            if res is None:
+                deps.event("warning", where="select", error=f"no stored result for {c.id}")
+                return update
             ok, why = decide(res, best_iv)
             confirm_iv = None
             if ok:
@@ -368,7 +379,7 @@ def _critique_one(deps: Deps, state: GraphState, c: Candidate, CriticContext: An
                   critique: Any, critique_from_diagnosis: Any) -> tuple[Any, bool, Any]:
     from cuda_llm.feature_db.catalogue import supports
 
-    res = deps.rundir.read_result(c.id)
+    res = _result(deps, c)
     prof = load_profile(deps.rundir, c.id) or {}
     diag = DiagnosisBrief(**{k: v for k, v in (prof.get("diagnosis") or {}).items()
                              if k in ("bottleneck", "evidence", "suggested_features", "summary")})
@@ -386,8 +397,8 @@ def _critique_one(deps: Deps, state: GraphState, c: Candidate, CriticContext: An
         speedup=(base_ms / c.ms) if base_ms and c.ms else None, status=c.status or "ok",
         roofline=_roofline_text(roof), metrics=c.profile if profile.get("available") else "",
         profile_unavailable_reason=str(profile.get("reason") or ""),
-        resources=list(res.compile.kernels) if res.compile else [],
-        compile_warnings=list(res.compile.warnings) if res.compile else [],
+        resources=list(res.compile.kernels) if res is not None and res.compile else [],
+        compile_warnings=list(res.compile.warnings) if res is not None and res.compile else [],
         diff=make_diff(parent_src, deps.source(c.hash), parent=best.id, child=c.id),
         diagnosis=diag, catalogue=briefs)
     fallback = critique_from_diagnosis(diag, [b.id for b in briefs])
@@ -428,7 +439,7 @@ def make_repair(deps: Deps) -> Callable[[GraphState], dict]:
             failed = [c for c in cands if c.attempt == latest and c.status in REPAIRABLE and c.hash][: lim.n_candidates]
             jobs = []
             for c in failed:
-                res = deps.rundir.read_result(c.id)
+                res = _result(deps, c)
                 jobs.append({"cid": candidate_id(round_, c.slot, attempt), "round": round_, "slot": c.slot,
                              "attempt": attempt, "features": c.features, "idea": "", "parent": c.parent,
                              "parent_ms": c.parent_ms, "repair_of": c.id, "failed_hash": c.hash,
@@ -439,8 +450,10 @@ def make_repair(deps: Deps) -> Callable[[GraphState], dict]:
     return repair
 
 
-def repair_errors(res: EvalResult, limit: int = 3000) -> str:
+def repair_errors(res: EvalResult | None, limit: int = 3000) -> str:
     """What the coder is told about a failure: condensed compiler errors, or the failing test case."""
+    if res is None:
+        return "the evaluation result is missing; check the kernel against the contract and rewrite it carefully"
     lines = [f"status: {res.status.value}"]
     if res.static_issues:
         lines += [f"- [{i.rule}] {i.message}" + (f" (line {i.line})" if i.line else "") for i in res.static_issues[:5]]

@@ -61,10 +61,13 @@ class StageContext:
         return self.deps.source(c.hash)
 
     def result(self, cid: str) -> EvalResult | None:
-        try:
-            return self.deps.rundir.read_result(cid)
-        except Exception:  # noqa: BLE001 - not evaluated yet
-            return None
+        """The evaluation result (None before evaluate ran)."""
+        res = self.deps.rundir.read_result(cid)
+        if res is None:
+            c = next((c for c in self.candidates() if c.id == cid), None)
+            if c is not None and c.hash:
+                res = self.deps.evaluator._load("eval", c.hash)
+        return res
 
     def so_path(self, cid: str) -> str | None:
         r = self.result(cid)
