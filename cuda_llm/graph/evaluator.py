@@ -138,6 +138,10 @@ class CachedEvaluator:
             return None  # a torn file from a kill: measure again
         return data if model is None else model.model_validate(data)
 
+    def stored(self, kind: str, source_hash: str) -> EvalResult | None:
+        """A result already measured for this source hash (None if there is none)."""
+        return self._load(kind, source_hash)
+
     def evaluate(self, loaded: Any, source: str, candidate_id: str, work_dir: Path, *, kind: str = "eval") -> Cached:
         key = content_hash(source)
         hit = self._load(kind, key)

@@ -86,7 +86,7 @@ def _result(deps: Deps, c: Candidate) -> EvalResult | None:
     """A candidate's stored result (the run directory's copy, else the evaluation cache by source hash)."""
     res = deps.rundir.read_result(c.id)
     if res is None and c.hash:
-        res = deps.evaluator._load("eval", c.hash)
+        res = deps.evaluator.stored("eval", c.hash)
     return res
 
 

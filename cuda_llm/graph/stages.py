@@ -66,7 +66,7 @@ class StageContext:
         if res is None:
             c = next((c for c in self.candidates() if c.id == cid), None)
             if c is not None and c.hash:
-                res = self.deps.evaluator._load("eval", c.hash)
+                res = self.deps.evaluator.stored("eval", c.hash)
         return res
 
     def so_path(self, cid: str) -> str | None:
