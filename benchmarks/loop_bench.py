@@ -178,31 +178,29 @@ def options(runs: Path, profile: bool) -> Any:
 
 
 class LoggedEvaluator:
-    """The real GpuEvaluator, with every real measurement appended to a log (to count repeats)."""
+    """The real GpuEvaluator, with every finished measurement appended to a log (to count repeats; one
+    cut short by a kill is not a measurement, and is expected to be made again)."""
 
     def __init__(self, inner: Any, log: Path):
         self.inner, self.log = inner, log
         self.arch, self.device = inner.arch, inner.device
 
-    def _note(self, kind: str, cid: str) -> None:
+    def _note(self, kind: str, cid: str, value: Any) -> Any:
         with open(self.log, "a") as f:
             f.write(json.dumps({"kind": kind, "candidate": cid}) + "\n")
+        return value
 
     def evaluate(self, loaded, source, candidate_id, work_dir):
-        self._note("evaluate", candidate_id)
-        return self.inner.evaluate(loaded, source, candidate_id, work_dir)
+        return self._note("evaluate", candidate_id, self.inner.evaluate(loaded, source, candidate_id, work_dir))
 
     def baseline(self, loaded):
-        self._note("baseline", "baseline")
-        return self.inner.baseline(loaded)
+        return self._note("baseline", "baseline", self.inner.baseline(loaded))
 
     def profile(self, loaded, source, candidate_id, work_dir, result):
-        self._note("profile", candidate_id)
-        return self.inner.profile(loaded, source, candidate_id, work_dir, result)
+        return self._note("profile", candidate_id, self.inner.profile(loaded, source, candidate_id, work_dir, result))
 
     def final_check(self, loaded, source, candidate_id, work_dir):
-        self._note("final", candidate_id)
-        return self.inner.final_check(loaded, source, candidate_id, work_dir)
+        return self._note("final", candidate_id, self.inner.final_check(loaded, source, candidate_id, work_dir))
 
 
 def drive(mode: str, work: Path, run_id: str | None, profile: bool) -> dict:
