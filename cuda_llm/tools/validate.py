@@ -1,0 +1,119 @@
+"""Comparing a candidate's outputs with the reference: pure NumPy, so every rule is tested on CPU.
+
+Outputs are poisoned before each call (NaN for floats, a sentinel for integers): an element the kernel
+never wrote keeps the poison and fails, even where the reference happens to be zero.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+INT_SENTINEL = 0xDEADBEEF          # as uint32; as int32 it reads -559038737
+
+
+def poison_value(dtype: np.dtype) -> Any:
+    """The value an unwritten element of this dtype keeps."""
+    dtype = np.dtype(dtype)
+    if dtype.kind == "f":
+        return dtype.type(np.nan)
+    if dtype == np.uint32:
+        return np.uint32(INT_SENTINEL)
+    if dtype == np.int32:
+        return np.array(INT_SENTINEL, dtype=np.uint32).view(np.int32)[()]
+    raise ValueError(f"no poison value for dtype {dtype}")
+
+
+def poison_word32(dtype: np.dtype) -> int:
+    """The 32-bit pattern that fills a poisoned buffer (memset_d32). float16 uses two NaN halves."""
+    dtype = np.dtype(dtype)
+    if dtype == np.float32:
+        return 0x7FC00000
+    if dtype == np.float16:
+        return 0x7E007E00
+    if dtype in (np.int32, np.uint32):
+        return INT_SENTINEL
+    raise ValueError(f"no poison pattern for dtype {dtype}")
+
+
+def poisoned(shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+    return np.full(shape, poison_value(dtype), dtype=dtype)
+
+
+def unchanged(before: np.ndarray, after: np.ndarray) -> bool:
+    """Bitwise equality (NaN-safe): an input the kernel wrote to is a mutated input."""
+    return before.shape == after.shape and before.dtype == after.dtype and before.tobytes() == after.tobytes()
+
+
+def first_difference(before: np.ndarray, after: np.ndarray) -> list[int] | None:
+    a = before.reshape(-1).view(np.uint8 if before.dtype.itemsize == 1 else f"u{before.dtype.itemsize}")
+    b = after.reshape(-1).view(a.dtype)
+    idx = np.flatnonzero(a != b)
+    if idx.size == 0:
+        return None
+    return [int(i) for i in np.unravel_index(int(idx[0]), before.shape)] if before.shape else []
+
+
+def compare_output(name: str, got: np.ndarray, expected: np.ndarray, tol: Any, *, is_float: bool) -> dict[str, Any]:
+    """Check ``got`` against ``expected``: |got - exp| <= atol + rtol * |exp| elementwise.
+
+    ``tol`` is (atol, rtol) or an object with numeric ``atol``/``rtol``. Returns CaseResult fields:
+    passed, reason, output, max_abs_err, max_rel_err, first_bad_index, expected, got.
+    """
+    atol, rtol = (tol if isinstance(tol, tuple) else (tol.atol, tol.rtol))
+    atol, rtol = float(atol), float(rtol)
+    res: dict[str, Any] = {"passed": True, "reason": None, "output": name, "max_abs_err": None,
+                           "max_rel_err": None, "first_bad_index": None, "expected": None, "got": None}
+    expected = np.asarray(expected)
+    if got.size != expected.size:
+        res.update(passed=False, reason=f"{name}: {got.size} elements, expected {expected.size}")
+        return res
+    got = got.reshape(expected.shape)
+    if got.size == 0:
+        return res
+
+    def fail(flat: int, why: str) -> dict[str, Any]:
+        idx = [int(i) for i in np.unravel_index(flat, expected.shape)]
+        res.update(passed=False, reason=why, first_bad_index=idx,
+                   expected=_num(expected.reshape(-1)[flat]), got=_num(got.reshape(-1)[flat]))
+        return res
+
+    g = got.astype(np.float64)
+    e = expected.astype(np.float64)
+    # never written: the poison survived where the reference holds something else
+    if is_float:
+        unwritten = np.isnan(g) & ~np.isnan(e) if got.dtype.kind == "f" else np.zeros(g.shape, bool)
+    else:
+        pv = poison_value(got.dtype)
+        unwritten = (got == pv) & (expected.astype(got.dtype, copy=False) != pv)
+    diff = np.abs(g - e)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        finite = np.isfinite(g)
+        bad_nonfinite = ~finite & ~(g == e)          # NaN/Inf never passes unless the reference has the same Inf
+        ok = diff <= atol + rtol * np.abs(e)
+        ok &= ~bad_nonfinite
+    fin = finite & np.isfinite(e)
+    if fin.any():
+        res["max_abs_err"] = float(diff[fin].max())
+        rel = diff[fin] / np.maximum(np.abs(e[fin]), 1e-30)
+        res["max_rel_err"] = float(rel.max())
+    n_unwritten = int(unwritten.sum())
+    if n_unwritten:
+        flat = int(np.flatnonzero(unwritten.reshape(-1))[0])
+        return fail(flat, f"{name}: {n_unwritten} of {got.size} elements never written (the poison value "
+                          f"survived; wrong bounds, a kernel that did not launch, or work skipped)")
+    if bad_nonfinite.any():
+        flat = int(np.flatnonzero(bad_nonfinite.reshape(-1))[0])
+        n = int(bad_nonfinite.sum())
+        return fail(flat, f"{name}: {n} NaN/Inf values where the reference is finite")
+    if not ok.all():
+        flat = int(np.flatnonzero(~ok.reshape(-1))[0])
+        n = int((~ok).sum())
+        return fail(flat, f"{name}: {n} of {got.size} elements outside tolerance (atol {atol:g}, rtol {rtol:g}); "
+                          f"max abs err {res['max_abs_err']:.3g}")
+    return res
+
+
+def _num(x: Any) -> float:
+    return float(x)

@@ -1,0 +1,60 @@
+"""Requests and responses between the parent process and the GPU worker (JSON files, pydantic models).
+
+The worker runs in a child process so that a crash, a CUDA fault or a hang of a candidate becomes a
+result instead of taking the caller down; these models are all that crosses that boundary.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, Field
+
+from cuda_llm.tools.results import DeviceInfo, Status, TimingResult, ValidationResult
+
+
+class RunOnceRequest(BaseModel):
+    """Call solve() ``repeat`` times at ``sizes`` between cuProfilerStart/Stop (for Nsight Compute)."""
+
+    so_path: str
+    task_folder: str
+    sizes: dict[str, int]
+    seed: int = 0
+    repeat: int = Field(default=1, ge=1)
+
+
+class EvaluateRequest(BaseModel):
+    """Validate every case, time at the benchmark shape, validate again on fresh inputs."""
+
+    so_path: str
+    task_folder: str
+    seed: int = 0
+    held_out: bool = True
+    timing: bool = True
+    time_budget_s: float = 10.0
+    min_reps: int = 10
+    max_reps: int = 500
+    rse_target: float = 0.01
+    warmup: int = 3
+    benchmark_sizes: dict[str, int] | None = None   # default: the task's benchmark shape
+    cache_benchmark_data: bool = True               # reuse the benchmark-shape inputs + reference on disk
+    cache_dir: str | None = None
+
+
+class WorkerError(BaseModel):
+    status: Status                 # runtime_error or wrong_answer
+    message: str
+    stage: str = ""                # "validation", "timing", "revalidation"
+
+
+class EvaluateResponse(BaseModel):
+    device: str | None = None
+    validation: ValidationResult | None = None
+    timing: TimingResult | None = None
+    revalidation: ValidationResult | None = None
+    hidden_median_ms: float | None = None   # device busy after solve()'s stop event completed
+    error: WorkerError | None = None
+    seconds: float = 0.0
+
+
+class DeviceInfoResponse(BaseModel):
+    info: DeviceInfo
+    seconds: float = 0.0
