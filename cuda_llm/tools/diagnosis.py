@@ -34,6 +34,9 @@ DIVERGENCE_EFFICIENCY_PCT = 70.0   # active threads per instruction over 32
 BRANCH_UNIFORM_PCT = 80.0
 LOW_OCCUPANCY_PCT = 35.0
 WAVES_TOO_FEW = 0.5             # grid fills less than half of one wave of the GPU
+EXCESS_DRAM_RATIO = 1.5         # DRAM bytes over the task's minimum bytes: data read more than once
+UNCOALESCED_SECTORS = 16.0      # 32-byte sectors per warp-wide global access: 4 = consecutive floats, 16 = float4,
+                                # 32 = every thread in its own sector
 
 
 class Diagnosis(BaseModel):
@@ -130,6 +133,28 @@ def _divergence(f: Facts) -> Evidence:
     return ev or None
 
 
+def _uncoalesced(f: Facts) -> Evidence:
+    k = f.kernel
+    if k is None:
+        return None
+    ev = []
+    for label, spr, n in (("load", k.load_sectors_per_request, k.global_load_requests),
+                          ("store", k.store_sectors_per_request, k.global_store_requests)):
+        if spr is not None and spr > UNCOALESCED_SECTORS and (n or 0) >= 1000:
+            ev.append(f"global {label}s: {spr:.1f} sectors of 32 B per warp request (4 when a warp reads "
+                      f"consecutive floats): uncoalesced access")
+    return ev or None
+
+
+def _busiest_memory_unit(k: KernelMetrics) -> tuple[str, float] | None:
+    units = {"DRAM": k.dram_throughput_pct, "L2": k.l2_throughput_pct, "L1/shared": k.l1_throughput_pct}
+    known = {u: v for u, v in units.items() if v is not None}
+    if not known:
+        return None
+    u = max(known, key=lambda x: known[x])
+    return u, known[u]
+
+
 def _memory(f: Facts) -> Evidence:
     k = f.kernel
     if k is None:
@@ -141,8 +166,16 @@ def _memory(f: Facts) -> Evidence:
         return None
     ev = [f"memory throughput = {_f(k.memory_throughput_pct)} of peak, DRAM throughput = {_f(k.dram_throughput_pct)}, "
           f"SM throughput = {_f(k.sm_throughput_pct)}"]
+    busiest = _busiest_memory_unit(k)
+    if busiest is not None:
+        unit, pct = busiest
+        note = " (data re-read through the cache: reuse it from registers or shared memory)" if unit == "L1/shared" else ""
+        ev.append(f"busiest memory unit = {unit} at {pct:.1f}%{note}")
     if k.l1_hit_rate_pct is not None or k.l2_hit_rate_pct is not None:
         ev.append(f"L1 hit rate = {_f(k.l1_hit_rate_pct)}, L2 hit rate = {_f(k.l2_hit_rate_pct)}")
+    if k.dram_bytes is not None and f.roofline is not None and f.roofline.bytes > 0:
+        ev.append(f"DRAM bytes = {k.dram_bytes / 1e6:.4g} MB vs the task's minimum {f.roofline.bytes / 1e6:.4g} MB "
+                  f"({k.dram_bytes / f.roofline.bytes:.2f}x)")
     return ev
 
 
@@ -170,7 +203,8 @@ def _occupancy(f: Facts) -> Evidence:
         return None
     ev = []
     if k.waves_per_sm is not None and k.waves_per_sm < WAVES_TOO_FEW:
-        ev.append(f"waves per SM = {k.waves_per_sm:.2f} (grid = {k.grid_size} blocks of {k.block_size}: the GPU is not filled)")
+        grid = f"grid = {k.grid_size} blocks of {k.block_size}: " if k.grid_size and k.block_size else ""
+        ev.append(f"waves per SM = {k.waves_per_sm:.2f} ({grid}the GPU is not filled)")
     if k.achieved_occupancy_pct is not None and k.achieved_occupancy_pct < LOW_OCCUPANCY_PCT:
         lim = f", limited by {k.occupancy_limiter}" if k.occupancy_limiter and (k.theoretical_occupancy_pct or 100) < 100 else ""
         ev.append(f"achieved occupancy = {_f(k.achieved_occupancy_pct)}, theoretical = "
@@ -223,12 +257,22 @@ STALL_FEATURES: dict[str, tuple[str, ...]] = {
 
 def _memory_features(f: Facts) -> tuple[str, ...]:
     r = f.roofline
-    if r is not None and r.limiter == "compute":
+    k = f.kernel
+    busiest = _busiest_memory_unit(k) if k is not None else None
+    if (r is not None and r.limiter == "compute") or (busiest is not None and busiest[0] == "L1/shared"):
         # a compute-heavy task stuck on memory: the data is not reused
         return ("smem_tiling", "register_blocking", "vector_loads", "cp_async")
+    if k is not None and k.dram_bytes is not None and r is not None and r.bytes > 0 \
+            and k.dram_bytes >= EXCESS_DRAM_RATIO * r.bytes:
+        # the same data crosses DRAM more than once: keep it on chip between passes
+        return ("smem_tiling", "kernel_fusion", "register_blocking", "vector_loads")
     if r is not None and r.pct_of_sol is not None and r.pct_of_sol >= AT_ROOF_PCT:
         return ("kernel_fusion", "vector_loads", "reduced_precision")
-    return ("coalesced_access", "vector_loads", "readonly_cache", "grid_stride_loop")
+    spr = k.load_sectors_per_request if k is not None else None
+    if spr is not None and spr <= 8:
+        # already coalesced: more bytes in flight per thread
+        return ("vector_loads", "grid_stride_loop", "loop_unrolling", "readonly_cache")
+    return ("coalesced_access", "vector_loads", "grid_stride_loop", "readonly_cache")
 
 
 def _compute_features(f: Facts) -> tuple[str, ...]:
@@ -257,6 +301,9 @@ RULES: tuple[Rule, ...] = (
          "solve() is dominated by launches and gaps between them: do the work in fewer, larger kernels."),
     Rule("bank-conflicts", "bank-conflicts", _bank, ("bank_conflict_padding", "vector_loads"),
          "shared-memory accesses of a warp hit the same banks: pad or swizzle the shared arrays."),
+    Rule("uncoalesced-access", "memory-bound", _uncoalesced, ("coalesced_access", "smem_tiling", "vector_loads"),
+         "a warp's global accesses are scattered over many 32-byte sectors: make consecutive threads touch "
+         "consecutive addresses (transpose the mapping, or stage through shared memory)."),
     Rule("divergence", "divergence", _divergence, ("warp_shuffle", "warp_vote_match", "block_reduction_tree"),
          "threads of a warp take different paths or sit idle: make the active threads contiguous."),
     Rule("memory-throughput", "memory-bound", _memory, _memory_features,
@@ -320,7 +367,7 @@ def diagnose(profile: ProfileResult | None, roofline: RooflinePoint | None, comp
     first = fired[0][0]
     summary = first.advice
     if roofline is not None and roofline.pct_of_sol is not None:
-        summary += f" At {roofline.pct_of_sol:.1f}% of speed of light ({roofline.limiter}-limited roofline)."
+        summary += f" At {roofline.pct_of_sol:.3g}% of speed of light ({roofline.limiter}-limited roofline)."
     return Diagnosis(
         bottleneck=first.bottleneck,
         evidence=evidence,

@@ -47,13 +47,22 @@ BANK_LD = "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum"
 BANK_ST = "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum"
 WAVEFRONTS_LD = "l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum"
 WAVEFRONTS_ST = "l1tex__data_pipe_lsu_wavefronts_mem_shared_op_st.sum"
+L1_THROUGHPUT = "l1tex__throughput.avg.pct_of_peak_sustained_active"
+L2_THROUGHPUT = "lts__throughput.avg.pct_of_peak_sustained_elapsed"
+GLD_SECTORS = "l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum"
+GLD_REQUESTS = "l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum"
+GST_SECTORS = "l1tex__t_sectors_pipe_lsu_mem_global_op_st.sum"
+GST_REQUESTS = "l1tex__t_requests_pipe_lsu_mem_global_op_st.sum"
 THREADS_PER_INST = "smsp__thread_inst_executed_per_inst_executed.ratio"
 BRANCH_UNIFORM = "smsp__sass_average_branch_targets_threads_uniform.pct"
+# Blocks per SM that each resource allows. On a tie the first in this order is named (a block with no
+# shared memory reports the same limit for "shared" as for "blocks": the hardware cap is the real one).
 OCC_LIMITS = {
+    "blocks": "launch__occupancy_limit_blocks",
+    "warps": "launch__occupancy_limit_warps",
     "registers": "launch__occupancy_limit_registers",
     "shared": "launch__occupancy_limit_shared_mem",
-    "warps": "launch__occupancy_limit_warps",
-    "blocks": "launch__occupancy_limit_blocks",
+    "barriers": "launch__occupancy_limit_barriers",
 }
 STALL_RE = re.compile(r"^smsp__average_warps_issue_stalled_(\w+?)_per_issue_active\.ratio$")
 NOT_STALLS = {"selected"}    # "selected" is the warp that issued, not a stall
@@ -152,8 +161,12 @@ def parse_details_csv(text: str) -> list[dict[str, tuple[str, str]]]:
     by_id: dict[str, dict[str, tuple[str, str]]] = {}
     for row in rows:
         launch = by_id.setdefault(row[0], {h: (row[col[h]], "") for h in header if h not in needed})
-        name = row[col["Metric Name"]]
-        launch[DETAILS_NAMES.get(name, name)] = (row[col["Metric Value"]], row[col["Metric Unit"]])
+        name, unit = row[col["Metric Name"]], row[col["Metric Unit"]]
+        key = DETAILS_NAMES.get(name, name)
+        if "pct" in key and unit.strip() != "%":
+            # "Memory Throughput" is a % in SpeedOfLight and a rate (Gbyte/s) in MemoryWorkloadAnalysis
+            key = f"{name} [{unit}]"
+        launch[key] = (row[col["Metric Value"]], unit)
     return list(by_id.values())
 
 
@@ -190,7 +203,10 @@ def kernel_from_launch(launch: dict[str, tuple[str, str]]) -> KernelMetrics:
     """One launch's metrics, with units converted and the derived figures filled in."""
     name = launch.get("Kernel Name", ("?", ""))[0] or "?"
     limits = {k: v for k, m in OCC_LIMITS.items() if (v := _num(launch, m)) is not None}
+    theoretical = _num(launch, THEORETICAL_OCC)
     limiter = min(limits, key=lambda k: limits[k]) if limits else None
+    if theoretical is not None and theoretical >= 99.5:
+        limiter = None          # every resource allows full occupancy: nothing limits it
     stall_vals: dict[str, float] = {}
     for metric in launch:
         m = STALL_RE.match(metric)
@@ -214,7 +230,7 @@ def kernel_from_launch(launch: dict[str, tuple[str, str]]) -> KernelMetrics:
         dram_throughput_pct=dram_pct,
         dram_bytes=_sum(_num(launch, DRAM_READ), _num(launch, DRAM_WRITE)),
         achieved_occupancy_pct=_num(launch, ACHIEVED_OCC),
-        theoretical_occupancy_pct=_num(launch, THEORETICAL_OCC),
+        theoretical_occupancy_pct=theoretical,
         occupancy_limiter=limiter,
         occupancy_limits=limits,
         registers_per_thread=_num(launch, REGISTERS),
@@ -222,6 +238,12 @@ def kernel_from_launch(launch: dict[str, tuple[str, str]]) -> KernelMetrics:
         local_bytes=_sum(_num(launch, LOCAL_LD), _num(launch, LOCAL_ST)),
         l1_hit_rate_pct=_num(launch, L1_HIT),
         l2_hit_rate_pct=_num(launch, L2_HIT),
+        l1_throughput_pct=_num(launch, L1_THROUGHPUT),
+        l2_throughput_pct=_num(launch, L2_THROUGHPUT),
+        global_load_sectors=_num(launch, GLD_SECTORS),
+        global_load_requests=_num(launch, GLD_REQUESTS),
+        global_store_sectors=_num(launch, GST_SECTORS),
+        global_store_requests=_num(launch, GST_REQUESTS),
         stalls=stalls[:6],
         bank_conflicts=_sum(_num(launch, BANK_LD), _num(launch, BANK_ST)),
         shared_wavefronts=_sum(_num(launch, WAVEFRONTS_LD), _num(launch, WAVEFRONTS_ST)),
@@ -237,9 +259,10 @@ def kernel_from_launch(launch: dict[str, tuple[str, str]]) -> KernelMetrics:
 _AVG_FIELDS = (
     "sm_throughput_pct", "memory_throughput_pct", "dram_throughput_pct", "achieved_occupancy_pct",
     "theoretical_occupancy_pct", "l1_hit_rate_pct", "l2_hit_rate_pct", "threads_per_inst", "branch_uniform_pct",
-    "waves_per_sm",
+    "waves_per_sm", "l1_throughput_pct", "l2_throughput_pct",
 )
-_SUM_FIELDS = ("duration_ns", "dram_bytes", "local_bytes", "bank_conflicts", "shared_wavefronts")
+_SUM_FIELDS = ("duration_ns", "dram_bytes", "local_bytes", "bank_conflicts", "shared_wavefronts",
+               "global_load_sectors", "global_load_requests", "global_store_sectors", "global_store_requests")
 
 
 def merge_launches(launches: list[KernelMetrics]) -> KernelMetrics:

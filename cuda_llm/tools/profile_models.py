@@ -6,6 +6,8 @@ number must read as "unknown", never as zero.
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import BaseModel, Field
 
 
@@ -29,13 +31,20 @@ class KernelMetrics(BaseModel):
     dram_bytes: float | None = None                    # dram__bytes_read.sum + dram__bytes_write.sum
     achieved_occupancy_pct: float | None = None        # sm__warps_active.avg.pct_of_peak_sustained_active
     theoretical_occupancy_pct: float | None = None     # sm__maximum_warps_per_active_cycle_pct
-    occupancy_limiter: str | None = None               # "registers" | "shared" | "warps" | "blocks"
+    occupancy_limiter: str | None = None               # "registers" | "shared" | "warps" | "blocks" | "barriers";
+                                                       # None when theoretical occupancy is 100% (nothing limits)
     occupancy_limits: dict[str, float] = Field(default_factory=dict)  # blocks per SM allowed by each resource
     registers_per_thread: float | None = None
     shared_bytes_per_block: float | None = None        # static + dynamic
     local_bytes: float | None = None                   # local-memory (spill) traffic, loads + stores
     l1_hit_rate_pct: float | None = None
     l2_hit_rate_pct: float | None = None
+    l1_throughput_pct: float | None = None             # l1tex__throughput (% of peak): L1/shared is the busy unit
+    l2_throughput_pct: float | None = None             # lts__throughput (% of peak)
+    global_load_sectors: float | None = None           # l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum
+    global_load_requests: float | None = None          # l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum
+    global_store_sectors: float | None = None
+    global_store_requests: float | None = None
     stalls: list[StallReason] = Field(default_factory=list)   # top reasons, largest first
     bank_conflicts: float | None = None                # shared-memory bank conflicts (ld + st)
     shared_wavefronts: float | None = None             # shared-memory wavefronts (ld + st), for the ratio
@@ -56,6 +65,20 @@ class KernelMetrics(BaseModel):
         if self.bank_conflicts is None or not self.shared_wavefronts:
             return None
         return 100.0 * self.bank_conflicts / self.shared_wavefronts
+
+    @property
+    def load_sectors_per_request(self) -> float | None:
+        """32-byte sectors per warp-wide global load: 4 when 32 threads read consecutive floats, 32 when
+        every thread touches its own sector (uncoalesced)."""
+        if self.global_load_sectors is None or not self.global_load_requests:
+            return None
+        return self.global_load_sectors / self.global_load_requests
+
+    @property
+    def store_sectors_per_request(self) -> float | None:
+        if self.global_store_sectors is None or not self.global_store_requests:
+            return None
+        return self.global_store_sectors / self.global_store_requests
 
     @property
     def warp_efficiency_pct(self) -> float | None:
@@ -100,3 +123,13 @@ class ProfileResult(BaseModel):
                 if v is not None:
                     parts.append(f"{label} {v:.0f}%")
         return "; ".join(parts)
+
+
+class ProfileOptions(BaseModel):
+    """Which candidates get profiled, and how. The graph reads ``which``; the runner reads the rest."""
+
+    which: Literal["best", "all", "none"] = "best"   # best of each round (default), every passing one, or none
+    timeout_s: float = 180.0
+    source_counters: bool = False      # SourceCounters (branch uniformity, per-line stalls): ~2x slower on long kernels
+    max_launches: int = 200            # launches profiled per solve(); each costs ~0.3-0.5 s of replay
+    repeat: int = 1                    # solve() calls inside the profiled range (durations are per call)

@@ -36,9 +36,10 @@ class RooflinePoint(BaseModel):
     def summary(self) -> str:
         if self.attainable_ms is None:
             return f"{self.median_ms:.4g} ms; no measured peaks, {self.limiter}-bound by the task's nature"
-        return (f"{self.median_ms:.4g} ms vs speed of light {self.attainable_ms:.4g} ms ({self.pct_of_sol:.1f}% of SOL, "
-                f"{self.limiter}-limited; AI {self.arithmetic_intensity if self.arithmetic_intensity is not None else float('nan'):.3g} flop/B, "
-                f"{self.achieved_gbs or 0:.0f} GB/s, {self.achieved_gflops or 0:.0f} GFLOP/s)")
+        ai = "n/a" if self.arithmetic_intensity is None else f"{self.arithmetic_intensity:.3g}"
+        return (f"{self.median_ms:.4g} ms vs speed of light {self.attainable_ms:.4g} ms ({self.pct_of_sol:.3g}% of SOL, "
+                f"{self.limiter}-limited; AI {ai} flop/B, {self.achieved_gbs or 0:.4g} GB/s, "
+                f"{self.achieved_gflops or 0:.4g} GFLOP/s)")
 
 
 def _pct(part: float | None, whole: float | None) -> float | None:
