@@ -1,0 +1,79 @@
+"""Facts about the GPU and its measured peaks, cached as JSON in the cache directory.
+
+The peaks (a device-to-device copy, an FMA-bound kernel) are measured once per device and driver by
+the GPU worker; later calls read the cache. Without a device this returns None and never starts a worker.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import re
+import tempfile
+from pathlib import Path
+
+from cuda_llm.paths import cache_dir
+from cuda_llm.tools.device_probe import has_cuda_device
+from cuda_llm.tools.results import DeviceInfo
+
+_MEMO: dict[str, DeviceInfo] = {}
+
+
+def _driver_identity() -> tuple[str, str] | None:
+    """(device name, driver version) through libcuda with ctypes, without pycuda."""
+    for name in ("libcuda.so.1", "libcuda.so"):
+        try:
+            lib = ctypes.CDLL(name)
+        except OSError:
+            continue
+        if lib.cuInit(0) != 0:
+            return None
+        dev = ctypes.c_int(0)
+        if lib.cuDeviceGet(ctypes.byref(dev), 0) != 0:
+            return None
+        buf = ctypes.create_string_buffer(256)
+        lib.cuDeviceGetName(buf, 256, dev)
+        ver = ctypes.c_int(0)
+        lib.cuDriverGetVersion(ctypes.byref(ver))
+        return buf.value.decode(errors="replace"), str(ver.value)
+    return None
+
+
+def cache_path(name: str, driver: str) -> Path:
+    slug = re.sub(r"[^A-Za-z0-9]+", "-", name).strip("-").lower()
+    return cache_dir() / "devices" / f"{slug}-drv{driver}.json"
+
+
+def get_device_info(*, refresh: bool = False, timeout_s: float = 180.0) -> DeviceInfo | None:
+    """DeviceInfo of device 0 (CUDA_VISIBLE_DEVICES applies), or None where there is no CUDA device."""
+    if not has_cuda_device():
+        return None
+    ident = _driver_identity()
+    if ident is None:
+        return None
+    path = cache_path(*ident)
+    key = str(path)
+    if not refresh:
+        if key in _MEMO:
+            return _MEMO[key]
+        if path.exists():
+            try:
+                info = DeviceInfo.model_validate_json(path.read_text())
+                _MEMO[key] = info
+                return info
+            except ValueError:
+                pass
+    from cuda_llm.tools.runner import run_worker
+    from cuda_llm.tools.worker_protocol import DeviceInfoResponse
+
+    with tempfile.TemporaryDirectory(prefix="cuda-llm-dev-") as tmp:
+        res = Path(tmp) / "device.json"
+        out = run_worker(["device-info", "--result", str(res)], timeout_s=timeout_s)
+        if out.rc != 0 or not res.exists():
+            raise RuntimeError(f"measuring the device failed (exit {out.rc}, timed out {out.timed_out}):\n"
+                               f"{out.stderr_tail()}\nIs pycuda installed (pip install -e '.[gpu]')?")
+        info = DeviceInfoResponse.model_validate_json(res.read_text()).info
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(info.model_dump(mode="json"), indent=1))
+    _MEMO[key] = info
+    return info
