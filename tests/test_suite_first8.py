@@ -1,0 +1,385 @@
+"""The first eight suite tasks: gelu, softmax, layernorm, sgemm, transpose, reduce_sum, prefix_sum, histogram.
+
+CPU: each task loads with its pinned signature, diverse and held-out shapes and a benchmark shape that
+fills an H100; bytes count every buffer once; the NumPy reference agrees with a direct Python-loop
+computation on small inputs; tolerances pass output rounding and refuse real errors (TF32 sgemm, a lost
+block of a sum, one wrong count); every naive.cu compiles with the real nvcc for sm_90 (in parallel).
+GPU: every naive baseline passes every correctness shape through the evaluation harness, and its timing
+at the benchmark shape is not flagged as faster than the speed of light.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+import subprocess
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+import pytest
+
+from cuda_llm.tasks import load_task
+from cuda_llm.tasks.formulas import evaluate
+from cuda_llm.tasks.inputs import dims, make_case_inputs, reference_outputs
+from cuda_llm.tasks.loader import SUITE_DIR
+
+SIGNATURES = {
+    "gelu": "const float* x, float* y, int n",
+    "softmax": "const float* x, float* y, int rows, int cols",
+    "layernorm": "const float* x, const float* gamma, const float* beta, float* y, int rows, int cols",
+    "sgemm": "const float* A, const float* B, float* C, int M, int N, int K",
+    "transpose": "const float* in, float* out, int rows, int cols",
+    "reduce_sum": "const float* x, float* out, int n",
+    "prefix_sum": "const int* x, int* y, int n",
+    "histogram": "const int* x, int* hist, int n, int bins",
+}
+FIRST8 = sorted(SIGNATURES)
+
+NVCC_FLAGS = ["-arch=sm_90", "-O3", "-shared", "-Xcompiler", "-fPIC", "-lineinfo", "-Xptxas", "-v"]
+
+# What "fills an H100" means for the benchmark shape: ~0.1 ms of DRAM traffic or of fp32 math at least.
+MIN_BENCH_BYTES = 256e6
+MIN_BENCH_FLOPS = 10e9
+
+
+def _tol(task, output, sizes) -> tuple[float, float]:
+    tol = task.tolerance_for(output)
+    return float(evaluate(tol.atol, sizes)), float(evaluate(tol.rtol, sizes))
+
+
+def _within(task, output, got, ref, sizes) -> bool:
+    atol, rtol = _tol(task, output, sizes)
+    got, ref = np.asarray(got, np.float64), np.asarray(ref, np.float64)
+    return bool(np.all(np.abs(got - ref) <= atol + rtol * np.abs(ref)))
+
+
+# ----------------------------------------------------------------------------- loading and shapes
+@pytest.mark.parametrize("name", FIRST8)
+def test_task_loads_with_its_pinned_signature(name):
+    task = load_task(name).task
+    assert task.signature == f'extern "C" void solve({SIGNATURES[name]})'
+    assert task.folder == SUITE_DIR / name
+    assert task.baseline_path.is_file()
+    assert task.description.strip() and task.family
+
+
+@pytest.mark.parametrize("name", FIRST8)
+def test_shapes_are_diverse_and_held_out_shapes_are_new(name):
+    task = load_task(name).task
+    shapes = task.shapes
+    assert len(shapes) >= 5
+    assert any(all(v <= 8 for v in s.values()) for s in shapes), "a tiny shape"
+    assert any(min(s.values()) == 1 for s in shapes), "a single row / element"
+    odd = [s for s in shapes if any(v > 32 and v % 32 for v in s.values())]
+    assert len(odd) >= 2, "shapes that are not multiples of 32"
+    assert any(task.bytes_at(s) >= 4e6 or task.flops_at(s) >= 1e8 for s in shapes), "a large shape"
+    assert task.held_out and not [s for s in task.held_out if s in shapes]
+    assert any(any(v > 32 and v % 32 for v in s.values()) for s in task.held_out), "an odd held-out shape"
+    assert task.benchmark not in shapes + task.held_out
+
+
+@pytest.mark.parametrize("name", FIRST8)
+def test_benchmark_fills_an_h100(name):
+    task = load_task(name).task
+    b = task.benchmark
+    if task.bound == "memory":
+        assert task.bytes_at(b) >= MIN_BENCH_BYTES
+    else:
+        assert task.flops_at(b) >= MIN_BENCH_FLOPS
+    total = sum(
+        int(np.prod(dims(p, b), dtype=np.int64)) * p.dtype.itemsize for p in task.params if p.kind == "pointer"
+    )
+    assert total < 8 * 2**30, "all buffers of the benchmark fit an 80 GB H100 several times over"
+    for p in task.params:  # every size is an int parameter: indices must fit it
+        if p.kind == "scalar":
+            assert b[p.name] < 2**31
+
+
+@pytest.mark.parametrize("name", FIRST8)
+def test_bytes_formula_counts_every_buffer_once(name):
+    """bytes is the least traffic: each input read once, each output written once."""
+    task = load_task(name).task
+    for sizes in task.shapes + task.held_out + [task.benchmark]:
+        buffers = [int(np.prod(dims(p, sizes), dtype=np.int64)) * p.dtype.itemsize
+                   for p in task.params if p.kind == "pointer"]
+        assert task.bytes_at(sizes) == sum(buffers), sizes
+        assert task.flops_at(sizes) >= 0
+
+
+def test_task_specifics():
+    sg = load_task("sgemm").task
+    assert sg.bound == "compute" and sg.family == "matmul"
+    assert "cublas" in sg.library_links, "the cuBLAS yardstick must be linked against cuBLAS"
+    assert sg.flops_at(sg.benchmark) == 2 * 4096**3
+    for name in ("reduce_sum", "prefix_sum", "histogram"):
+        assert load_task(name).task.library_links == [], f"{name}: CUB is header-only"
+    tr = load_task("transpose").task
+    assert dims(tr.outputs[0], {"rows": 3, "cols": 5}) == (5, 3)
+    assert tr.benchmark["rows"] != tr.benchmark["cols"], "a square benchmark hides swapped dimensions"
+    rs = load_task("reduce_sum").task
+    assert dims(rs.outputs[0], rs.benchmark) == (1,)
+    # the sum's tolerance grows with n
+    assert _tol(rs, rs.outputs[0], {"n": 2**28})[0] > 100 * _tol(rs, rs.outputs[0], {"n": 1000})[0]
+    ps = load_task("prefix_sum")
+    g = ps.task.inputs[0].generator
+    n = ps.task.benchmark["n"]
+    assert max(abs(int(g.low)), abs(int(g.high) - 1)) * n < 2**31, "no partial sum can overflow int32"
+    hist = load_task("histogram").task
+    assert any(s["bins"] > s["n"] for s in hist.shapes), "a shape with more bins than values (empty bins)"
+
+
+# ------------------------------------------------------------------- independent loop computations
+def _loop_gelu(i, s):
+    c = math.sqrt(2.0 / math.pi)
+    return {"y": [0.5 * v * (1.0 + math.tanh(c * (v + 0.044715 * v ** 3))) for v in i["x"].tolist()]}
+
+
+def _loop_softmax(i, s):
+    out = []
+    for row in i["x"].tolist():
+        m = max(row)
+        e = [math.exp(v - m) for v in row]
+        total = sum(e)
+        out.append([v / total for v in e])
+    return {"y": out}
+
+
+def _loop_layernorm(i, s):
+    gamma, beta = i["gamma"].tolist(), i["beta"].tolist()
+    out = []
+    for row in i["x"].tolist():
+        mean = sum(row) / len(row)
+        var = sum((v - mean) ** 2 for v in row) / len(row)
+        inv = 1.0 / math.sqrt(var + 1e-5)
+        out.append([(v - mean) * inv * g + b for v, g, b in zip(row, gamma, beta)])
+    return {"y": out}
+
+
+def _loop_sgemm(i, s):
+    a, b = i["A"].tolist(), i["B"].tolist()
+    return {"C": [[sum(a[r][k] * b[k][c] for k in range(s["K"])) for c in range(s["N"])] for r in range(s["M"])]}
+
+
+def _loop_transpose(i, s):
+    a = i["in"].tolist()
+    return {"out": [[a[r][c] for r in range(s["rows"])] for c in range(s["cols"])]}
+
+
+def _loop_reduce_sum(i, s):
+    total = 0.0
+    for v in i["x"].tolist():
+        total += v
+    return {"out": [total]}
+
+
+def _loop_prefix_sum(i, s):
+    acc, out = 0, []
+    for v in i["x"].tolist():
+        acc += v
+        out.append(acc)
+    return {"y": out}
+
+
+def _loop_histogram(i, s):
+    hist = [0] * s["bins"]
+    for v in i["x"].tolist():
+        hist[v] += 1
+    return {"hist": hist}
+
+
+LOOP_CASES = {
+    "gelu": (_loop_gelu, [{"n": 1}, {"n": 77}]),
+    "softmax": (_loop_softmax, [{"rows": 4, "cols": 9}, {"rows": 1, "cols": 1}]),
+    "layernorm": (_loop_layernorm, [{"rows": 5, "cols": 17}, {"rows": 1, "cols": 1}, {"rows": 2, "cols": 2}]),
+    "sgemm": (_loop_sgemm, [{"M": 5, "N": 7, "K": 9}, {"M": 1, "N": 3, "K": 1}]),
+    "transpose": (_loop_transpose, [{"rows": 3, "cols": 5}, {"rows": 1, "cols": 4}, {"rows": 6, "cols": 1}]),
+    "reduce_sum": (_loop_reduce_sum, [{"n": 1}, {"n": 1001}]),
+    "prefix_sum": (_loop_prefix_sum, [{"n": 1}, {"n": 1001}]),
+    "histogram": (_loop_histogram, [{"n": 1, "bins": 1}, {"n": 500, "bins": 13}, {"n": 3, "bins": 50}]),
+}
+
+
+@pytest.mark.parametrize("name", FIRST8)
+def test_reference_agrees_with_a_direct_loop(name):
+    loaded = load_task(name)
+    loop, cases = LOOP_CASES[name]
+    rng = np.random.default_rng(11)
+    for sizes in cases:
+        inputs = make_case_inputs(loaded, sizes, rng)
+        ref = reference_outputs(loaded, inputs, sizes)
+        want = loop(inputs, sizes)
+        for p in loaded.task.outputs:
+            expected = np.asarray(want[p.name], dtype=np.float64).reshape(ref[p.name].shape)
+            if p.dtype.is_float:
+                np.testing.assert_allclose(ref[p.name], expected, rtol=1e-9, atol=1e-9, err_msg=f"{name} {sizes}")
+            else:
+                np.testing.assert_array_equal(ref[p.name], expected, err_msg=f"{name} {sizes}")
+
+
+@pytest.mark.parametrize("name", FIRST8)
+def test_every_correctness_shape_makes_inputs_and_a_finite_reference(name):
+    loaded = load_task(name)
+    rng = np.random.default_rng(1)
+    for sizes, _ in loaded.task.all_cases():
+        inputs = make_case_inputs(loaded, sizes, rng)
+        for p in loaded.task.inputs:
+            if p.dtype.is_float:
+                assert np.isfinite(inputs[p.name]).all(), (name, sizes, p.name)
+        for out_name, out in reference_outputs(loaded, inputs, sizes).items():
+            assert np.isfinite(out.astype(np.float64)).all(), (name, sizes, out_name)
+
+
+def test_generated_inputs_have_the_promised_properties():
+    rng = np.random.default_rng(2)
+    hist = load_task("histogram")
+    x = make_case_inputs(hist, {"n": 65537, "bins": 1000}, rng)["x"]
+    assert x.dtype == np.int32 and x.min() >= 0 and x.max() < 1000
+    scan = load_task("prefix_sum")
+    x = make_case_inputs(scan, {"n": 65537}, rng)["x"]
+    assert x.dtype == np.int32 and (x < 0).any() and (x > 0).any() and np.abs(x).max() <= 9
+    ln = load_task("layernorm")
+    x = make_case_inputs(ln, {"rows": 64, "cols": 512}, rng)["x"].astype(np.float64)
+    means, stds = x.mean(axis=1), x.std(axis=1)
+    assert np.ptp(means) > 3 and np.ptp(stds) > 1, "rows differ in offset and spread"
+
+
+# --------------------------------------------------------------------------------------- tolerances
+@pytest.mark.parametrize("name", FIRST8)
+def test_tolerance_accepts_output_rounding_and_refuses_a_one_percent_error(name):
+    loaded = load_task(name)
+    task = loaded.task
+    sizes = sorted(task.shapes, key=task.bytes_at)[-2]  # a mid-to-large shape
+    inputs = make_case_inputs(loaded, sizes, np.random.default_rng(4))
+    refs = reference_outputs(loaded, inputs, sizes)
+    for p in task.outputs:
+        ref = refs[p.name].astype(np.float64)
+        assert _within(task, p, ref.astype(np.dtype(p.dtype.numpy)), ref, sizes), "rounding to the output type"
+        if p.dtype.is_float:
+            assert not _within(task, p, ref * 1.01 + 1e-3, ref, sizes), "a 1% error fails"
+        else:
+            wrong = ref.copy()
+            wrong.flat[wrong.size // 2] += 1
+            assert not _within(task, p, wrong, ref, sizes), "one wrong integer fails"
+
+
+def _tf32(a: np.ndarray) -> np.ndarray:
+    """Round float32 values to TF32 (10 mantissa bits, round to nearest), as tensor cores read them."""
+    bits = a.astype(np.float32).view(np.uint32)
+    return ((bits + np.uint32(0x1000)) & np.uint32(0xFFFFE000)).view(np.float32)
+
+
+@pytest.mark.parametrize("sizes", [{"M": 64, "N": 48, "K": 513}, {"M": 17, "N": 31, "K": 5}])
+def test_sgemm_tolerance_passes_fp32_and_refuses_tf32(sizes):
+    loaded = load_task("sgemm")
+    task = loaded.task
+    inp = make_case_inputs(loaded, sizes, np.random.default_rng(7))
+    ref = reference_outputs(loaded, inp, sizes)["C"]
+    a, b = inp["A"], inp["B"]
+    acc = np.zeros((sizes["M"], sizes["N"]), np.float32)
+    acc_tf32 = np.zeros_like(acc)
+    ta, tb = _tf32(a), _tf32(b)
+    for k in range(sizes["K"]):  # summed in the order a simple kernel does, in fp32
+        acc += a[:, k:k + 1] * b[k:k + 1, :]
+        acc_tf32 += ta[:, k:k + 1] * tb[k:k + 1, :]
+    assert _within(task, task.outputs[0], acc, ref, sizes)
+    assert not _within(task, task.outputs[0], acc_tf32, ref, sizes)
+
+
+def test_reduce_sum_tolerance_passes_fp32_orders_and_refuses_a_lost_block():
+    loaded = load_task("reduce_sum")
+    task = loaded.task
+    sizes = {"n": 4194304}
+    x = make_case_inputs(loaded, sizes, np.random.default_rng(5))["x"]
+    ref = reference_outputs(loaded, {"x": x}, sizes)["out"]
+    out = task.outputs[0]
+    sequential = np.cumsum(x, dtype=np.float32)[-1:]  # one thread adding every term in a row
+    blocks = x.reshape(-1, 256)
+    while blocks.shape[1] > 1:  # shared-memory trees of 256, then one atomicAdd per block in order
+        half = blocks.shape[1] // 2
+        blocks = blocks[:, :half] + blocks[:, half:]
+    atomics = np.cumsum(blocks[:, 0], dtype=np.float32)[-1:]
+    assert _within(task, out, sequential, ref, sizes)
+    assert _within(task, out, atomics, ref, sizes)
+    lost = ref - x[-256:].astype(np.float64).sum()
+    assert abs(lost - ref)[0] > 1.0, "the test's lost block must matter"
+    assert not _within(task, out, lost, ref, sizes)
+
+
+def test_layernorm_tolerance_refuses_a_missing_mean_and_a_missing_eps():
+    loaded = load_task("layernorm")
+    task = loaded.task
+    sizes = {"rows": 37, "cols": 1000}
+    inp = make_case_inputs(loaded, sizes, np.random.default_rng(6))
+    ref = reference_outputs(loaded, inp, sizes)["y"]
+    x = inp["x"].astype(np.float64)
+    g, b = inp["gamma"].astype(np.float64), inp["beta"].astype(np.float64)
+    mean, var = x.mean(axis=1, keepdims=True), x.var(axis=1, keepdims=True)
+    assert _within(task, task.outputs[0], ((x - mean) / np.sqrt(var + 1e-5) * g + b).astype(np.float32), ref, sizes)
+    no_mean = x / np.sqrt((x * x).mean(axis=1, keepdims=True) + 1e-5) * g + b
+    assert not _within(task, task.outputs[0], no_mean, ref, sizes)
+    single = {"rows": 1, "cols": 1}  # variance 0: eps alone keeps the output finite (it is beta)
+    one = make_case_inputs(loaded, single, np.random.default_rng(0))
+    ref_one = reference_outputs(loaded, one, single)["y"]
+    np.testing.assert_allclose(ref_one[0], one["beta"], rtol=0, atol=1e-12)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        d = one["x"].astype(np.float64) - one["x"].astype(np.float64)
+        no_eps = d / np.sqrt(d * d) * one["gamma"] + one["beta"]
+    assert not _within(task, task.outputs[0], no_eps, ref_one, single)
+
+# ----------------------------------------------------------------------------------------- compiling
+@pytest.fixture(scope="module")
+def builds(nvcc_path, tmp_path_factory):
+    """Every naive.cu of the eight, compiled in parallel: {name: (rc, log)}."""
+    out_dir = tmp_path_factory.mktemp("first8_builds")
+
+    def run(name: str) -> tuple[int, str]:
+        src = SUITE_DIR / name / "naive.cu"
+        cmd = [nvcc_path, *NVCC_FLAGS, str(src), "-o", str(out_dir / f"{name}.so")]
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+        return p.returncode, p.stdout + p.stderr
+
+    with ThreadPoolExecutor(max_workers=max(2, os.cpu_count() or 2)) as pool:
+        return dict(zip(FIRST8, pool.map(run, FIRST8)))
+
+
+def test_every_naive_baseline_compiles_for_sm_90(builds):
+    failed = {name: log[-2000:] for name, (rc, log) in builds.items() if rc != 0}
+    assert not failed, failed
+    for name, (_, log) in builds.items():
+        assert "Compiling entry function" in log, f"{name}: ptxas reported no kernel"
+        spills = [int(v) for v in re.findall(r"(\d+) bytes spill (?:stores|loads)", log)]
+        assert spills and not any(spills), f"{name}: register spills\n{log}"
+
+
+# -------------------------------------------------------------------------------------------- GPU
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", FIRST8)
+def test_naive_baseline_passes_every_shape_on_the_gpu(name):
+    from cuda_llm.tools.evaluate import EvalOptions, evaluate_candidate
+    from cuda_llm.tools.results import Status
+
+    loaded = load_task(name)
+    result = evaluate_candidate(loaded, loaded.task.baseline_path.read_text(), candidate="naive",
+                                options=EvalOptions(timing=False))
+    assert result.status is Status.ok, f"{name}: {result.status.value}: {result.message}"
+    assert result.validation is not None and result.validation.passed
+    cases = result.validation.cases
+    assert len(cases) == len(loaded.task.all_cases())
+    assert all(c.passed for c in cases), [c.model_dump() for c in cases if not c.passed]
+    assert any(c.held_out for c in cases)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", FIRST8)
+def test_naive_baseline_timing_is_not_suspect(name):
+    """At the benchmark shape the naive kernel is slower than the speed-of-light bound of its bytes and
+    flops formulas; a `suspect` here means a formula over-counts."""
+    from cuda_llm.tools.evaluate import EvalOptions, evaluate_candidate
+    from cuda_llm.tools.results import Status
+
+    loaded = load_task(name)
+    result = evaluate_candidate(loaded, loaded.task.baseline_path.read_text(), candidate="naive",
+                                options=EvalOptions(time_budget_s=3, min_reps=3, max_reps=20))
+    assert result.status is Status.ok, f"{name}: {result.status.value}: {result.message}"
+    assert result.timing is not None
