@@ -32,7 +32,8 @@ def fake_ncu(tmp_path: Path, body: str, name: str = "ncu") -> Path:
 
 
 @pytest.fixture(autouse=True)
-def fresh_warnings():
+def fresh_warnings(tmp_path, monkeypatch):
+    monkeypatch.setenv("CUDA_LLM_CACHE", str(tmp_path / "cache"))     # the device lock file lives there
     ncu._WARNED.clear()
     yield
     ncu._WARNED.clear()

@@ -258,7 +258,11 @@ def profile_candidate(loaded, so_path: str, *, sizes: dict | None = None, out_di
         reason = f"cannot write the profile request in {out_dir}: {exc}"
         warn_once(reason)
         return ProfileResult(available=False, reason=reason, sizes=sizes)
-    return profile_command(worker_command(request), out_dir=out_dir,
-                           timeout_s=timeout_s if timeout_s is not None else opts.timeout_s, ncu_path=ncu_path,
-                           sections=sections, repeat=repeat, env=_worker_env(), sizes=sizes,
-                           max_launches=opts.max_launches)
+    kw = dict(out_dir=out_dir, timeout_s=timeout_s if timeout_s is not None else opts.timeout_s, ncu_path=ncu_path,
+              sections=sections, repeat=repeat, env=_worker_env(), sizes=sizes, max_launches=opts.max_launches)
+    if find_ncu(ncu_path) is None:
+        return profile_command(worker_command(request), **kw)       # says why, without waiting for the GPU
+    from cuda_llm.tools.runner import device_lock   # GPU work is serialized per device (stdlib only)
+
+    with device_lock():
+        return profile_command(worker_command(request), **kw)

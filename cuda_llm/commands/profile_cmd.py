@@ -1,0 +1,245 @@
+"""`cuda-llm profile TASK KERNEL.cu`: compile, time, profile with Nsight Compute, roofline and diagnosis."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+import time
+from pathlib import Path
+
+from pydantic import BaseModel, Field
+
+HELP = "profile one kernel with Nsight Compute and say what limits it"
+DESCRIPTION = """Compile KERNEL.cu for TASK (a suite name or a task folder), test and time it with the harness,
+profile one solve() call at the benchmark shape with Nsight Compute (ncu), place it on the roofline of
+this GPU (measured peaks) and name the bottleneck with the metric values as evidence and the features
+from the catalogue to try next.
+
+The ncu report (.ncu-rep), its raw CSV page and profile.json go to --out (default: the cache
+directory, profiles/<task>-<source hash>/). Open the report in Nsight Compute's GUI for the details.
+Without ncu, or without permission for the GPU counters (ERR_NVGPUCTRPERM), the command still prints
+the timing, the compile report and a roofline-only diagnosis, and says why there is no profile.
+$CUDA_LLM_NCU names the ncu to use ("none" switches profiling off)."""
+
+
+class ProfileReport(BaseModel):
+    """Everything the command found out about one kernel (written as profile.json)."""
+
+    task: str
+    kernel_file: str
+    sizes: dict[str, int]
+    out_dir: str
+    compile: dict = Field(default_factory=dict)
+    status: str | None = None           # the harness's verdict (ok, wrong_answer...), None when not evaluated
+    status_message: str = ""
+    median_ms: float | None = None
+    timing_source: str | None = None    # "harness" (event timing) or "ncu" (summed kernel durations)
+    device: dict | None = None
+    profile: dict = Field(default_factory=dict)
+    roofline: dict | None = None
+    diagnosis: dict = Field(default_factory=dict)
+    seconds: dict[str, float] = Field(default_factory=dict)
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("task", help="task name from the suite (see `cuda-llm tasks`) or a task folder")
+    p.add_argument("kernel", type=Path, help="CUDA source defining the task's entry point")
+    p.add_argument("--out", type=Path, help="folder for the report (default: <cache>/profiles/<task>-<hash>)")
+    p.add_argument("--json", action="store_true", help="print the whole report as JSON")
+    p.add_argument("--arch", help="GPU architecture, e.g. sm_90 (default: the local GPU)")
+    p.add_argument("--size", action="append", default=[], metavar="NAME=VALUE",
+                   help="override one benchmark size, e.g. --size n=1048576 (repeatable)")
+    p.add_argument("--no-time", action="store_true", help="skip the harness's test and timing (roofline from ncu time)")
+    p.add_argument("--source-counters", action="store_true",
+                   help="also collect ncu's SourceCounters section (branch uniformity; about 2x slower)")
+    p.add_argument("--timeout", type=float, default=180.0, help="seconds before ncu is stopped (default 180)")
+
+
+def _parse_sizes(items: list[str], benchmark: dict[str, int]) -> dict[str, int]:
+    sizes = dict(benchmark)
+    for item in items:
+        name, sep, value = item.partition("=")
+        if not sep or name.strip() not in benchmark:
+            raise ValueError(f"--size {item!r}: write NAME=VALUE with NAME one of {sorted(benchmark)}")
+        try:
+            sizes[name.strip()] = int(value)
+        except ValueError:
+            raise ValueError(f"--size {item!r}: {value!r} is not an integer") from None
+    return sizes
+
+
+def _fmt(v: float | None, unit: str = "", digits: int = 4) -> str:
+    if v is None:
+        return "-"
+    return f"{v:.{digits}g}{unit}"
+
+
+def metrics_rows(profile) -> tuple[list[str], list[list[str]]]:
+    """The metrics table: one row per metric, one column per kernel (kernels in launch order)."""
+    from cuda_llm.tools.ncu_parse import short_name
+
+    kernels = profile.kernels
+    headers = ["metric", *[short_name(k.name) + (f" x{k.launches}" if k.launches > 1 else "") for k in kernels]]
+
+    def row(label, fn):
+        return [label, *[fn(k) for k in kernels]]
+
+    def stall(i):
+        def f(k):
+            if len(k.stalls) <= i:
+                return "-"
+            s = k.stalls[i]
+            return f"{s.reason} {s.share_pct:.0f}%"
+        return f
+
+    rows = [
+        row("duration", lambda k: _fmt(k.duration_ns / 1e3 if k.duration_ns is not None else None, " us")),
+        row("SM throughput", lambda k: _fmt(k.sm_throughput_pct, "%", 3)),
+        row("memory throughput", lambda k: _fmt(k.memory_throughput_pct, "%", 3)),
+        row("DRAM throughput", lambda k: _fmt(k.dram_throughput_pct, "%", 3)),
+        row("DRAM bytes", lambda k: _fmt(k.dram_bytes / 1e6 if k.dram_bytes is not None else None, " MB")),
+        row("L1 / L2 hit rate", lambda k: f"{_fmt(k.l1_hit_rate_pct, '%', 3)} / {_fmt(k.l2_hit_rate_pct, '%', 3)}"),
+        row("L1 / L2 throughput", lambda k: f"{_fmt(k.l1_throughput_pct, '%', 3)} / {_fmt(k.l2_throughput_pct, '%', 3)}"),
+        row("sectors/request ld/st", lambda k: f"{_fmt(k.load_sectors_per_request, '', 3)} / "
+                                               f"{_fmt(k.store_sectors_per_request, '', 3)}"),
+        row("occupancy achieved/theor.", lambda k: f"{_fmt(k.achieved_occupancy_pct, '%', 3)} / "
+                                                   f"{_fmt(k.theoretical_occupancy_pct, '%', 3)}"),
+        row("occupancy limiter", lambda k: k.occupancy_limiter or "none"),
+        row("grid x block", lambda k: f"{k.grid_size or '-'} x {k.block_size or '-'}"),
+        row("waves per SM", lambda k: _fmt(k.waves_per_sm, "", 3)),
+        row("registers/thread", lambda k: _fmt(k.registers_per_thread, "", 3)),
+        row("shared bytes/block", lambda k: _fmt(k.shared_bytes_per_block, "", 6)),
+        row("local (spill) bytes", lambda k: _fmt(k.local_bytes, "", 4)),
+        row("bank conflicts", lambda k: "-" if k.bank_conflicts is None else
+            f"{k.bank_conflicts:.0f}" + (f" ({k.bank_conflict_pct:.0f}%)" if k.bank_conflict_pct is not None else "")),
+        row("threads per instruction", lambda k: _fmt(k.threads_per_inst, " / 32", 3)),
+        row("top stall", stall(0)),
+        row("2nd stall", stall(1)),
+        row("3rd stall", stall(2)),
+    ]
+    return headers, rows
+
+
+def render(report: ProfileReport, profile, diagnosis) -> str:
+    from cuda_llm.commands.table import render_table
+
+    out = [f"task {report.task}, kernel {report.kernel_file}, sizes " +
+           ", ".join(f"{k}={v}" for k, v in report.sizes.items())]
+    if report.compile.get("kernels"):
+        out.append("compile: " + "; ".join(
+            f"{k['name']}: {k['registers']} regs, {k['shared_bytes']} B smem"
+            + (f", SPILLS {k['spill_store_bytes']}+{k['spill_load_bytes']} B" if k['spill_store_bytes'] or k['spill_load_bytes'] else "")
+            for k in report.compile["kernels"]))
+    if report.status is not None:
+        out.append(f"harness: {report.status}" + (f" - {report.status_message}" if report.status != "ok" else ""))
+    if report.median_ms is not None:
+        out.append(f"time: {report.median_ms:.4g} ms ({report.timing_source})")
+    if profile.available:
+        out.append(f"\nNsight Compute ({profile.n_kernels} kernel(s), {_fmt(profile.duration_ms, ' ms')} per solve, "
+                   f"profiled in {profile.seconds:.1f} s):")
+        headers, rows = metrics_rows(profile)
+        out.append(render_table(headers, rows, align="l" * len(headers)))
+    else:
+        out.append(f"\nno Nsight Compute profile: {profile.reason}")
+    if report.roofline is not None:
+        from cuda_llm.tools.roofline import RooflinePoint
+
+        out.append("\nroofline: " + RooflinePoint.model_validate(report.roofline).summary())
+    shown = diagnosis.model_copy(update={"evidence": [e for e in diagnosis.evidence
+                                                      if not e.startswith("no Nsight Compute profile")]})
+    out.append("\ndiagnosis:\n" + shown.as_text())
+    if profile.report_path:
+        out.append(f"\nreport: {profile.report_path}")
+    out.append(f"files: {report.out_dir}")
+    return "\n".join(out)
+
+
+def run(args: argparse.Namespace) -> int:
+    from cuda_llm.paths import cache_dir
+    from cuda_llm.tasks import TaskError, load_task
+    from cuda_llm.tools.compile import CompileSetupError, compile_source
+    from cuda_llm.tools.diagnosis import diagnose
+    from cuda_llm.tools.ncu import profile_candidate
+    from cuda_llm.tools.profile_models import ProfileOptions
+    from cuda_llm.tools.roofline import roofline_point
+
+    try:
+        loaded = load_task(args.task)
+    except (TaskError, KeyError, FileNotFoundError) as exc:
+        print(f"error: {str(exc).rstrip('.')}. List the tasks with `cuda-llm tasks`.", file=sys.stderr)
+        return 2
+    task = loaded.task
+    if not args.kernel.is_file():
+        print(f"error: {args.kernel}: no such file. Give the path of a .cu file defining {task.signature}.",
+              file=sys.stderr)
+        return 2
+    try:
+        sizes = _parse_sizes(args.size, task.benchmark)
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    source = args.kernel.read_text()
+    # this command prints why there is no profile itself: keep the runner's one-time warning quiet
+    logging.getLogger("cuda_llm.tools.ncu").setLevel(logging.ERROR)
+    seconds: dict[str, float] = {}
+
+    t = time.perf_counter()
+    try:
+        comp = compile_source(source, arch=args.arch)
+    except (CompileSetupError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    seconds["compile"] = time.perf_counter() - t
+    if not comp.ok:
+        print(f"compilation failed ({comp.arch}):\n{comp.errors}", file=sys.stderr)
+        return 1
+    out_dir = args.out or cache_dir() / "profiles" / f"{task.name}-{comp.source_hash}"
+    out_dir.mkdir(parents=True, exist_ok=True)
+    report = ProfileReport(task=task.name, kernel_file=str(args.kernel), sizes=sizes, out_dir=str(out_dir),
+                           compile=comp.model_dump(mode="json", include={"arch", "source_hash", "so_path", "kernels",
+                                                                         "warnings", "cached"}))
+
+    if not args.no_time:
+        t = time.perf_counter()
+        try:
+            from cuda_llm.tools.evaluate import EvalOptions, evaluate_candidate
+        except ImportError:            # the harness is an optional part of a minimal install
+            evaluate_candidate = None
+        if evaluate_candidate is not None:
+            ev = evaluate_candidate(loaded, source, candidate=args.kernel.name,
+                                    options=EvalOptions(arch=args.arch), work_dir=out_dir / "eval")
+            report.status, report.status_message = ev.status.value, ev.message
+            if ev.timing is not None and ev.timing.sizes == sizes:
+                report.median_ms, report.timing_source = ev.timing.median_ms, "harness"
+        seconds["evaluate"] = time.perf_counter() - t
+
+    t = time.perf_counter()
+    profile = profile_candidate(loaded, comp.so_path or "", sizes=sizes, out_dir=out_dir,
+                                options=ProfileOptions(timeout_s=args.timeout, source_counters=args.source_counters))
+    seconds["profile"] = time.perf_counter() - t
+    if report.median_ms is None and profile.available and profile.duration_ms:
+        report.median_ms, report.timing_source = profile.duration_ms, "ncu"
+
+    device = None
+    try:
+        from cuda_llm.tools.device_info import get_device_info
+
+        device = get_device_info()
+    except Exception as exc:  # peaks refine the diagnosis; without them it is judged from the profile alone
+        print(f"note: no device peaks ({type(exc).__name__}: {exc})", file=sys.stderr)
+    roof = None
+    if report.median_ms and device is not None:
+        roof = roofline_point(task, sizes, report.median_ms, device)
+        report.roofline = roof.model_dump(mode="json")
+        report.device = device.model_dump(mode="json")
+    diag = diagnose(profile, roof, comp)
+    report.profile = profile.model_dump(mode="json")
+    report.diagnosis = diag.model_dump(mode="json")
+    report.seconds = seconds
+    (out_dir / "profile.json").write_text(report.model_dump_json(indent=1))
+    if args.json:
+        print(report.model_dump_json(indent=1))
+    else:
+        print(render(report, profile, diag))
+    return 0
