@@ -15,11 +15,12 @@ import os
 import re
 import subprocess
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import numpy as np
 import pytest
 
-from cuda_llm.tasks import load_task
+from cuda_llm.tasks import load_all, load_task
 from cuda_llm.tasks.formulas import evaluate
 from cuda_llm.tasks.inputs import dims, make_case_inputs, reference_outputs
 from cuda_llm.tasks.loader import SUITE_DIR
@@ -383,3 +384,40 @@ def test_naive_baseline_timing_is_not_suspect(name):
                                 options=EvalOptions(time_budget_s=3, min_reps=3, max_reps=20))
     assert result.status is Status.ok, f"{name}: {result.status.value}: {result.message}"
     assert result.timing is not None
+
+
+# ------------------------------------------------------------------------------------ docs/tasks.md
+DOCS = Path(__file__).resolve().parents[1] / "docs" / "tasks.md"
+
+
+def test_docs_table_lists_every_builtin_task_with_its_signature_and_benchmark():
+    text = DOCS.read_text()
+    rows = {line.split("|")[1].strip(): line for line in text.splitlines() if line.startswith("| ")}
+    for loaded in load_all():
+        task = loaded.task
+        if task.folder is None or task.folder.parent != SUITE_DIR:
+            continue
+        assert task.name in rows, f"docs/tasks.md: no row for {task.name}"
+        row = rows[task.name]
+        params = task.signature.split("(", 1)[1].rstrip(")")
+        assert f"`{params}`" in row, f"docs/tasks.md: {task.name} signature differs from task.toml"
+        bench = ", ".join(f"{k}={v}" for k, v in task.benchmark.items())
+        assert bench in row and task.domain in row and task.bound in row, f"docs/tasks.md: {task.name} row"
+
+
+def test_docs_example_task_loads(tmp_path):
+    text = DOCS.read_text()
+    toml = re.search(r"```toml\n(.*?)```", text, re.S)
+    assert toml, "docs/tasks.md has a task.toml example"
+    folder = tmp_path / "saxpy"
+    folder.mkdir()
+    (folder / "task.toml").write_text(toml.group(1))
+    (folder / "reference.py").write_text(
+        "import numpy as np\n\ndef reference(inputs, sizes):\n"
+        "    return {'y': 2.5 * inputs['x'].astype(np.float64) + inputs['z']}\n")
+    (folder / "naive.cu").write_text("// not compiled here\n")
+    loaded = load_task(folder)
+    assert loaded.task.signature == 'extern "C" void solve(const float* x, const float* z, float* y, int n)'
+    inputs = make_case_inputs(loaded, {"n": 5}, np.random.default_rng(0))
+    out = reference_outputs(loaded, inputs, {"n": 5})["y"]
+    np.testing.assert_allclose(out, 2.5 * inputs["x"] + inputs["z"], rtol=1e-6)
