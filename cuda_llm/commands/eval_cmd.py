@@ -1,4 +1,11 @@
-"""`cuda-llm eval TASK KERNEL.cu`: compile, test and time one kernel, as the optimization loop would."""
+"""`cuda-llm eval TASK KERNEL.cu`: judge one candidate the way the optimization loop does.
+
+Static checks, nvcc, every correctness shape (held-out ones included), event timing at the benchmark
+shape, correctness again after timing; then the speedup over the task's naive baseline, the ratio to
+its library baseline where it has one, and the fraction of the speed-of-light bound.
+Exit codes: 0 the kernel passed and its timing is trusted; 1 it failed (or its timing is suspect);
+2 bad usage, or no CUDA device to test on (it was still compiled and checked statically).
+"""
 
 from __future__ import annotations
 
@@ -6,105 +13,278 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
-HELP = "compile, test and time one CUDA kernel against a task"
-DESCRIPTION = """Evaluate one candidate file for a task: static checks, nvcc, every correctness shape
-(held-out ones included) on fresh random inputs, then event timing at the benchmark shape with an L2 flush
-before every call, and the same checks again on fresh inputs.
+HELP = "compile, test and time one kernel for a task (the harness verdict)"
+DESCRIPTION = """Evaluate KERNEL.cu for TASK exactly as the optimization loop does:
 
-Prints: compiled, tests passed, median latency, speedup over the task's naive baseline, ratio to the
-library baseline (with --library, where the task has one) and % of speed of light.
+  1. static checks: the entry point has the task's exact signature; no library does the work
+     (cuBLAS, cuDNN, thrust, device-wide CUB); no host tricks (system, fork, sleep, files)
+  2. nvcc for the GPU's architecture (or --arch): registers, shared memory and spills per kernel
+  3. every correctness shape with fresh random inputs, poisoned outputs and a check that inputs are
+     unchanged; held-out shapes (never shown to the LLM) included
+  4. event timing at the benchmark shape (L2 flushed before every call, until the relative standard
+     error is 1% or the time budget is spent), then correctness again on fresh inputs
+  5. speedup over the naive baseline, ratio to the library baseline (where the task has one) and the
+     percentage of the speed-of-light bound; faster than that bound is 'suspect', never a win
 
-Exit codes: 0 passed; 1 failed (static, compile, wrong answer, crash, timeout) or suspect timing;
-2 no CUDA device here (the kernel was still compiled and checked statically) or bad usage."""
+Without a CUDA device it stops after step 2 and exits with code 2.
+Exit codes: 0 passed; 1 failed or suspect; 2 bad usage or no device.
+
+Examples:
+  cuda-llm eval gelu my_gelu.cu
+  cuda-llm eval softmax softmax_v3.cu --json > result.json
+  cuda-llm eval sgemm gemm.cu --arch sm_90 --time-budget 5
+  cuda-llm eval sgemm cuda_llm/tasks/suite/sgemm/library.cu --library   # measure a library yardstick"""
+
+_ADVICE: dict[str, str] = {
+    "static_error": "Fix the issues above and run again; the entry point must be exactly: {signature}",
+    "compile_error": "Fix the first compiler error above (line numbers refer to your file) and run again.",
+    "wrong_answer": (
+        "The output differs from the NumPy reference at the shape shown. Check the bounds for sizes that are "
+        "not multiples of your block size, that every output element is written, that inputs are not "
+        "written, and that the result does not depend on which shapes you have seen."
+    ),
+    "runtime_error": (
+        "A CUDA error stopped the kernel (often an out-of-bounds access or a bad launch configuration). "
+        "Run your own driver under compute-sanitizer to find the access."
+    ),
+    "timeout": (
+        "The evaluation did not finish within the time limit (--timeout). Look for a loop that never ends "
+        "or a __syncthreads() that not every thread of the block reaches."
+    ),
+    "suspect": (
+        "The kernel passed the tests but its timing cannot be trusted (faster than the speed of light, or "
+        "work left running after solve() returned). Do all work on the default stream and do not skip work "
+        "that the timer would miss."
+    ),
+    "no_device": (
+        "Testing needs a CUDA device: none was found here. The kernel compiled and passed the static "
+        "checks; run the same command on a machine with an NVIDIA GPU and driver to test and time it."
+    ),
+}
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("task", help="task name (see 'cuda-llm tasks') or a task folder")
-    p.add_argument("kernel", type=Path, help="CUDA source defining the task's entry point")
-    p.add_argument("--json", action="store_true", help="print the full result as JSON")
-    p.add_argument("--arch", help="target architecture, e.g. sm_90 (default: the device's, else $CUDA_LLM_ARCH, else sm_90)")
-    p.add_argument("--library", action="store_true", help="also time the task's library baseline (e.g. cuBLAS) and show the ratio")
-    p.add_argument("--allow-libraries", action="store_true", help="let the kernel call cuBLAS/cuDNN/thrust (not a fair candidate)")
-    p.add_argument("--time-budget", type=float, default=10.0, help="seconds of timing at most (default 10)")
-    p.add_argument("--timeout", type=float, default=120.0, help="seconds before a hung evaluation is killed (default 120)")
-    p.add_argument("--seed", type=int, help="seed of the random inputs (default: fresh)")
+    p.add_argument("task", help="task name (see `cuda-llm tasks`) or a task folder")
+    p.add_argument("kernel", type=Path, help="the CUDA source file defining the task's entry point")
+    p.add_argument("--json", action="store_true", help="print the full result (and the baselines) as JSON")
+    p.add_argument("--arch", help="GPU architecture for nvcc, e.g. sm_90 (default: the local GPU, else sm_90)")
+    p.add_argument("--library", "--allow-libraries", dest="library", action="store_true",
+                   help="allow library calls (cuBLAS, CUB) and link the task's libraries: for yardsticks only")
+    p.add_argument("--time-budget", type=float, default=10.0, metavar="S",
+                   help="seconds of timing repetitions at most (default 10)")
+    p.add_argument("--timeout", type=float, default=120.0, metavar="S",
+                   help="seconds before a hanging evaluation is killed (default 120)")
+    p.add_argument("--seed", type=int, default=None, help="seed of the random inputs (default: fresh)")
+    p.add_argument("--no-held-out", action="store_true", help="skip the held-out shapes (faster, weaker)")
+    p.add_argument("--no-baselines", action="store_true",
+                   help="do not measure the naive and library baselines (no speedup shown)")
+    p.add_argument("--tasks-dir", type=Path, action="append", default=[], help="extra folder of tasks")
+
+
+def _err(msg: str) -> None:
+    print(f"error: {msg}", file=sys.stderr)
 
 
 def _progress(msg: str) -> None:
-    print(f"cuda-llm eval: {msg}", file=sys.stderr, flush=True)
+    print(f"[eval] {msg}", file=sys.stderr, flush=True)
 
 
 def run(args: argparse.Namespace) -> int:
-    from cuda_llm.commands.table import render_table
-    from cuda_llm.tasks import TaskError, load_task
-    from cuda_llm.tools.compile import CompileSetupError
-    from cuda_llm.tools.evaluate import EvalOptions, baseline_result, evaluate_candidate
-    from cuda_llm.tools.results import Status
+    from cuda_llm.tasks import TaskError, list_task_names, load_task
 
     try:
-        loaded = load_task(args.task)
+        loaded = load_task(args.task, args.tasks_dir)
     except TaskError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        _err(str(exc))
         return 2
-    if not args.kernel.is_file():
-        print(f"error: {args.kernel}: no such file; pass the path of a .cu file that defines {loaded.task.signature}",
-              file=sys.stderr)
+    except (OSError, ValueError) as exc:
+        _err(f"cannot load task {args.task!r}: {exc}. Known tasks: {', '.join(list_task_names(args.tasks_dir))}")
         return 2
-    source = args.kernel.read_text()
-    opts = EvalOptions(arch=args.arch, time_budget_s=args.time_budget, timeout_s=args.timeout, seed=args.seed,
-                       allow_libraries=args.allow_libraries)
+    kernel: Path = args.kernel
+    if not kernel.is_file():
+        what = "is a folder" if kernel.is_dir() else "does not exist"
+        _err(f"{kernel} {what}; pass the path of a .cu file that defines {loaded.task.signature}")
+        return 2
     try:
-        base = lib = None
-        _progress(f"evaluating {args.kernel} for task {loaded.name}")
-        result = evaluate_candidate(loaded, source, candidate=args.kernel.name, options=opts)
-        if result.status not in (Status.static_error, Status.compile_error, Status.no_device):
-            _progress("naive baseline (cached after the first time)")
-            base = baseline_result(loaded, "naive", opts.model_copy(update={"allow_libraries": False}))
-            if base is not None and base.timing is not None:
-                result.baseline_ms = base.timing.median_ms
-            if args.library:
-                _progress("library baseline")
-                lib = baseline_result(loaded, "library", opts)
+        source = kernel.read_text()
+    except (OSError, UnicodeDecodeError) as exc:
+        _err(f"cannot read {kernel}: {exc}")
+        return 2
+    if args.time_budget <= 0 or args.timeout <= 0:
+        _err("--time-budget and --timeout must be positive numbers of seconds")
+        return 2
+
+    from cuda_llm.tools.compile import CompileSetupError, resolve_arch
+    from cuda_llm.tools.evaluate import EvalOptions, baseline_result, evaluate_candidate
+
+    try:
+        arch = resolve_arch(args.arch)
+    except (ValueError, CompileSetupError) as exc:
+        _err(str(exc))
+        return 2
+    options = EvalOptions(
+        arch=arch, timeout_s=args.timeout, time_budget_s=args.time_budget, seed=args.seed,
+        held_out=not args.no_held_out, allow_libraries=args.library,
+    )
+    _progress(f"{loaded.name}: {kernel} for {arch}: static checks, compile, test, time ...")
+    try:
+        result = evaluate_candidate(loaded, source, candidate=kernel.name, options=options)
     except CompileSetupError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        _err(str(exc))
         return 2
-    lib_ms = lib.timing.median_ms if lib is not None and lib.timing is not None else None
+
+    baselines: dict[str, Any] = {}
+    if result.timing is not None and not args.no_baselines:
+        base_opts = options.model_copy(update={"allow_libraries": False, "seed": None})
+        _progress("naive baseline (cached per device after the first time) ...")
+        baselines["naive"] = _safe_baseline(baseline_result, loaded, "naive", base_opts)
+        if loaded.task.library_path is not None:
+            _progress("library baseline (cached per device after the first time) ...")
+            baselines["library"] = _safe_baseline(baseline_result, loaded, "library", base_opts)
+        naive_ms = _median(baselines.get("naive"))
+        if naive_ms is not None:
+            result = result.model_copy(update={"baseline_ms": naive_ms})
+
+    summary = summarize(result, baselines, loaded.task, held_out=not args.no_held_out)
     if args.json:
-        out = result.model_dump(mode="json")
-        out["speedup"] = result.speedup
-        out["library_ms"] = lib_ms
-        print(json.dumps(out, indent=2))
+        payload = result.model_dump(mode="json")
+        payload["speedup"] = summary["speedup"]
+        payload["library_ratio"] = summary["library_ratio"]
+        payload["library_ms"] = summary["library_ms"]
+        payload["baselines"] = {k: (v.model_dump(mode="json") if v is not None else None) for k, v in baselines.items()}
+        print(json.dumps(payload, indent=2))
     else:
-        print(render_table(["check", "result"], _rows(result, lib_ms, args.library and loaded.task.library_path is not None), align="ll"))
-        print()
-        print(result.message)
-    if result.status == Status.no_device:
-        print("Testing needs a CUDA device: none here. The kernel compiled and passed the static checks.",
-              file=sys.stderr)
+        print(render_result(result, summary, loaded.task))
+    status = result.status.value
+    if status == "no_device":
         return 2
-    return 0 if result.status == Status.ok else 1
+    return 0 if status == "ok" else 1
 
 
-def _rows(r, lib_ms, want_lib: bool) -> list[list[str]]:
-    comp = r.compile
-    compiled = "-" if comp is None else ("yes" if comp.ok else "no")
+def _safe_baseline(fn: Any, loaded: Any, which: str, options: Any) -> Any:
+    """A baseline that cannot be measured must not hide the candidate's own verdict."""
+    try:
+        return fn(loaded, which, options)
+    except Exception as exc:  # noqa: BLE001 - reported, the candidate's result still prints
+        _progress(f"{which} baseline could not be measured: {type(exc).__name__}: {exc}")
+        return None
+
+
+def _median(res: Any) -> float | None:
+    if res is None or getattr(res, "timing", None) is None or not res.status.passed:
+        return None
+    return res.timing.median_ms
+
+
+# ------------------------------------------------------------------------------------------ pure rendering
+def summarize(result: Any, baselines: dict[str, Any], task: Any, *, held_out: bool = True) -> dict[str, Any]:
+    """The headline numbers: speedup over naive (>1 faster), ratio to the library (>1 faster than it)."""
+    median = result.timing.median_ms if result.timing is not None else None
+    naive_ms = _median(baselines.get("naive"))
+    lib_ms = _median(baselines.get("library"))
+    ok = median is not None and median > 0
+    return {
+        "median_ms": median,
+        "naive_ms": naive_ms,
+        "library_ms": lib_ms,
+        "speedup": naive_ms / median if ok and naive_ms else None,
+        "library_ratio": lib_ms / median if ok and lib_ms else None,
+        "has_library": task.library_path is not None,
+        "n_cases": sum(1 for _, held in task.all_cases() if held_out or not held),
+    }
+
+
+def _fmt_ms(ms: float | None) -> str:
+    if ms is None:
+        return "-"
+    return f"{ms * 1e3:.1f} us" if ms < 1 else f"{ms:.3f} ms"
+
+
+def render_result(result: Any, summary: dict[str, Any], task: Any) -> str:
+    """The console report: resources per kernel, then the verdict, then what to do on failure."""
+    from cuda_llm.commands.table import render_table
+
+    out: list[str] = []
+    comp = result.compile
     if comp is not None and comp.ok and comp.kernels:
-        k = comp.kernels[0]
-        compiled += f" ({comp.arch}; {k.name}: {k.registers} regs, {k.shared_bytes} B smem" + (", spills" if k.spills else "") + ")"
-    tests = "-"
-    if r.validation is not None:
-        total = len(r.validation.cases) if r.validation.passed else None
-        tests = f"{r.validation.n_passed}/{total if total is not None else '?'}" + (" passed" if r.validation.passed else " (stopped at first failure)")
-        if r.revalidation is not None:
-            tests += f"; after timing {r.revalidation.n_passed}/{len(r.revalidation.cases)}"
-    t = r.timing
-    rows = [["task", r.task], ["status", r.status.value], ["compiled", compiled], ["tests passed", tests]]
-    rows.append(["median latency", f"{t.median_ms:.4g} ms (min {t.min_ms:.4g}, IQR {t.iqr_ms:.3g}, {t.repetitions} reps, RSE {100 * t.rse:.2f}%)" if t else "-"])
-    rows.append(["speedup vs naive", f"{r.speedup:.2f}x (naive {r.baseline_ms:.4g} ms)" if r.speedup else "-"])
-    if want_lib:
-        rows.append(["vs library", f"{lib_ms / t.median_ms:.2f}x (library {lib_ms:.4g} ms)" if (t and lib_ms) else "-"])
-    rows.append(["% speed of light", f"{t.pct_of_sol:.1f}% (bound {t.sol_ms:.4g} ms)" if t and t.pct_of_sol is not None else "-"])
-    if r.device:
-        rows.append(["device", r.device])
-    return rows
+        rows = [[k.name, k.registers, k.shared_bytes, k.stack_bytes,
+                 f"{k.spill_store_bytes}/{k.spill_load_bytes}" + ("  SPILLS" if k.spills else "")]
+                for k in comp.kernels]
+        out.append(render_table(["kernel", "registers", "smem B", "stack B", "spill st/ld B"], rows, align="lrrrl"))
+        out.append("")
+    kv: list[tuple[str, str]] = [("task", result.task), ("status", result.status.value)]
+    if comp is not None:
+        kv.append(("compiled", f"yes ({comp.arch}, {comp.seconds:.1f} s{', cached' if comp.cached else ''})"
+                   if comp.ok else "no"))
+    elif result.static_issues:
+        kv.append(("compiled", "no (refused before compiling)"))
+    val = result.validation
+    if val is not None:
+        total = max(summary.get("n_cases") or 0, len(val.cases))
+        held = [c for c in val.cases if c.held_out]
+        held_txt = f" ({sum(c.passed for c in held)}/{len(held)} held-out)" if held else ""
+        stopped = " (stopped at the first failure)" if len(val.cases) < total else ""
+        kv.append(("tests passed", f"{val.n_passed}/{total}{held_txt}{stopped}"))
+    if result.revalidation is not None:
+        rv = result.revalidation
+        kv.append(("after timing", f"{rv.n_passed}/{len(rv.cases)} passed on fresh inputs"))
+    t = result.timing
+    if t is not None:
+        kv.append(("benchmark shape", ", ".join(f"{k}={v}" for k, v in t.sizes.items())))
+        kv.append(("median latency", f"{_fmt_ms(t.median_ms)} (min {_fmt_ms(t.min_ms)}, IQR {_fmt_ms(t.iqr_ms)}, "
+                                     f"{t.repetitions} reps, rse {100 * t.rse:.2f}%, stop: {t.stop_reason})"))
+        if summary["speedup"] is not None:
+            kv.append(("speedup vs naive", f"{summary['speedup']:.2f}x (naive {_fmt_ms(summary['naive_ms'])})"))
+        if summary["has_library"]:
+            if summary["library_ratio"] is not None:
+                kv.append(("vs library", f"{summary['library_ratio']:.2f}x (library {_fmt_ms(summary['library_ms'])}; "
+                                         ">1 is faster than the library)"))
+            else:
+                kv.append(("vs library", "- (library baseline not measured)"))
+        if t.pct_of_sol is not None:
+            kv.append(("speed of light", f"{t.pct_of_sol:.1f}% (bound {_fmt_ms(t.sol_ms)})"))
+        if t.suspect:
+            kv.append(("suspect", t.suspect_reason or "timing cannot be trusted"))
+    if result.device:
+        kv.append(("device", result.device))
+    kv.append(("seconds", f"{result.seconds:.1f}"))
+    width = max(len(k) for k, _ in kv)
+    out.extend(f"{k.ljust(width)}  {v}" for k, v in kv)
+
+    status = result.status.value
+    if status != "ok":
+        out.append("")
+        for issue in result.static_issues:
+            where = f"line {issue.line}: " if issue.line else ""
+            out.append(f"  [{issue.rule}] {where}{issue.message}")
+        detail = _failure_detail(result)
+        if detail:
+            out.append(detail)
+        advice = _ADVICE.get(status)
+        if advice:
+            if out[-1] != "":
+                out.append("")
+            out.append("what to do: " + advice.format(signature=task.signature))
+    return "\n".join(out)
+
+
+def _failure_detail(result: Any) -> str:
+    """The condensed message: the harness's own, plus the compiler errors or the first failing case."""
+    parts: list[str] = []
+    if result.message and not result.static_issues and result.status.value != "no_device":
+        parts.append(result.message.strip())
+    comp = result.compile
+    if comp is not None and not comp.ok and comp.errors and comp.errors.strip() not in result.message:
+        parts.append(comp.errors.strip())
+    for label, val in (("test", result.validation), ("after timing", result.revalidation)):
+        first = val.first_failure() if val is not None else None
+        if first is None:
+            continue
+        shape = "a held-out shape" if first.held_out else ", ".join(f"{k}={v}" for k, v in first.sizes.items())
+        line = f"first failing {label}: {shape}: {first.reason or 'wrong'}"
+        if line not in "\n".join(parts):
+            parts.append(line)
+        break
+    return "\n".join(parts)
