@@ -33,6 +33,7 @@ class EvalOptions(BaseModel):
     held_out: bool = True
     timing: bool = True
     allow_libraries: bool = False
+    timing_repeats: int = 1        # >1: time the same data again, for the spread of the median (benchmarks)
 
 
 NO_DEVICE_MESSAGE = ("compiled and passed the static checks; testing and timing need a CUDA device, and the "
@@ -106,7 +107,8 @@ def _run_on_device(loaded, source, so_path, opts, work_dir, res, done) -> EvalRe
     seed = opts.seed if opts.seed is not None else int.from_bytes(res.source_hash.encode()[:4], "little") ^ int(time.time())
     req = EvaluateRequest(so_path=so_path, task_folder=str(task.folder), seed=seed & 0x7FFFFFFF, held_out=opts.held_out,
                           timing=opts.timing, time_budget_s=opts.time_budget_s, min_reps=opts.min_reps,
-                          max_reps=opts.max_reps, rse_target=opts.rse_target, cache_dir=str(cache_dir()))
+                          max_reps=opts.max_reps, rse_target=opts.rse_target, cache_dir=str(cache_dir()),
+                          timing_repeats=opts.timing_repeats)
     tmp = None
     if work_dir is None:
         tmp = tempfile.TemporaryDirectory(prefix="cuda-llm-eval-")
@@ -126,11 +128,19 @@ def _run_on_device(loaded, source, so_path, opts, work_dir, res, done) -> EvalRe
             return done(Status.timeout, f"killed after {opts.timeout_s:g} s without finishing (last step: {where}). "
                                         f"A kernel that never ends: check loop bounds and barriers that not every "
                                         f"thread reaches. The next evaluation starts a fresh process.")
-        if out.rc != 0 or not res_path.exists():
+        resp = None
+        if res_path.exists():         # written even after a CUDA fault (exit code 3) or a harness failure (4)
+            try:
+                resp = EvaluateResponse.model_validate_json(res_path.read_text())
+            except ValueError:
+                resp = None
+        if resp is None:
             tail = out.stderr_tail(8)
             sig = f" (killed by signal {-out.rc})" if out.rc is not None and out.rc < 0 else ""
             return done(Status.runtime_error, f"the GPU worker crashed{sig}, exit code {out.rc}: {tail}")
-        resp = EvaluateResponse.model_validate_json(res_path.read_text())
+        if resp.harness_error:
+            return done(Status.runtime_error, f"internal harness error, not caused by the kernel: "
+                                              f"{resp.harness_error}. Check the task's reference and inputs.")
     finally:
         if tmp is not None:
             tmp.cleanup()

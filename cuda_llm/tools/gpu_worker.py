@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import ctypes
+import faulthandler
 import hashlib
 import json
 import os
@@ -33,10 +34,12 @@ from cuda_llm.tasks.inputs import dims, make_case_inputs, reference_outputs, sca
 from cuda_llm.tasks.formulas import evaluate as eval_expr
 from cuda_llm.tools import timing_stats, validate
 from cuda_llm.tools.results import CaseResult, DeviceInfo, Status, TimingResult, ValidationResult
-from cuda_llm.tools.worker_protocol import (DeviceInfoResponse, EvaluateRequest, EvaluateResponse,
-                                            RunOnceRequest, WorkerError)
+from cuda_llm.tools.worker_protocol import (EXIT_CUDA_FAULT, EXIT_HARNESS, EXIT_OK, DeviceInfoResponse,
+                                            EvaluateRequest, EvaluateResponse, RunOnceRequest, WorkerError)
 
 CU_LIMIT_PERSISTING_L2_CACHE_SIZE = 0x06
+GUARD_BYTES = 1024      # after every buffer: a store past the end lands here and is reported
+GUARD_BYTE = 0xA5
 
 
 def _progress(msg: str) -> None:
@@ -56,6 +59,30 @@ class CudaFault(Exception):
     """A CUDA error while the candidate's work ran: the context is unusable afterwards."""
 
 
+def _loaded_cudart() -> ctypes.CDLL | None:
+    """The shared CUDA runtime, only if the candidate's .so loaded it (``-cudart shared``): then its
+    cudaGetLastError reports the candidate's launch errors. nvcc links the runtime statically by default,
+    which keeps that error state private; a launch that failed then shows as unwritten (poisoned) outputs."""
+    for name in ("libcudart.so.13", "libcudart.so.12", "libcudart.so"):
+        try:
+            lib = ctypes.CDLL(name, mode=os.RTLD_NOLOAD | os.RTLD_GLOBAL)
+        except OSError:
+            continue
+        lib.cudaGetErrorString.restype = ctypes.c_char_p
+        return lib
+    return None
+
+
+def _launch_error() -> str | None:
+    lib = _loaded_cudart()
+    if lib is None:
+        return None
+    code = lib.cudaGetLastError()
+    if code == 0:
+        return None
+    return f"cudaGetLastError after solve(): {lib.cudaGetErrorString(code).decode(errors='replace')} (error {code})"
+
+
 # --------------------------------------------------------------------------------------------- buffers
 class Case:
     """Device buffers for one set of sizes, and the ctypes arguments of solve()."""
@@ -73,7 +100,8 @@ class Case:
                 dtype = np.dtype(p.dtype.numpy)
                 nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
                 words = max(1, (nbytes + 3) // 4)
-                buf = cuda.mem_alloc(words * 4)
+                buf = cuda.mem_alloc(words * 4 + GUARD_BYTES)
+                cuda.memset_d8(int(buf) + words * 4, GUARD_BYTE, GUARD_BYTES)
                 self.allocs[p.name] = (buf, nbytes, words)
                 self.shapes[p.name] = (shape, dtype)
                 if p.role == "input" and nbytes:
@@ -94,6 +122,15 @@ class Case:
                 cuda.memset_d32_async(buf, pattern, words)
             else:
                 cuda.memset_d32(buf, pattern, words)
+
+    def overrun(self) -> str | None:
+        """The first buffer whose guard bytes were overwritten (a store past its end), if any."""
+        for name, (buf, _, words) in self.allocs.items():
+            g = np.empty(GUARD_BYTES, dtype=np.uint8)
+            cuda.memcpy_dtoh(g, int(buf) + words * 4)
+            if not (g == GUARD_BYTE).all():
+                return name
+        return None
 
     def read(self, name: str) -> np.ndarray:
         buf, nbytes, _ = self.allocs[name]
@@ -144,6 +181,14 @@ def check_case(loaded: LoadedTask, case: Case, expected: dict[str, np.ndarray], 
                seconds: float = 0.0) -> CaseResult:
     """Compare outputs and verify inputs unchanged; the device must already be synchronized."""
     task = loaded.task
+    err = _launch_error()
+    if err:
+        return CaseResult(sizes=case.sizes, held_out=held_out, passed=False, reason=err, seconds=seconds)
+    over = case.overrun()
+    if over:
+        n = int(np.prod(case.shapes[over][0], dtype=np.int64))
+        return CaseResult(sizes=case.sizes, held_out=held_out, passed=False, output=over, seconds=seconds,
+                          reason=f"wrote past the end of {over} ({n} elements): check the bounds test of every store")
     for p in task.inputs:
         after = case.read(p.name)
         if not validate.unchanged(case.inputs[p.name], after):
@@ -176,15 +221,23 @@ def run_case(loaded: LoadedTask, fn: Any, sizes: dict[str, int], rng: np.random.
 
 
 def validate_cases(loaded: LoadedTask, fn: Any, cases: list[tuple[dict, bool]], rng: np.random.Generator,
-                   label: str) -> ValidationResult:
+                   label: str, cap_s: float = 20.0, into: list[CaseResult] | None = None) -> ValidationResult:
+    """Every case, also after a failure (how many fail tells the LLM how wrong it is), but no new case is
+    started after a failure once ``cap_s`` has passed. ``into`` collects results as they come, so that
+    the cases before a CUDA fault are still reported."""
     t0 = time.perf_counter()
-    results: list[CaseResult] = []
+    results: list[CaseResult] = into if into is not None else []
     for i, (sizes, held) in enumerate(cases):
+        if any(not r.passed for r in results) and time.perf_counter() - t0 > cap_s:
+            _progress(f"{label}: {len(cases) - i} cases not run (a case failed and {cap_s:g} s have passed)")
+            break
         _progress(f"{label} case {i + 1}/{len(cases)} sizes {sizes}{' (held out)' if held else ''}")
-        res = run_case(loaded, fn, sizes, rng, held)
+        try:
+            res = run_case(loaded, fn, sizes, rng, held)
+        except CudaFault as exc:
+            results.append(CaseResult(sizes=sizes, held_out=held, passed=False, reason=f"CUDA error: {exc}"))
+            raise
         results.append(res)
-        if not res.passed:
-            break  # the first failure is what the LLM needs; the rest costs time
     return ValidationResult(passed=all(r.passed for r in results) and len(results) == len(cases), cases=results,
                             seconds=time.perf_counter() - t0)
 
@@ -265,8 +318,9 @@ def time_benchmark(loaded: LoadedTask, fn: Any, req: EvaluateRequest, l2_bytes: 
         while stop_reason is None:
             case.poison_outputs(asynchronous=True)
             cuda.memset_d32_async(flush, len(samples) & 0xFF, flush_words)   # evict L2 (>= 2x its size)
-            start.record()
+            _sync()                              # the host clock starts with an idle device
             t0 = time.perf_counter()
+            start.record()
             fn(*case.args)
             stop.record()
             try:
@@ -314,10 +368,14 @@ def cmd_evaluate(req: EvaluateRequest) -> EvaluateResponse:
     cache_root = Path(req.cache_dir) if (req.cache_dir and req.cache_benchmark_data) else None
     rng = np.random.default_rng(req.seed)
     stage = "validation"
+    found: list[CaseResult] = []
     try:
         fn = _load_solve(req.so_path, task.entry)
-        cases = [(s, h) for s, h in task.all_cases() if req.held_out or not h]
-        resp.validation = validate_cases(loaded, fn, cases, rng, "validation")
+        if req.cases is not None:
+            cases = [(c.sizes, c.held_out) for c in req.cases]
+        else:
+            cases = [(s, h) for s, h in task.all_cases() if req.held_out or not h]
+        resp.validation = validate_cases(loaded, fn, cases, rng, "validation", req.validation_cap_s, into=found)
         if not resp.validation.passed:
             return resp
         if req.timing:
@@ -329,6 +387,12 @@ def cmd_evaluate(req: EvaluateRequest) -> EvaluateResponse:
                 resp.revalidation = ValidationResult(passed=False, cases=[failed])
                 return resp
             resp.timing, resp.hidden_median_ms = timing, hidden
+            resp.repeat_medians_ms = [timing.median_ms]
+            for _ in range(req.timing_repeats - 1):
+                again_t, _, failed = time_benchmark(loaded, fn, req, l2, cache_root)
+                if failed is not None or again_t is None:
+                    break
+                resp.repeat_medians_ms.append(again_t.median_ms)
             stage = "revalidation"
             # fresh inputs after timing: a kernel that caches results or changes behaviour over calls fails
             shown = sorted(task.shapes, key=lambda s: sum(s.values()))
@@ -339,6 +403,12 @@ def cmd_evaluate(req: EvaluateRequest) -> EvaluateResponse:
                                                "revalidation")
     except CudaFault as exc:
         resp.error = WorkerError(status=Status.runtime_error, message=f"CUDA error during {stage}: {exc}", stage=stage)
+        if stage == "validation":
+            resp.validation = ValidationResult(passed=False, cases=found)
+    except cuda.Error as exc:    # one of our own driver calls failed: the candidate broke the context
+        resp.error = WorkerError(status=Status.runtime_error, message=f"CUDA error during {stage}: {exc}", stage=stage)
+        if stage == "validation":
+            resp.validation = ValidationResult(passed=False, cases=found)
     except AttributeError as exc:
         resp.error = WorkerError(status=Status.runtime_error, message=f"cannot call the entry point: {exc}", stage=stage)
     finally:
@@ -464,7 +534,23 @@ def _write(path: str, model: Any) -> None:
     os.replace(tmp, path)
 
 
+def _evaluate_command(request: str, result: str) -> int:
+    """Write the result file whatever happens; the exit code says whether the context is still sound."""
+    t0 = time.perf_counter()
+    try:
+        resp = cmd_evaluate(EvaluateRequest.model_validate_json(Path(request).read_text()))
+    except Exception as exc:  # task data, reference or request: the harness's failure, not the kernel's
+        resp = EvaluateResponse(harness_error=f"{type(exc).__name__}: {exc}", seconds=time.perf_counter() - t0)
+        _write(result, resp)
+        return EXIT_HARNESS
+    _write(result, resp)
+    if resp.error is not None and resp.error.status == Status.runtime_error:
+        return EXIT_CUDA_FAULT
+    return EXIT_OK
+
+
 def main(argv: list[str] | None = None) -> int:
+    faulthandler.enable(file=sys.stderr)      # a crash in the candidate's host code leaves a trace
     ap = argparse.ArgumentParser(prog="python -m cuda_llm.tools.gpu_worker")
     sub = ap.add_subparsers(dest="cmd", required=True)
     p = sub.add_parser("run-once")
@@ -478,12 +564,17 @@ def main(argv: list[str] | None = None) -> int:
     if args.cmd == "run-once":
         return cmd_run_once(RunOnceRequest.model_validate_json(Path(args.request).read_text()))
     if args.cmd == "evaluate":
-        resp = cmd_evaluate(EvaluateRequest.model_validate_json(Path(args.request).read_text()))
-        _write(args.result, resp)
-        return 0
+        return _evaluate_command(args.request, args.result)
     _write(args.result, cmd_device_info())
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        code = main()
+    except CudaFault as exc:              # run-once: the candidate faulted
+        _progress(f"CUDA error: {exc}")
+        code = EXIT_CUDA_FAULT
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)   # no pycuda teardown: after a fault the context cannot be destroyed cleanly

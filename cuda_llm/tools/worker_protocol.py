@@ -10,6 +10,18 @@ from pydantic import BaseModel, Field
 
 from cuda_llm.tools.results import DeviceInfo, Status, TimingResult, ValidationResult
 
+# Exit codes of ``gpu_worker evaluate`` (anything else, e.g. a negative signal number, is a crash).
+EXIT_OK = 0
+EXIT_CUDA_FAULT = 3      # the candidate broke the CUDA context; the result file says how
+EXIT_HARNESS = 4         # the worker itself failed (task data, reference): not the kernel's fault
+
+
+class CaseSpec(BaseModel):
+    """One correctness case: sizes, and whether prompts never show this shape."""
+
+    sizes: dict[str, int]
+    held_out: bool = False
+
 
 class RunOnceRequest(BaseModel):
     """Call solve() ``repeat`` times at ``sizes`` between cuProfilerStart/Stop (for Nsight Compute)."""
@@ -35,6 +47,9 @@ class EvaluateRequest(BaseModel):
     rse_target: float = 0.01
     warmup: int = 3
     benchmark_sizes: dict[str, int] | None = None   # default: the task's benchmark shape
+    cases: list[CaseSpec] | None = None             # default: every shape of the task (held-out ones if held_out)
+    validation_cap_s: float = 20.0                  # after a failing case, start no new case past this
+    timing_repeats: int = Field(default=1, ge=1)     # extra timings of the same data: spread of the median
     cache_benchmark_data: bool = True               # reuse the benchmark-shape inputs + reference on disk
     cache_dir: str | None = None
 
@@ -51,10 +66,17 @@ class EvaluateResponse(BaseModel):
     timing: TimingResult | None = None
     revalidation: ValidationResult | None = None
     hidden_median_ms: float | None = None   # device busy after solve()'s stop event completed
+    repeat_medians_ms: list[float] = Field(default_factory=list)   # one per timing repeat
     error: WorkerError | None = None
+    harness_error: str | None = None        # the worker failed for a reason that is not the kernel's
+    notes: list[str] = Field(default_factory=list)
     seconds: float = 0.0
 
 
 class DeviceInfoResponse(BaseModel):
     info: DeviceInfo
     seconds: float = 0.0
+
+
+EvalRequest = EvaluateRequest
+EvalResponse = EvaluateResponse

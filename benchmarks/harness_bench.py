@@ -1,0 +1,167 @@
+"""Harness benchmark (GPU machine): per task, the naive baseline's latency, the library baseline's where
+there is one, % of speed of light, what one evaluation costs (compile, validation, timing), the spread of
+the median over repeated timings, and the event time against Nsight Compute's gpu__time_duration.sum.
+
+    python benchmarks/harness_bench.py [--tasks a,b] [--repeats 5] [--ncu-tasks gelu,softmax] [--out bench-out]
+
+Writes OUT/harness.md (table) and OUT/harness.json (every figure). Progress goes to stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from cuda_llm.commands.table import render_table  # noqa: E402
+from cuda_llm.tasks import list_task_names, load_task  # noqa: E402
+from cuda_llm.tools.compile import compile_source  # noqa: E402
+from cuda_llm.tools.device_info import get_device_info  # noqa: E402
+from cuda_llm.tools.evaluate import EvalOptions, evaluate_candidate  # noqa: E402
+from cuda_llm.tools.worker_protocol import EvaluateResponse  # noqa: E402
+
+DEFAULT_NCU = "gelu,softmax,gemv,sgemm,hgemm,layernorm,reduce_sum,conv2d"
+
+
+def log(msg: str) -> None:
+    print(f"[harness-bench] {msg}", file=sys.stderr, flush=True)
+
+
+def bench_task(name: str, args, work: Path) -> dict:
+    loaded = load_task(name)
+    task = loaded.task
+    row: dict = {"task": name}
+    src = task.baseline_path.read_text()
+    t0 = time.perf_counter()
+    comp = compile_source(src, cache=False)
+    row["compile_s"] = time.perf_counter() - t0
+    opts = EvalOptions(time_budget_s=args.time_budget, seed=1)
+    # cold: creates the cached benchmark-shape inputs and reference
+    t0 = time.perf_counter()
+    cold = evaluate_candidate(loaded, src, candidate="naive", options=opts, work_dir=work / name / "cold")
+    row["cold_eval_s"] = time.perf_counter() - t0
+    row["status"] = cold.status.value
+    if not cold.status.passed:
+        row["message"] = cold.message
+        return row
+    t0 = time.perf_counter()
+    warm = evaluate_candidate(loaded, src, candidate="naive",
+                              options=opts.model_copy(update={"timing_repeats": args.repeats, "seed": 2}),
+                              work_dir=work / name / "warm")
+    total = time.perf_counter() - t0
+    resp = EvaluateResponse.model_validate_json((work / name / "warm" / "eval_result.json").read_text())
+    t = warm.timing
+    row.update(status=warm.status.value, message=warm.message)
+    if t is None:
+        return row
+    per_timing = t.seconds
+    row.update(
+        median_ms=t.median_ms, min_ms=t.min_ms, iqr_ms=t.iqr_ms, rse=t.rse, reps=t.repetitions,
+        stop_reason=t.stop_reason, host_median_ms=t.host_median_ms, hidden_ms=resp.hidden_median_ms,
+        sol_ms=t.sol_ms, pct_of_sol=t.pct_of_sol,
+        validation_s=(warm.validation.seconds if warm.validation else None),
+        timing_s=per_timing,
+        revalidation_s=(warm.revalidation.seconds if warm.revalidation else None),
+        # one evaluation, compile excluded: the warm run minus the extra timing repeats
+        eval_s=total - (args.repeats - 1) * per_timing if args.repeats > 1 else total,
+        repeat_medians_ms=resp.repeat_medians_ms,
+    )
+    meds = resp.repeat_medians_ms
+    if len(meds) > 1:
+        row["spread_pct"] = 100 * (max(meds) - min(meds)) / statistics.median(meds)
+    if task.library_path is not None:
+        lib = evaluate_candidate(loaded, task.library_path.read_text(), candidate="library",
+                                 options=opts.model_copy(update={"allow_libraries": True}),
+                                 work_dir=work / name / "library")
+        row["library_status"] = lib.status.value
+        if lib.timing is not None:
+            row["library_ms"] = lib.timing.median_ms
+    if name in args.ncu_tasks and comp.ok:
+        try:
+            from cuda_llm.tools.ncu import profile_candidate
+            prof = profile_candidate(loaded, comp.so_path, out_dir=work / name / "ncu", timeout_s=120,
+                                     sections=("SpeedOfLight",))
+            row["ncu_ms"] = prof.duration_ms if prof.available else None
+            if not prof.available:
+                row["ncu_reason"] = prof.reason
+            elif prof.duration_ms:
+                row["event_vs_ncu_pct"] = 100 * (t.median_ms / prof.duration_ms - 1)
+        except Exception as exc:  # the profiler is optional here
+            row["ncu_reason"] = f"{type(exc).__name__}: {exc}"
+    return row
+
+
+def table(rows: list[dict]) -> str:
+    headers = ["task", "status", "naive ms", "library ms", "% SOL", "RSE %", "spread %", "compile s",
+               "valid. s", "timing s", "eval s", "ncu ms", "event-ncu %"]
+    body = []
+    for r in rows:
+        body.append([r["task"], r.get("status"), r.get("median_ms"), r.get("library_ms"), r.get("pct_of_sol"),
+                     100 * r["rse"] if r.get("rse") is not None else None, r.get("spread_pct"), r.get("compile_s"),
+                     r.get("validation_s"), r.get("timing_s"), r.get("eval_s"), r.get("ncu_ms"),
+                     r.get("event_vs_ncu_pct")])
+    return render_table(headers, body)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--tasks", help="comma-separated task names (default: all)")
+    ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--time-budget", type=float, default=2.0)
+    ap.add_argument("--ncu-tasks", default=DEFAULT_NCU)
+    ap.add_argument("--out", type=Path, default=ROOT / "bench-out")
+    args = ap.parse_args()
+    args.ncu_tasks = set(filter(None, args.ncu_tasks.split(",")))
+    names = args.tasks.split(",") if args.tasks else list_task_names()
+    args.out.mkdir(parents=True, exist_ok=True)
+    work = args.out / "harness-work"
+    t0 = time.perf_counter()
+    dev = get_device_info()
+    if dev is None:
+        print("harness benchmark needs a CUDA device", file=sys.stderr)
+        return 2
+    log(f"device {dev.name}: {dev.peak_bandwidth_gbs:.0f} GB/s copy, "
+        f"{(dev.peak_fp32_gflops or 0) / 1e3:.1f} TFLOP/s fp32, L2 {dev.l2_bytes >> 20} MiB")
+    rows = []
+    for name in names:
+        log(f"{name} ...")
+        try:
+            rows.append(bench_task(name, args, work))
+        except Exception as exc:
+            rows.append({"task": name, "status": "error", "message": f"{type(exc).__name__}: {exc}"})
+        r = rows[-1]
+        log(f"{name}: {r.get('status')} median {r.get('median_ms')} ms, eval {r.get('eval_s')} s")
+    evals = [r["eval_s"] for r in rows if r.get("eval_s") is not None]
+    big = [r["spread_pct"] for r in rows if r.get("spread_pct") is not None and r.get("median_ms", 0) >= 0.02]
+    ncu = [abs(r["event_vs_ncu_pct"]) for r in rows if r.get("event_vs_ncu_pct") is not None and r.get("median_ms", 0) >= 0.05]
+    summary = {
+        "device": dev.model_dump(mode="json"),
+        "median_eval_s": statistics.median(evals) if evals else None,
+        "max_spread_pct_ge_20us": max(big) if big else None,
+        "max_event_vs_ncu_pct_ge_50us": max(ncu) if ncu else None,
+        "seconds": time.perf_counter() - t0,
+    }
+    (args.out / "harness.json").write_text(json.dumps({"summary": summary, "rows": rows}, indent=1))
+    md = [f"# Harness benchmark on {dev.name}", "",
+          f"Measured peaks: device-to-device copy {dev.peak_bandwidth_gbs:.0f} GB/s (read + write), "
+          f"fp32 FMA {(dev.peak_fp32_gflops or 0) / 1e3:.1f} TFLOP/s; L2 {dev.l2_bytes >> 20} MiB.", "",
+          "```", table(rows), "```", "",
+          f"Median evaluation (compile excluded, warm data): {summary['median_eval_s']} s; "
+          f"largest spread of the median over {args.repeats} timings (kernels >= 20 us): {summary['max_spread_pct_ge_20us']} %; "
+          f"largest |event - ncu| (kernels >= 50 us): {summary['max_event_vs_ncu_pct_ge_50us']} %."]
+    for r in rows:
+        if r.get("status") not in ("ok",):
+            md.append(f"- {r['task']}: {r.get('status')}: {r.get('message', '')}")
+    (args.out / "harness.md").write_text("\n".join(md) + "\n")
+    print(table(rows))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,111 @@
+"""The harness on a real GPU: every adversarial kernel gets its expected status, every naive baseline
+passes its task, timing is sane, and a hang or a fault leaves the next evaluation working."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from cuda_llm.tasks import list_task_names, load_task
+from cuda_llm.tools.evaluate import EvalOptions, evaluate_candidate
+from cuda_llm.tools.results import Status
+
+pytestmark = pytest.mark.gpu
+
+ADV = Path(__file__).parent / "adversarial"
+
+
+def header(path: Path) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for line in path.read_text().splitlines():
+        m = re.match(r"//\s*(task|expect|trick|rule|reason|held_out):\s*(.*)", line)
+        if m:
+            out.setdefault(m.group(1), m.group(2).strip())
+        elif not line.startswith("//"):
+            break
+    return out
+
+
+def expected(path: Path) -> set[Status]:
+    return {Status(s) for s in header(path)["expect"].split("|")}
+
+
+ON_GPU = sorted(p for p in ADV.glob("*.cu")
+                if not expected(p) <= {Status.static_error, Status.compile_error})
+
+
+def _naive_still_works() -> None:
+    loaded = load_task("gelu")
+    res = evaluate_candidate(loaded, loaded.task.baseline_path.read_text(), candidate="after",
+                             options=EvalOptions(timing=False, seed=5))
+    assert res.status == Status.ok, res.message
+
+
+@pytest.mark.parametrize("path", ON_GPU, ids=lambda p: p.stem)
+def test_adversarial_kernel_is_caught(path: Path) -> None:
+    h = header(path)
+    loaded = load_task(h["task"])
+    want = expected(path)
+    timeout = 25.0 if Status.timeout in want else 120.0
+    res = evaluate_candidate(loaded, path.read_text(), candidate=path.name,
+                             options=EvalOptions(time_budget_s=2.0, timeout_s=timeout, seed=3))
+    print(f"{path.name}: {res.status.value}: {res.message}")
+    assert res.status in want, f"{path.name}: got {res.status.value}: {res.message}"
+    assert not (res.status == Status.ok), "an adversarial kernel must never pass"
+    if h.get("reason") == "input":
+        assert "input" in res.message
+    if h.get("held_out") == "true" and res.validation is not None:
+        bad = res.validation.first_failure()
+        assert bad is not None and bad.held_out, "only a held-out shape should expose this kernel"
+        assert str(bad.sizes) not in res.message, "held-out sizes must not leak into messages"
+    if res.status in (Status.timeout, Status.runtime_error):
+        _naive_still_works()
+
+
+@pytest.mark.parametrize("name", list_task_names())
+def test_naive_baseline_passes_its_task(name: str) -> None:
+    loaded = load_task(name)
+    res = evaluate_candidate(loaded, loaded.task.baseline_path.read_text(), candidate="naive",
+                             options=EvalOptions(timing=False, seed=11))
+    assert res.status == Status.ok, f"{name}: {res.message}"
+    assert res.validation is not None and res.validation.n_passed == len(loaded.task.all_cases())
+
+
+def test_timing_is_sane_and_repeatable() -> None:
+    from cuda_llm.tools.device_info import get_device_info
+
+    dev = get_device_info()
+    assert dev is not None and dev.peak_bandwidth_gbs and dev.peak_bandwidth_gbs > 100
+    assert dev.l2_bytes > 0 and dev.sm_count > 0
+    loaded = load_task("gelu")
+    src = loaded.task.baseline_path.read_text()
+    medians = []
+    for seed in (1, 2):
+        res = evaluate_candidate(loaded, src, candidate="naive", options=EvalOptions(time_budget_s=3.0, seed=seed))
+        assert res.status == Status.ok, res.message
+        t = res.timing
+        assert t is not None and t.repetitions >= 10 and len(t.samples_ms) == t.repetitions
+        assert t.min_ms <= t.median_ms <= max(t.samples_ms)
+        assert t.host_median_ms is not None and t.host_median_ms >= 0.9 * t.median_ms
+        assert t.sol_ms is not None and t.median_ms >= 0.8 * t.sol_ms
+        assert 1.0 < t.pct_of_sol <= 125.0
+        assert res.revalidation is not None and res.revalidation.passed
+        medians.append(t.median_ms)
+    assert abs(medians[0] - medians[1]) / min(medians) < 0.10, medians
+
+
+def test_run_once_for_the_profiler(tmp_path: Path) -> None:
+    from cuda_llm.tools.compile import compile_source
+    from cuda_llm.tools.runner import run_worker
+
+    loaded = load_task("gelu")
+    comp = compile_source(loaded.task.baseline_path.read_text())
+    assert comp.ok
+    req = tmp_path / "req.json"
+    req.write_text(json.dumps({"so_path": comp.so_path, "task_folder": str(loaded.task.folder),
+                               "sizes": {"n": 100000}, "seed": 0, "repeat": 3}))
+    out = run_worker(["run-once", "--request", str(req)], timeout_s=60)
+    assert out.rc == 0, out.stderr
