@@ -11,13 +11,19 @@ from typing import Any
 import numpy as np
 
 INT_SENTINEL = 0xDEADBEEF          # as uint32; as int32 it reads -559038737
+# Quiet NaNs with a payload that arithmetic never produces (the GPU's own NaN is 0x7FFFFFFF, NumPy's
+# 0x7FC00000): an element that still holds exactly this pattern was never written, any other NaN was.
+FLOAT32_POISON = 0x7FC0DEAD
+FLOAT16_POISON = 0x7E5A
 
 
 def poison_value(dtype: np.dtype) -> Any:
     """The value an unwritten element of this dtype keeps."""
     dtype = np.dtype(dtype)
-    if dtype.kind == "f":
-        return dtype.type(np.nan)
+    if dtype == np.float32:
+        return np.array(FLOAT32_POISON, dtype=np.uint32).view(np.float32)[()]
+    if dtype == np.float16:
+        return np.array(FLOAT16_POISON, dtype=np.uint16).view(np.float16)[()]
     if dtype == np.uint32:
         return np.uint32(INT_SENTINEL)
     if dtype == np.int32:
@@ -29,16 +35,30 @@ def poison_word32(dtype: np.dtype) -> int:
     """The 32-bit pattern that fills a poisoned buffer (memset_d32). float16 uses two NaN halves."""
     dtype = np.dtype(dtype)
     if dtype == np.float32:
-        return 0x7FC00000
+        return FLOAT32_POISON
     if dtype == np.float16:
-        return 0x7E007E00
+        return (FLOAT16_POISON << 16) | FLOAT16_POISON
     if dtype in (np.int32, np.uint32):
         return INT_SENTINEL
     raise ValueError(f"no poison pattern for dtype {dtype}")
 
 
 def poisoned(shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
-    return np.full(shape, poison_value(dtype), dtype=dtype)
+    """A host array as the worker leaves a poisoned device buffer (bit-exact)."""
+    dtype = np.dtype(dtype)
+    bits = {4: np.uint32, 2: np.uint16}[dtype.itemsize]
+    return np.full(shape, np.array(poison_value(dtype), dtype=dtype).view(bits), dtype=bits).view(dtype)
+
+
+def is_poison(got: np.ndarray) -> np.ndarray:
+    """Elementwise: does this element still hold the poison bit pattern?"""
+    if got.dtype == np.float32:
+        return got.view(np.uint32) == FLOAT32_POISON
+    if got.dtype == np.float16:
+        return got.view(np.uint16) == FLOAT16_POISON
+    if got.dtype in (np.int32, np.uint32):
+        return got.view(np.uint32) == INT_SENTINEL
+    return np.zeros(got.shape, dtype=bool)
 
 
 def unchanged(before: np.ndarray, after: np.ndarray) -> bool:
@@ -82,11 +102,12 @@ def compare_output(name: str, got: np.ndarray, expected: np.ndarray, tol: Any, *
     g = got.astype(np.float64)
     e = expected.astype(np.float64)
     # never written: the poison survived where the reference holds something else
+    got = np.ascontiguousarray(got)
     if is_float:
-        unwritten = np.isnan(g) & ~np.isnan(e) if got.dtype.kind == "f" else np.zeros(g.shape, bool)
+        unwritten = is_poison(got) & ~np.isnan(e)
     else:
-        pv = poison_value(got.dtype)
-        unwritten = (got == pv) & (expected.astype(got.dtype, copy=False) != pv)
+        unwritten = is_poison(got) & (e != float(poison_value(got.dtype))) if got.dtype.kind in "iu" \
+            else np.zeros(g.shape, bool)
     diff = np.abs(g - e)
     with np.errstate(invalid="ignore", divide="ignore"):
         finite = np.isfinite(g)
