@@ -4,15 +4,21 @@ the median over repeated timings, and the event time against Nsight Compute's gp
 
     python benchmarks/harness_bench.py [--tasks a,b] [--repeats 5] [--ncu-tasks gelu,softmax] [--out bench-out]
 
-Writes OUT/harness.md (table) and OUT/harness.json (every figure). Progress goes to stderr.
+--tasks defaults to $TASKS (comma-separated), else all tasks. Writes OUT/harness.md (table) and
+OUT/harness.json (every figure) after every task, so a run cut short still leaves its table. "naive/lib"
+is the library baseline's speedup over the naive one (how much headroom a candidate has). Where cuBLAS is
+only the pip wheel (no libcublas.so in the toolkit), nvcc is pointed at it through NVCC_APPEND_FLAGS.
+Progress goes to stderr.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -31,6 +37,32 @@ DEFAULT_NCU = "gelu,softmax,gemv,sgemm,hgemm,layernorm,reduce_sum,conv2d"
 
 def log(msg: str) -> None:
     print(f"[harness-bench] {msg}", file=sys.stderr, flush=True)
+
+
+def cublas_flags() -> str | None:
+    """NVCC_APPEND_FLAGS that let nvcc link cuBLAS where it is only the pip wheel nvidia-cublas (which
+    ships libcublas.so.N without the unversioned link name); None where the toolkit's own is found."""
+    places: list[tuple[Path, Path]] = []
+    for home in filter(None, (os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), "/usr/local/cuda")):
+        places.append((Path(home) / "include", Path(home) / "lib64"))
+    try:
+        import nvidia  # namespace package of NVIDIA's pip wheels
+
+        for root in map(Path, nvidia.__path__):
+            for sub in ("cu13", "cublas"):
+                places.append((root / sub / "include", root / sub / "lib"))
+    except ImportError:
+        pass
+    for inc, lib in places:
+        libs = sorted(lib.glob("libcublas.so*")) if lib.is_dir() else []
+        if not ((inc / "cublas_v2.h").is_file() and libs):
+            continue
+        if (lib / "libcublas.so").exists() and str(inc).startswith(("/usr/local/cuda", "/usr/include")):
+            return None                      # the toolkit's own cuBLAS: nvcc finds it unaided
+        link_dir = Path(tempfile.mkdtemp(prefix="cublas-link-"))
+        (link_dir / "libcublas.so").symlink_to(lib / "libcublas.so" if (lib / "libcublas.so").exists() else libs[-1])
+        return f"-I{inc} -L{link_dir} -Xlinker -rpath,{lib}"
+    return None
 
 
 def bench_task(name: str, args, work: Path) -> dict:
@@ -80,8 +112,13 @@ def bench_task(name: str, args, work: Path) -> dict:
                                  options=opts.model_copy(update={"allow_libraries": True}),
                                  work_dir=work / name / "library")
         row["library_status"] = lib.status.value
+        if not lib.status.passed:
+            row["library_message"] = lib.message
         if lib.timing is not None:
             row["library_ms"] = lib.timing.median_ms
+            row["library_pct_of_sol"] = lib.timing.pct_of_sol
+            if lib.timing.median_ms > 0:
+                row["naive_over_library"] = t.median_ms / lib.timing.median_ms
     if name in args.ncu_tasks and comp.ok:
         try:
             from cuda_llm.tools.ncu import profile_candidate
@@ -98,45 +135,22 @@ def bench_task(name: str, args, work: Path) -> dict:
 
 
 def table(rows: list[dict]) -> str:
-    headers = ["task", "status", "naive ms", "library ms", "% SOL", "RSE %", "spread %", "compile s",
-               "valid. s", "timing s", "eval s", "ncu ms", "event-ncu %"]
+    headers = ["task", "status", "naive ms", "library ms", "naive/lib", "% SOL", "lib % SOL", "RSE %", "spread %",
+               "compile s", "valid. s", "timing s", "eval s", "ncu ms", "event-ncu %"]
     body = []
     for r in rows:
-        body.append([r["task"], r.get("status"), r.get("median_ms"), r.get("library_ms"), r.get("pct_of_sol"),
+        status = r.get("status")
+        if r.get("library_status"):
+            status = f"{status}/{r['library_status']}"
+        body.append([r["task"], status, r.get("median_ms"), r.get("library_ms"), r.get("naive_over_library"),
+                     r.get("pct_of_sol"), r.get("library_pct_of_sol"),
                      100 * r["rse"] if r.get("rse") is not None else None, r.get("spread_pct"), r.get("compile_s"),
                      r.get("validation_s"), r.get("timing_s"), r.get("eval_s"), r.get("ncu_ms"),
                      r.get("event_vs_ncu_pct")])
     return render_table(headers, body)
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--tasks", help="comma-separated task names (default: all)")
-    ap.add_argument("--repeats", type=int, default=5)
-    ap.add_argument("--time-budget", type=float, default=2.0)
-    ap.add_argument("--ncu-tasks", default=DEFAULT_NCU)
-    ap.add_argument("--out", type=Path, default=ROOT / "bench-out")
-    args = ap.parse_args()
-    args.ncu_tasks = set(filter(None, args.ncu_tasks.split(",")))
-    names = args.tasks.split(",") if args.tasks else list_task_names()
-    args.out.mkdir(parents=True, exist_ok=True)
-    work = args.out / "harness-work"
-    t0 = time.perf_counter()
-    dev = get_device_info()
-    if dev is None:
-        print("harness benchmark needs a CUDA device", file=sys.stderr)
-        return 2
-    log(f"device {dev.name}: {dev.peak_bandwidth_gbs:.0f} GB/s copy, "
-        f"{(dev.peak_fp32_gflops or 0) / 1e3:.1f} TFLOP/s fp32, L2 {dev.l2_bytes >> 20} MiB")
-    rows = []
-    for name in names:
-        log(f"{name} ...")
-        try:
-            rows.append(bench_task(name, args, work))
-        except Exception as exc:
-            rows.append({"task": name, "status": "error", "message": f"{type(exc).__name__}: {exc}"})
-        r = rows[-1]
-        log(f"{name}: {r.get('status')} median {r.get('median_ms')} ms, eval {r.get('eval_s')} s")
+def write_reports(rows: list[dict], dev, args, t0: float) -> None:
     evals = [r["eval_s"] for r in rows if r.get("eval_s") is not None]
     big = [r["spread_pct"] for r in rows if r.get("spread_pct") is not None and r.get("median_ms", 0) >= 0.02]
     ncu = [abs(r["event_vs_ncu_pct"]) for r in rows if r.get("event_vs_ncu_pct") is not None and r.get("median_ms", 0) >= 0.05]
@@ -149,16 +163,64 @@ def main() -> int:
     }
     (args.out / "harness.json").write_text(json.dumps({"summary": summary, "rows": rows}, indent=1))
     md = [f"# Harness benchmark on {dev.name}", "",
-          f"Measured peaks: device-to-device copy {dev.peak_bandwidth_gbs:.0f} GB/s (read + write), "
+          f"Measured peaks: device-to-device copy {dev.peak_bandwidth_gbs or 0:.0f} GB/s (read + write), "
           f"fp32 FMA {(dev.peak_fp32_gflops or 0) / 1e3:.1f} TFLOP/s; L2 {dev.l2_bytes >> 20} MiB.", "",
           "```", table(rows), "```", "",
           f"Median evaluation (compile excluded, warm data): {summary['median_eval_s']} s; "
           f"largest spread of the median over {args.repeats} timings (kernels >= 20 us): {summary['max_spread_pct_ge_20us']} %; "
           f"largest |event - ncu| (kernels >= 50 us): {summary['max_event_vs_ncu_pct_ge_50us']} %."]
+    n_ok = sum(r.get("status") == "ok" for r in rows)
+    libs = [r for r in rows if r.get("library_status")]
+    md += ["", f"Naive baselines ok: {n_ok}/{len(rows)}; library baselines ok: "
+               f"{sum(r['library_status'] == 'ok' for r in libs)}/{len(libs)}."]
     for r in rows:
         if r.get("status") not in ("ok",):
-            md.append(f"- {r['task']}: {r.get('status')}: {r.get('message', '')}")
+            md.append(f"- {r['task']} naive: {r.get('status')}: {r.get('message', '')}")
+        if r.get("library_status") not in (None, "ok"):
+            md.append(f"- {r['task']} library: {r['library_status']}: {r.get('library_message', '')}")
     (args.out / "harness.md").write_text("\n".join(md) + "\n")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--tasks", default=os.environ.get("TASKS") or None,
+                    help="comma-separated task names (default: $TASKS, else all)")
+    ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--time-budget", type=float, default=2.0)
+    ap.add_argument("--ncu-tasks", default=DEFAULT_NCU)
+    ap.add_argument("--out", type=Path, default=ROOT / "bench-out")
+    args = ap.parse_args()
+    args.ncu_tasks = set(filter(None, args.ncu_tasks.split(",")))
+    names = [n.strip() for n in args.tasks.split(",") if n.strip()] if args.tasks else list_task_names()
+    unknown = sorted(set(names) - set(list_task_names()))
+    if unknown:
+        print(f"error: unknown tasks {unknown}; known: {', '.join(list_task_names())}", file=sys.stderr)
+        return 2
+    args.out.mkdir(parents=True, exist_ok=True)
+    work = args.out / "harness-work"
+    t0 = time.perf_counter()
+    dev = get_device_info()
+    if dev is None:
+        print("harness benchmark needs a CUDA device", file=sys.stderr)
+        return 2
+    flags = cublas_flags()
+    if flags:
+        os.environ["NVCC_APPEND_FLAGS"] = (os.environ.get("NVCC_APPEND_FLAGS", "") + " " + flags).strip()
+        log(f"cuBLAS from the pip wheel: NVCC_APPEND_FLAGS={os.environ['NVCC_APPEND_FLAGS']}")
+    log(f"device {dev.name}: {dev.peak_bandwidth_gbs or 0:.0f} GB/s copy, "
+        f"{(dev.peak_fp32_gflops or 0) / 1e3:.1f} TFLOP/s fp32, L2 {dev.l2_bytes >> 20} MiB")
+    rows = []
+    for name in names:
+        log(f"{name} ...")
+        try:
+            rows.append(bench_task(name, args, work))
+        except Exception as exc:
+            rows.append({"task": name, "status": "error", "message": f"{type(exc).__name__}: {exc}"})
+        r = rows[-1]
+        log(f"{name}: {r.get('status')} median {r.get('median_ms')} ms, eval {r.get('eval_s')} s"
+            + (f", library {r.get('library_status')} {r.get('library_ms')} ms" if r.get("library_status") else ""))
+        write_reports(rows, dev, args, t0)   # after every task: a run cut short still leaves its table
+    write_reports(rows, dev, args, t0)
     print(table(rows))
     return 0
 
