@@ -10,7 +10,7 @@ HELP = "list the built-in tasks and those in your task folders"
 DESCRIPTION = """List every task: its entry signature, family and the benchmark shape.
 
 Tasks come from the built-in suite, from folders named in $CUDA_LLM_TASKS (separated by ':'),
-and from --tasks-dir. A folder holds task.toml, reference.py and naive.cu (see README)."""
+and from --tasks-dir. A folder holds task.toml, reference.py and naive.cu (see docs/tasks.md)."""
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

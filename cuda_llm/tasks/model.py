@@ -114,7 +114,7 @@ Sizes = dict[str, int]
 
 
 class Task(BaseModel):
-    """A kernel to optimize. See README "Writing a task" for the file format."""
+    """A kernel to optimize. The file format is described in docs/tasks.md."""
 
     model_config = ConfigDict(extra="forbid")
     name: str
