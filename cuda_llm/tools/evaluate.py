@@ -44,6 +44,11 @@ def _case_where(case, held: bool) -> str:
     return "a held-out shape (not shown)" if held else f"sizes {case.sizes}"
 
 
+def _num(x: float | None) -> str:
+    """NaN and Inf may arrive as None (JSON has no NaN); say NaN rather than fail to format."""
+    return "NaN" if x is None else f"{x:.6g}"
+
+
 def _validation_message(v: ValidationResult, total: int, label: str) -> str:
     bad = v.first_failure()
     if bad is None:
@@ -51,7 +56,7 @@ def _validation_message(v: ValidationResult, total: int, label: str) -> str:
     where = _case_where(bad, bad.held_out)
     detail = ""
     if bad.first_bad_index is not None and bad.expected is not None:
-        detail = f" First bad element at index {bad.first_bad_index}: expected {bad.expected:.6g}, got {bad.got:.6g}."
+        detail = f" First bad element at index {bad.first_bad_index}: expected {_num(bad.expected)}, got {_num(bad.got)}."
     return f"{label}: failed on {where} ({v.n_passed}/{total} cases passed before it): {bad.reason}.{detail}"
 
 

@@ -35,7 +35,8 @@ from cuda_llm.tasks.formulas import evaluate as eval_expr
 from cuda_llm.tools import timing_stats, validate
 from cuda_llm.tools.results import CaseResult, DeviceInfo, Status, TimingResult, ValidationResult
 from cuda_llm.tools.worker_protocol import (EXIT_CUDA_FAULT, EXIT_HARNESS, EXIT_OK, DeviceInfoResponse,
-                                            EvaluateRequest, EvaluateResponse, RunOnceRequest, WorkerError)
+                                            EvaluateRequest, EvaluateResponse, RunOnceRequest, WorkerError,
+                                            dump_json)
 
 CU_LIMIT_PERSISTING_L2_CACHE_SIZE = 0x06
 GUARD_BYTES = 1024      # after every buffer: a store past the end lands here and is reported
@@ -530,7 +531,7 @@ def cmd_device_info() -> DeviceInfoResponse:
 
 def _write(path: str, model: Any) -> None:
     tmp = Path(path).with_suffix(".tmp")
-    tmp.write_text(model.model_dump_json(indent=1))
+    tmp.write_text(dump_json(model))
     os.replace(tmp, path)
 
 

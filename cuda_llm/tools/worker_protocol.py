@@ -6,6 +6,8 @@ result instead of taking the caller down; these models are all that crosses that
 
 from __future__ import annotations
 
+import json
+
 from pydantic import BaseModel, Field
 
 from cuda_llm.tools.results import DeviceInfo, Status, TimingResult, ValidationResult
@@ -80,3 +82,9 @@ class DeviceInfoResponse(BaseModel):
 
 EvalRequest = EvaluateRequest
 EvalResponse = EvaluateResponse
+
+
+def dump_json(model: BaseModel) -> str:
+    """JSON that keeps NaN and Inf (as the tokens NaN/Infinity, which model_validate_json reads back):
+    pydantic's own dump turns them into null, and "got NaN" is exactly what a wrong kernel's report needs."""
+    return json.dumps(model.model_dump(mode="python"), indent=1, default=str)

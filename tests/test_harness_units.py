@@ -1,0 +1,287 @@
+"""The evaluation harness without a GPU: validation rules, timing statistics, the speed-of-light bound,
+the worker protocol, the worker runner, and evaluate_candidate up to the point where a device is needed
+(real nvcc for sm_90)."""
+
+from __future__ import annotations
+
+import math
+import os
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from cuda_llm.tasks import load_task
+from cuda_llm.tools import speed_of_light, timing_stats, validate
+from cuda_llm.tools.results import CaseResult, DeviceInfo, Status, TimingResult, ValidationResult
+from cuda_llm.tools.worker_protocol import (CaseSpec, DeviceInfoResponse, EvaluateRequest, EvaluateResponse,
+                                            RunOnceRequest, WorkerError, dump_json)
+
+
+# ------------------------------------------------------------------------------------------ validate
+def test_poison_is_bit_exact_and_recognised_for_every_dtype():
+    for dt in (np.float32, np.float16, np.int32, np.uint32):
+        a = validate.poisoned((5,), dt)
+        assert a.dtype == dt and validate.is_poison(a).all()
+    f = validate.poisoned((1,), np.float32)
+    assert np.isnan(f).all()
+    assert not validate.is_poison(np.array([np.nan], np.float32)).any()       # NumPy's own NaN differs
+    assert not validate.is_poison(np.array([0x7FFFFFFF], np.uint32).view(np.float32)).any()  # the GPU's NaN
+    assert validate.poison_word32(np.float32) == validate.FLOAT32_POISON
+    assert validate.poison_word32(np.float16) & 0xFFFF == validate.FLOAT16_POISON
+
+
+def test_tolerance_is_atol_plus_rtol_times_expected():
+    e = np.array([0.0, 10.0, 100.0])
+    inside = e + np.array([0.99e-3, 0.99e-3 + 10 * 1e-3, 0.0])
+    r = validate.compare_output("y", inside.astype(np.float64), e, (1e-3, 1e-3), is_float=True)
+    assert r["passed"], r["reason"]
+    assert r["max_abs_err"] == pytest.approx(0.99e-3 + 10e-3)
+    outside = e + np.array([0.0, 0.0, 1.2e-3 + 100 * 1e-3])
+    r = validate.compare_output("y", outside, e, (1e-3, 1e-3), is_float=True)
+    assert not r["passed"]
+    assert r["first_bad_index"] == [2] and r["expected"] == 100.0
+    assert "outside tolerance" in r["reason"]
+
+
+def test_first_bad_index_is_row_major_and_multidimensional():
+    e = np.zeros((4, 5))
+    g = e.copy()
+    g[2, 3] = 1.0
+    g[3, 0] = 1.0
+    r = validate.compare_output("out", g.astype(np.float32), e, (1e-4, 0.0), is_float=True)
+    assert not r["passed"] and r["first_bad_index"] == [2, 3] and r["got"] == 1.0
+    assert r["reason"].startswith("out: 2 of 20 elements")
+
+
+def test_nan_and_inf_never_pass_and_unwritten_elements_are_named():
+    e = np.ones(6)
+    g = np.ones(6, np.float32)
+    g[4] = np.inf
+    r = validate.compare_output("y", g, e, (1e9, 1e9), is_float=True)      # huge tolerance: still refused
+    assert not r["passed"] and "NaN/Inf" in r["reason"] and r["first_bad_index"] == [4]
+    g = np.ones(6, np.float32)
+    g[1] = np.nan
+    r = validate.compare_output("y", g, e, (1e9, 1e9), is_float=True)
+    assert not r["passed"] and "NaN/Inf" in r["reason"]
+    g = np.ones(6, np.float32)
+    g[3:] = validate.poisoned((3,), np.float32)
+    r = validate.compare_output("y", g, e, (1e-4, 1e-4), is_float=True)
+    assert not r["passed"] and "3 of 6 elements never written" in r["reason"] and r["first_bad_index"] == [3]
+
+
+def test_integers_compare_exactly_and_the_sentinel_means_unwritten():
+    e = np.arange(10)
+    r = validate.compare_output("hist", np.arange(10, dtype=np.int32), e, (0, 0), is_float=False)
+    assert r["passed"]
+    g = np.arange(10, dtype=np.int32)
+    g[7] += 1
+    r = validate.compare_output("hist", g, e, (0, 0), is_float=False)
+    assert not r["passed"] and r["first_bad_index"] == [7] and r["got"] == 8 and r["expected"] == 7
+    g = np.arange(10, dtype=np.int32)
+    g[9] = validate.poison_value(np.int32)
+    r = validate.compare_output("hist", g, e, (0, 0), is_float=False)
+    assert not r["passed"] and "never written" in r["reason"]
+
+
+def test_wrong_element_count_fails():
+    r = validate.compare_output("y", np.zeros(3, np.float32), np.zeros(4), (1, 1), is_float=True)
+    assert not r["passed"] and "3 elements, expected 4" in r["reason"]
+
+
+def test_input_mutation_is_bitwise():
+    a = np.array([[1.0, np.nan], [3.0, 4.0]], np.float32)
+    assert validate.unchanged(a, a.copy())                   # NaN-safe
+    b = a.copy()
+    b[1, 0] = -3.0
+    assert not validate.unchanged(a, b)
+    assert validate.first_difference(a, b) == [1, 0]
+    assert validate.first_difference(a, a.copy()) is None
+
+
+# -------------------------------------------------------------------------------------- timing_stats
+def test_summarize_known_samples():
+    s = timing_stats.summarize([1.0, 2.0, 3.0, 4.0, 100.0])
+    assert s["median"] == 3.0 and s["min"] == 1.0 and s["mean"] == 22.0
+    assert s["iqr"] == pytest.approx(2.0)
+    std = float(np.std([1, 2, 3, 4, 100], ddof=1))
+    assert s["rse"] == pytest.approx(std / math.sqrt(5) / 22.0)
+    assert timing_stats.summarize([5.0])["rse"] == math.inf
+    with pytest.raises(ValueError):
+        timing_stats.summarize([])
+
+
+def test_should_stop_on_rse_budget_or_max_reps():
+    steady = [1.0] * 10
+    assert timing_stats.should_stop(steady[:9], elapsed_s=0.1, budget_s=10, min_reps=10) is None
+    assert timing_stats.should_stop(steady, elapsed_s=0.1, budget_s=10, min_reps=10) == "rse"
+    noisy = [1.0, 3.0] * 10
+    assert timing_stats.should_stop(noisy, elapsed_s=0.1, budget_s=10, min_reps=10) is None
+    assert timing_stats.should_stop(noisy, elapsed_s=11, budget_s=10, min_reps=10) == "budget"
+    assert timing_stats.should_stop(noisy, elapsed_s=0.1, budget_s=10, max_reps=20) == "max_reps"
+    # a slow kernel past the budget still gets a few samples
+    assert timing_stats.should_stop([50.0, 60.0], elapsed_s=20, budget_s=10) is None
+
+
+def test_hidden_work_threshold():
+    assert not timing_stats.hidden_work(1.0, None)
+    assert not timing_stats.hidden_work(1.0, 0.01)
+    assert timing_stats.hidden_work(0.005, 1.0)
+
+
+# ------------------------------------------------------------------------------------ speed of light
+def _device(bw: float | None = 3000.0, fl: float | None = 50000.0) -> DeviceInfo:
+    return DeviceInfo(name="Test GPU", arch="sm_90", compute_capability=(9, 0), sm_count=132,
+                      peak_bandwidth_gbs=bw, peak_fp32_gflops=fl)
+
+
+def test_sol_is_the_larger_of_bytes_and_flops_terms():
+    gelu = load_task("gelu").task
+    sizes = dict(gelu.benchmark)
+    want = gelu.bytes_at(sizes) / 3000e9 * 1e3
+    assert speed_of_light.sol_ms(gelu, sizes, _device()) == pytest.approx(max(want, gelu.flops_at(sizes) / 50000e9 * 1e3))
+    sgemm = load_task("sgemm").task
+    s = dict(sgemm.benchmark)
+    assert speed_of_light.sol_ms(sgemm, s, _device()) == pytest.approx(sgemm.flops_at(s) / 50000e9 * 1e3)
+    assert speed_of_light.sol_ms(sgemm, s, _device(fl=None)) == pytest.approx(sgemm.bytes_at(s) / 3000e9 * 1e3)
+    assert speed_of_light.sol_ms(sgemm, s, None) is None
+    assert speed_of_light.sol_ms(sgemm, s, _device(bw=None)) is None
+
+
+def test_tensor_core_work_is_bounded_by_bytes_only():
+    hgemm = load_task("hgemm").task
+    s = dict(hgemm.benchmark)
+    assert speed_of_light.sol_ms(hgemm, s, _device()) == pytest.approx(hgemm.bytes_at(s) / 3000e9 * 1e3)
+    sgemm = load_task("sgemm").task
+    assert speed_of_light.uses_tensor_cores("asm(\"mma.sync.aligned.m16n8k8\");")
+    assert speed_of_light.sol_ms(sgemm, sgemm.benchmark, _device(), tensor_cores=True) == pytest.approx(
+        sgemm.bytes_at(sgemm.benchmark) / 3000e9 * 1e3)
+
+
+def test_suspect_only_below_the_margin():
+    assert speed_of_light.below_sol(0.5, 1.0)
+    assert not speed_of_light.below_sol(0.95, 1.0)
+    assert not speed_of_light.below_sol(0.5, None)
+    assert speed_of_light.pct_of_sol(1.0, 2.0) == 50.0
+
+
+# --------------------------------------------------------------------------------------- protocol
+def test_protocol_round_trips():
+    req = EvaluateRequest(so_path="/x/kernel.so", task_folder="/t/gelu", seed=7, held_out=False,
+                          cases=[CaseSpec(sizes={"n": 3}), CaseSpec(sizes={"n": 1000}, held_out=True)],
+                          benchmark_sizes={"n": 1 << 20}, time_budget_s=2.5)
+    back = EvaluateRequest.model_validate_json(req.model_dump_json())
+    assert back == req and back.cases[1].held_out
+    case = CaseResult(sizes={"n": 3}, passed=False, reason="y: NaN", first_bad_index=[2], expected=1.0, got=float("nan"))
+    resp = EvaluateResponse(device="H100", validation=ValidationResult(passed=False, cases=[case]),
+                            timing=TimingResult(sizes={"n": 3}, median_ms=1.0, min_ms=0.9, mean_ms=1.1, iqr_ms=0.1,
+                                                rse=0.01, samples_ms=[1.0, 0.9], repetitions=2, stop_reason="rse"),
+                            error=WorkerError(status=Status.wrong_answer, message="m", stage="validation"))
+    back = EvaluateResponse.model_validate_json(dump_json(resp))     # as the worker writes it: NaN survives
+    assert back.error.status == Status.wrong_answer and back.validation.cases[0].first_bad_index == [2]
+    assert math.isnan(back.validation.cases[0].got)
+    assert back.timing.samples_ms == [1.0, 0.9]
+    ro = RunOnceRequest(so_path="a", task_folder="b", sizes={"n": 1}, repeat=3)
+    assert RunOnceRequest.model_validate_json(ro.model_dump_json()).repeat == 3
+    d = DeviceInfoResponse(info=_device())
+    assert DeviceInfoResponse.model_validate_json(d.model_dump_json()).info.compute_capability == (9, 0)
+
+
+# ------------------------------------------------------------------------------------------ runner
+def test_runner_kills_the_whole_process_group_on_timeout(tmp_path, monkeypatch):
+    from cuda_llm.tools.runner import lock_path, run_worker
+
+    monkeypatch.setenv("CUDA_LLM_CACHE", str(tmp_path / "cache"))
+    pidfile = tmp_path / "child.pid"
+    script = f"import subprocess, time; p = subprocess.Popen(['sleep', '60']); open({str(pidfile)!r}, 'w').write(str(p.pid)); time.sleep(60)"
+    t0 = time.perf_counter()
+    out = run_worker([sys.executable, "-c", script], timeout_s=1.5)
+    assert out.timed_out and out.rc is None
+    assert time.perf_counter() - t0 < 10
+    assert lock_path().exists()
+    child = int(pidfile.read_text())
+    deadline = time.time() + 5
+    while time.time() < deadline:
+        try:
+            os.kill(child, 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.05)
+    else:
+        pytest.fail("the worker's child survived the timeout")
+
+
+def test_runner_reports_exit_code_and_output(tmp_path, monkeypatch):
+    from cuda_llm.tools.runner import run_worker
+
+    monkeypatch.setenv("CUDA_LLM_CACHE", str(tmp_path / "cache"))
+    out = run_worker([sys.executable, "-c", "import sys; print('hi'); print('[gpu-worker] case 2/7', file=sys.stderr); sys.exit(3)"],
+                     timeout_s=30)
+    assert not out.timed_out and out.rc == 3 and out.stdout.strip() == "hi"
+    assert out.last_progress() == "case 2/7"
+
+
+# ------------------------------------------------------------------------- evaluate without device
+@pytest.fixture
+def no_device(monkeypatch, tmp_path_factory):
+    """As on a machine without a GPU (CI): the probe says no device. The compile cache is shared."""
+    import cuda_llm.tools.device_info as device_info
+    import cuda_llm.tools.evaluate as evaluate
+
+    monkeypatch.setattr(evaluate, "has_cuda_device", lambda: False)
+    monkeypatch.setattr(device_info, "has_cuda_device", lambda: False)
+    monkeypatch.setenv("CUDA_LLM_CACHE", str(tmp_path_factory.getbasetemp() / "harness-cache"))
+
+
+def test_good_kernel_compiles_then_needs_a_device(no_device):
+    from cuda_llm.tools.device_info import get_device_info
+    from cuda_llm.tools.evaluate import EvalOptions, evaluate_candidate
+
+    assert get_device_info() is None
+    loaded = load_task("gelu")
+    res = evaluate_candidate(loaded, loaded.task.baseline_path.read_text(), options=EvalOptions(arch="sm_90"))
+    assert res.status == Status.no_device, res.message
+    assert res.compile is not None and res.compile.ok and res.compile.arch == "sm_90"
+    assert "CUDA device" in res.message and res.validation is None
+
+
+def test_bad_kernels_are_refused_before_the_device(no_device):
+    from cuda_llm.tools.evaluate import EvalOptions, evaluate_candidate
+
+    loaded = load_task("gelu")
+    good = loaded.task.baseline_path.read_text()
+    wrong_sig = good.replace("int n)", "long n)")
+    res = evaluate_candidate(loaded, wrong_sig, options=EvalOptions(arch="sm_90"))
+    assert res.status == Status.static_error and res.compile is None
+    assert any(i.rule == "signature" for i in res.static_issues)
+    broken = good.replace("int threads = 256;", "int threads = 256 +;")
+    res = evaluate_candidate(loaded, broken, options=EvalOptions(arch="sm_90"))
+    assert res.status == Status.compile_error and not res.compile.ok
+    assert "compilation failed" in res.message and "kernel.cu:13" in res.compile.errors
+
+
+def test_baseline_result_without_device_is_not_cached(no_device, tmp_path):
+    from cuda_llm.paths import cache_dir
+    from cuda_llm.tools.evaluate import EvalOptions, baseline_result
+
+    loaded = load_task("gelu")
+    res = baseline_result(loaded, "naive", EvalOptions(arch="sm_90"))
+    assert res is not None and res.status == Status.no_device
+    assert not list((cache_dir() / "baselines").glob("*.json")) if (cache_dir() / "baselines").exists() else True
+    with pytest.raises(ValueError):
+        baseline_result(loaded, "fastest")
+
+
+def test_failure_message_names_the_case_but_never_a_held_out_shape():
+    from cuda_llm.tools.evaluate import _validation_message
+
+    shown = CaseResult(sizes={"n": 1000}, passed=False, reason="y: 1 NaN/Inf values where the reference is finite",
+                       first_bad_index=[7], expected=0.5, got=None)
+    msg = _validation_message(ValidationResult(passed=False, cases=[CaseResult(sizes={"n": 1}, passed=True), shown]),
+                              9, "correctness")
+    assert "{'n': 1000}" in msg and "index [7]" in msg and "got NaN" in msg and "1/9" in msg
+    hidden = shown.model_copy(update={"held_out": True, "sizes": {"n": 4321}})
+    msg = _validation_message(ValidationResult(passed=False, cases=[hidden]), 9, "correctness")
+    assert "4321" not in msg and "held-out" in msg
