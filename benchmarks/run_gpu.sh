@@ -1,30 +1,84 @@
 #!/usr/bin/env bash
 # THE GPU script: install the carried wheels, run the GPU tests, the harness benchmark, then the
-# profiling and loop benchmarks where they exist; copy everything to $OUT; print a summary table last.
-# Run from the repository root on the GPU machine, with carry [".whl"].
+# profiling and loop benchmarks where they exist, and the feature table; copy bench-out/ to $OUT; print a
+# summary table LAST. Run from the repository root on the GPU machine, with carry [".whl"].
+# A failing step never stops the others: every step's exit code and time go into the summary.
+#
+# Environment:
+#   SKIP_TESTS=1        skip the pytest -m gpu run
+#   TASKS=a,b           only these tasks in the harness and profiling benchmarks
+#   STEPS="tests harness profile loop features"   the steps to run (default: all)
+#   PYTEST_ARGS=...     extra pytest arguments (e.g. "-k adversarial")
+#   HARNESS_ARGS=...    extra harness_bench.py arguments (e.g. "--repeats 3 --time-budget 1")
+#   OUT=dir             where the results are copied (the device runner sets it)
+#   INSTALL_WHEELS=0    use the current Python environment instead of the carried .whl/ wheels
 set -u
-OUT="${OUT:-bench-out/gpu}"
-mkdir -p "$OUT" bench-out
-python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl || exit 1
-export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1
+cd "$(dirname "$0")/.." || exit 1
+if [ "${INSTALL_WHEELS:-1}" = "1" ] && ls .whl/*.whl > /dev/null 2>&1; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl || exit 1
+  export PYTHONPATH=/tmp/site:$PWD
+else
+  export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
+fi
+export PYTHONUNBUFFERED=1
 export CUDA_LLM_CACHE="${CUDA_LLM_CACHE:-/tmp/cuda-llm-cache}"
-STEPS="${STEPS:-tests harness profile loop}"
+STEPS="${STEPS:-tests harness profile loop features}"
+[ "${SKIP_TESTS:-0}" = "1" ] && STEPS="${STEPS//tests/}"
+BENCH=bench-out
+mkdir -p "$BENCH"
 summary=()
 start=$(date +%s)
-step() {  # name, command...
-  local name=$1; shift
-  local t0=$(date +%s)
-  "$@" > "$OUT/$name.log" 2>&1
-  local rc=$?
+
+step() {  # name, log file, command...  (output to the log and to this console)
+  local name=$1 log=$2; shift 2
+  local t0 rc
+  t0=$(date +%s)
+  echo "==== $name: $*" >&2
+  "$@" 2>&1 | tee "$log"
+  rc=${PIPESTATUS[0]}
   summary+=("$(printf '%-10s rc=%-3s %5ss' "$name" "$rc" "$(( $(date +%s) - t0 ))")")
 }
-nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv > "$OUT/gpu.txt" 2>&1
-case " $STEPS " in *" tests "*) step tests python3 -m pytest -m gpu -q -rA ${PYTEST_ARGS:-} ;; esac
-case " $STEPS " in *" harness "*) step harness python3 benchmarks/harness_bench.py ${HARNESS_ARGS:-} --out bench-out;
-  cp bench-out/harness.md bench-out/harness.json "$OUT/" 2>/dev/null ;; esac
-case " $STEPS " in *" profile "*) [ -f benchmarks/profile_bench.py ] && step profile python3 benchmarks/profile_bench.py ;; esac
-case " $STEPS " in *" loop "*) [ -f benchmarks/loop_bench.py ] && step loop python3 benchmarks/loop_bench.py ;; esac
-cp bench-out/*.md bench-out/*.json "$OUT/" 2>/dev/null
-echo "==== pytest tail"; tail -n 25 "$OUT/tests.log" 2>/dev/null
-echo "==== harness"; cat bench-out/harness.md 2>/dev/null
-echo "==== summary ($(( $(date +%s) - start )) s)"; cat "$OUT/gpu.txt"; printf '%s\n' "${summary[@]}"
+wants() { case " $STEPS " in *" $1 "*) return 0 ;; esac; return 1; }
+
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv > "$BENCH/gpu.txt" 2>&1
+
+if wants tests; then
+  step tests "$BENCH/gpu-tests.log" python3 -m pytest -m gpu -q -rA ${PYTEST_ARGS:-}
+fi
+if wants harness; then
+  step harness "$BENCH/harness.log" python3 benchmarks/harness_bench.py --out "$BENCH" ${HARNESS_ARGS:-}
+fi
+if wants profile && [ -f benchmarks/profile_bench.py ]; then
+  step profile "$BENCH/profile.log" python3 benchmarks/profile_bench.py --out "$BENCH" ${TASKS:+--tasks "$TASKS"}
+fi
+if wants loop && [ -f benchmarks/loop_bench.py ]; then
+  step loop "$BENCH/loop.log" python3 benchmarks/loop_bench.py --out "$BENCH"
+fi
+if wants features; then
+  step features "$BENCH/features.txt" python3 -m cuda_llm.cli features --arch sm_90
+fi
+
+if [ -n "${OUT:-}" ]; then
+  mkdir -p "$OUT" && cp -r "$BENCH"/. "$OUT"/ 2>/dev/null
+  rm -rf "$OUT/harness-work" 2>/dev/null   # build and request files: large, not results
+fi
+
+# ------------------------------------------------------------------ summary (last thing printed)
+echo
+echo "==== pytest failures"
+grep -E "^(FAILED|ERROR) " "$BENCH/gpu-tests.log" 2>/dev/null | head -n 40
+echo "==== harness"
+cat "$BENCH/harness.md" 2>/dev/null
+echo
+echo "==================== SUMMARY ($(( $(date +%s) - start )) s) ===================="
+cat "$BENCH/gpu.txt" 2>/dev/null
+printf '%s\n' "${summary[@]}"
+if [ -f "$BENCH/gpu-tests.log" ]; then
+  echo "tests:    $(grep -E '[0-9]+ (passed|failed|errors?|skipped|deselected)' "$BENCH/gpu-tests.log" | tail -n 1 | tr -d '=')"
+fi
+[ -f "$BENCH/harness.md" ] && echo "harness:  $(grep -E '^Naive baselines ok' "$BENCH/harness.md")" \
+  && echo "          $(grep -E '^Median evaluation' "$BENCH/harness.md" | cut -c1-220)"
+[ -f "$BENCH/profile.md" ] && echo "profile:  $(grep -m1 -iE 'median|seconds per' "$BENCH/profile.md" | cut -c1-200)"
+[ -f "$BENCH/loop.md" ] && echo "loop:     $(grep -m1 -iE 'stop|speedup' "$BENCH/loop.md" | cut -c1-200)"
+[ -f "$BENCH/features.txt" ] && echo "features: $(grep -cE '^[a-z_]+ ' "$BENCH/features.txt") rows in features.txt"
+exit 0
