@@ -109,3 +109,72 @@ def test_run_once_for_the_profiler(tmp_path: Path) -> None:
                                "sizes": {"n": 100000}, "seed": 0, "repeat": 3}))
     out = run_worker(["run-once", "--request", str(req)], timeout_s=60)
     assert out.rc == 0, out.stderr
+
+
+def test_mutated_input_is_named_in_the_reason() -> None:
+    loaded = load_task("gelu")
+    res = evaluate_candidate(loaded, (ADV / "mutates_input.cu").read_text(), candidate="mutates_input",
+                             options=EvalOptions(timing=False, seed=4))
+    assert res.status == Status.wrong_answer, res.message
+    bad = res.validation.first_failure() if res.validation else None
+    assert bad is not None and "input" in (bad.reason or "") and "modified" in (bad.reason or ""), bad
+
+
+def test_l2_flush_keeps_a_cache_sized_benchmark_at_dram_speed(tmp_path: Path) -> None:
+    """gelu at a benchmark shape that fits in L2 (16 MiB in + 16 MiB out on a 50 MiB L2): without the flush
+    before every call, x would be read from L2 and the effective bandwidth would exceed DRAM's. With it, the
+    naive kernel stays at or below the measured copy bandwidth (the speed-of-light bound)."""
+    import shutil
+
+    from cuda_llm.tools.device_info import get_device_info
+
+    dev = get_device_info()
+    assert dev is not None and dev.l2_bytes > 0
+    n = 1 << 22
+    assert 8 * n < dev.l2_bytes, "the shape must fit in L2 for this test to mean anything"
+    src_folder = load_task("gelu").task.folder
+    folder = tmp_path / "gelu"
+    shutil.copytree(src_folder, folder)
+    toml = (folder / "task.toml").read_text()
+    bench = re.search(r"\[benchmark\]\s*\nn = \d+", toml)
+    assert bench is not None
+    (folder / "task.toml").write_text(toml.replace(bench.group(0), f"[benchmark]\nn = {n}"))
+    loaded = load_task(folder)
+    assert loaded.task.benchmark == {"n": n}
+    res = evaluate_candidate(loaded, loaded.task.baseline_path.read_text(), candidate="naive",
+                             options=EvalOptions(time_budget_s=2.0, seed=6, held_out=False))
+    assert res.status == Status.ok, res.message       # suspect would mean: faster than DRAM allows
+    t = res.timing
+    assert t is not None and t.sizes == {"n": n} and t.median_ms > 0
+    gbs = 8 * n / (t.median_ms * 1e-3) / 1e9
+    print(f"\ngelu n={n}: median {t.median_ms * 1e3:.1f} us, {gbs:.0f} GB/s effective, "
+          f"peak copy {dev.peak_bandwidth_gbs:.0f} GB/s, {t.pct_of_sol:.0f}% of speed of light")
+    assert gbs <= 1.15 * dev.peak_bandwidth_gbs, "timed calls were served from L2: the flush is not effective"
+    assert t.min_ms >= 0.8 * t.sol_ms
+
+
+def test_gelu_naive_timing_converges() -> None:
+    loaded = load_task("gelu")
+    res = evaluate_candidate(loaded, loaded.task.baseline_path.read_text(), candidate="naive",
+                             options=EvalOptions(time_budget_s=5.0, seed=8))
+    assert res.status == Status.ok, res.message
+    t = res.timing
+    assert t is not None and t.median_ms > 0 and t.iqr_ms >= 0
+    assert t.rse <= 0.02, f"rse {t.rse:.3%} after {t.repetitions} reps ({t.stop_reason})"
+    assert t.sizes == loaded.task.benchmark
+
+
+def test_eval_command_on_the_gpu(capsys) -> None:
+    from cuda_llm.cli import main
+
+    naive = load_task("gelu").task.baseline_path
+    rc = main(["eval", "gelu", str(naive), "--time-budget", "1", "--seed", "9"])
+    out = capsys.readouterr().out
+    assert rc == 0, out
+    assert "status           ok" in out or re.search(r"status\s+ok", out), out
+    m = re.search(r"speedup vs naive\s+([0-9.]+)x", out)
+    assert m is not None and 0.8 < float(m.group(1)) < 1.25, out    # the naive kernel against itself
+    assert re.search(r"speed of light\s+[0-9.]+%", out), out
+    rc = main(["eval", "gelu", str(ADV / "off_by_one.cu"), "--time-budget", "1", "--json"])
+    data = json.loads(capsys.readouterr().out)
+    assert rc == 1 and data["status"] == "wrong_answer"
