@@ -116,7 +116,9 @@ def _run_on_device(loaded, source, so_path, opts, work_dir, res, done) -> EvalRe
                           timing_repeats=opts.timing_repeats)
     tmp = None
     if work_dir is None:
-        tmp = tempfile.TemporaryDirectory(prefix="cuda-llm-eval-")
+        evals = cache_dir() / "evals"          # beside the builds, not in a small /tmp
+        evals.mkdir(parents=True, exist_ok=True)
+        tmp = tempfile.TemporaryDirectory(prefix="eval-", dir=evals)
         work = Path(tmp.name)
     else:
         work = Path(work_dir)
