@@ -199,3 +199,24 @@ def test_every_command_has_help(name, capsys):
     assert ei.value.code == 0
     out = capsys.readouterr().out
     assert f"cuda-llm {name}" in out and "usage" in out.lower()
+
+
+def test_eval_table_for_a_wrong_answer_hides_held_out_sizes():
+    from cuda_llm.commands.eval_cmd import render_result, summarize
+    from cuda_llm.tools.results import CaseResult, CompileResult, ValidationResult
+
+    task = load_task("gelu").task
+    visible = [CaseResult(sizes=s, passed=True) for s in task.shapes]
+    held = task.held_out[-1]
+    bad = CaseResult(sizes=held, held_out=True, passed=False, reason="y: 1 element not written (still the poison)",
+                     first_bad_index=[held["n"] - 1], expected=0.5, got=float("nan"))
+    res = EvalResult(task="gelu", candidate="k.cu", source_hash="x", status=Status.wrong_answer,
+                     message="correctness: failed on a held-out shape (not shown)",
+                     compile=CompileResult(ok=True, arch="sm_90", source_hash="x"),
+                     validation=ValidationResult(passed=False, cases=[*visible, bad]))
+    text = render_result(res, summarize(res, {}, task), task)
+    total = len(task.all_cases())
+    assert f"{len(visible)}/{total}" in text and "held-out" in text
+    assert "still the poison" in text and "what to do" in text
+    assert str(held["n"]) not in text, "held-out sizes must not be printed"
+    assert "speedup" not in text and "median latency" not in text
