@@ -12,6 +12,9 @@
 #   HARNESS_ARGS=...    extra harness_bench.py arguments (e.g. "--repeats 3 --time-budget 1")
 #   OUT=dir             where the results are copied (the device runner sets it)
 #   INSTALL_WHEELS=0    use the current Python environment instead of the carried .whl/ wheels
+#   DEADLINE_S=540      seconds for the whole script: each step is stopped (timeout) when they run out,
+#                       so that the summary and the copy to $OUT still happen inside a 10-minute device
+#                       command. A full run does not fit in one: split it with STEPS / PYTEST_ARGS.
 set -u
 cd "$(dirname "$0")/.." || exit 1
 if [ "${INSTALL_WHEELS:-1}" = "1" ] && ls .whl/*.whl > /dev/null 2>&1; then
@@ -29,14 +32,29 @@ mkdir -p "$BENCH"
 summary=()
 start=$(date +%s)
 
+DEADLINE_S="${DEADLINE_S:-540}"
+sync_out() {  # results so far to $OUT: a command stopped from outside still returns what was done
+  if [ -n "${OUT:-}" ]; then
+    mkdir -p "$OUT" && cp -r "$BENCH"/. "$OUT"/ 2>/dev/null
+    rm -rf "$OUT/harness-work" 2>/dev/null   # request files and reports of single runs: not results
+  fi
+}
 step() {  # name, log file, command...  (output to the log and to this console)
   local name=$1 log=$2; shift 2
-  local t0 rc
+  local t0 rc left
   t0=$(date +%s)
-  echo "==== $name: $*" >&2
-  "$@" 2>&1 | tee "$log"
+  left=$(( DEADLINE_S - (t0 - start) ))
+  if [ "$left" -lt 20 ]; then
+    summary+=("$(printf '%-10s %-6s %5ss  (not run: DEADLINE_S=%s spent)' "$name" "skip" 0 "$DEADLINE_S")")
+    return
+  fi
+  echo "==== $name (at most ${left}s): $*" >&2
+  timeout -k 10 "$left" "$@" 2>&1 | tee "$log"
   rc=${PIPESTATUS[0]}
-  summary+=("$(printf '%-10s rc=%-3s %5ss' "$name" "$rc" "$(( $(date +%s) - t0 ))")")
+  local note=""
+  [ "$rc" = "124" ] && note="  (stopped at the deadline)"
+  summary+=("$(printf '%-10s rc=%-3s %5ss%s' "$name" "$rc" "$(( $(date +%s) - t0 ))" "$note")")
+  sync_out
 }
 wants() { case " $STEPS " in *" $1 "*) return 0 ;; esac; return 1; }
 
@@ -58,10 +76,7 @@ if wants features; then
   step features "$BENCH/features.txt" python3 -m cuda_llm.cli features --arch sm_90
 fi
 
-if [ -n "${OUT:-}" ]; then
-  mkdir -p "$OUT" && cp -r "$BENCH"/. "$OUT"/ 2>/dev/null
-  rm -rf "$OUT/harness-work" 2>/dev/null   # build and request files: large, not results
-fi
+sync_out
 
 # ------------------------------------------------------------------ summary (last thing printed)
 echo
