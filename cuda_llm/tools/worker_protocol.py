@@ -69,6 +69,8 @@ class EvaluateResponse(BaseModel):
     revalidation: ValidationResult | None = None
     hidden_median_ms: float | None = None   # device busy after solve()'s stop event completed
     repeat_medians_ms: list[float] = Field(default_factory=list)   # one per timing repeat
+    repeat_seconds: list[float] = Field(default_factory=list)
+    benchmark_data_s: float = 0.0           # making or loading the benchmark-shape inputs and reference
     error: WorkerError | None = None
     harness_error: str | None = None        # the worker failed for a reason that is not the kernel's
     notes: list[str] = Field(default_factory=list)
