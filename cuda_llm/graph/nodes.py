@@ -483,6 +483,7 @@ def make_finalize(deps: Deps) -> Callable[[GraphState], dict]:
             final = {"candidate": best.id, "status": cand.status.value, "ms": cand.median_ms,
                      "baseline_status": base.status.value, "baseline_ms": base.median_ms,
                      "speedup": (base.median_ms / cand.median_ms) if base.median_ms and cand.median_ms else None,
+                     "pct_of_sol": cand.timing.pct_of_sol if cand.timing is not None else None,
                      "note": short(cand.message), "best_path": str(deps.rundir.best_path)}
             deps.event("final", **final, stop_reason=state.get("stop_reason"), cached=not got.fresh)
             return {"final": final, "elapsed_s": deps.elapsed()}

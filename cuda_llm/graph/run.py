@@ -262,6 +262,8 @@ def _drive_locked(rundir: Any, loaded: Any, settings: Any, options: RunOptions, 
         if progress is not None and hasattr(progress, "on_event"):
             tracer.add_listener(progress.on_event)
         deps.progress_call("start", rundir.run_id, loaded.task.name, resumed=initial is None)
+        if initial is None and (snap.values.get("baseline") or {}).get("ms") is not None:
+            deps.progress_call("baseline", snap.values["baseline"]["ms"])
         error = None
         with _Signals(deps.stop_requested, rundir.run_id, handle_signals):
             try:

@@ -53,7 +53,7 @@ def build_summary(rundir: Any, loaded: Any, values: dict[str, Any]) -> RunSummar
         task=loaded.task.name, run_id=rundir.run_id, device=values.get("device"), baseline_ms=base.get("ms"),
         best_candidate=best.get("id"), best_ms=final.get("ms") or best.get("ms"), stop_reason=values.get("stop_reason"),
         rounds=rounds, tokens_by_role=tokens, seconds=float(values.get("elapsed_s") or 0.0), final_check=check,
-        best_path=str(rundir.best_path),
+        best_path=str(rundir.best_path), best_pct_of_sol=final.get("pct_of_sol"),
     )
 
 
