@@ -293,6 +293,17 @@ def test_tolerance_accepts_fp32_rounding_and_refuses_a_one_percent_error(name):
             assert not ok(wrong), "one wrong integer fails"
 
 
+def test_nbody_reference_tiles_join_up(monkeypatch):
+    """The reference works on tiles of bodies; with tiny tiles every seam is crossed on a small n."""
+    loaded = load_task("nbody")
+    monkeypatch.setitem(loaded.reference.__globals__, "_ROWS", 4)
+    monkeypatch.setitem(loaded.reference.__globals__, "_COLS", 5)
+    sizes = {"n": 23}
+    inputs = make_case_inputs(loaded, sizes, np.random.default_rng(8))
+    got = reference_outputs(loaded, inputs, sizes)["acc"]
+    np.testing.assert_allclose(got, np.asarray(_loop_nbody(inputs, sizes)["acc"]), rtol=1e-9, atol=1e-9)
+
+
 # ------------------------------------------------------------------------- generated input properties
 def test_spmv_rows_are_valid_csr_with_a_power_law_skew():
     loaded = load_task("spmv_csr")
