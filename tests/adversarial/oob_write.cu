@@ -1,7 +1,8 @@
 // task: gelu
 // expect: runtime_error
-// trick: writes 1 TiB past the end of y: an illegal address that poisons the CUDA context. The harness
-//        must report the CUDA error as a runtime_error and the next evaluation must work (worker process).
+// trick: writes 64 TiB past the end of y: an illegal address (mapped neither on the device nor, through
+//        HMM, on the host) that poisons the CUDA context. The harness must report the CUDA error as a
+//        runtime_error and the next evaluation must work (worker process).
 #include <cuda_runtime.h>
 
 __global__ void gelu_oob(const float* x, float* y, int n) {
@@ -9,7 +10,7 @@ __global__ void gelu_oob(const float* x, float* y, int n) {
     if (i < n) {
         float v = x[i];
         y[i] = 0.5f * v * (1.0f + tanhf(0.7978845608028654f * (v + 0.044715f * v * v * v)));
-        if (i == n - 1) y[(size_t)i + ((size_t)1 << 38)] = v;
+        if (i == n - 1) y[(size_t)i + ((size_t)1 << 44)] = v;
     }
 }
 
