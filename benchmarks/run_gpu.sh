@@ -60,11 +60,15 @@ wants() { case " $STEPS " in *" $1 "*) return 0 ;; esac; return 1; }
 
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv > "$BENCH/gpu.txt" 2>&1
 
+# PYTEST_ARGS / HARNESS_ARGS are parsed like a shell line, so quotes work: PYTEST_ARGS="-k 'not slow'"
+pytest_args=(); harness_args=()
+[ -n "${PYTEST_ARGS:-}" ] && eval "pytest_args=(${PYTEST_ARGS})"
+[ -n "${HARNESS_ARGS:-}" ] && eval "harness_args=(${HARNESS_ARGS})"
 if wants tests; then
-  step tests "$BENCH/gpu-tests.log" python3 -m pytest -m gpu -q -rA ${PYTEST_ARGS:-}
+  step tests "$BENCH/gpu-tests.log" python3 -m pytest -m gpu -q -rA ${pytest_args[@]+"${pytest_args[@]}"}
 fi
 if wants harness; then
-  step harness "$BENCH/harness.log" python3 benchmarks/harness_bench.py --out "$BENCH" ${HARNESS_ARGS:-}
+  step harness "$BENCH/harness.log" python3 benchmarks/harness_bench.py --out "$BENCH" ${harness_args[@]+"${harness_args[@]}"}
 fi
 if wants profile && [ -f benchmarks/profile_bench.py ]; then
   step profile "$BENCH/profile.log" python3 benchmarks/profile_bench.py --out "$BENCH" ${TASKS:+--tasks "$TASKS"}
