@@ -509,6 +509,17 @@ def measure_fp32_gflops(sm_count: int, arch: str) -> float | None:
     return flops / (best / 1e3) / 1e9
 
 
+def _driver_text(cuda_version: int) -> str:
+    """``580.159.04 (CUDA 13.0)``: the kernel driver (from /proc) and the CUDA version it supports."""
+    cuda_txt = f"CUDA {cuda_version // 1000}.{(cuda_version % 1000) // 10}"
+    try:
+        words = Path("/proc/driver/nvidia/version").read_text().split()
+    except OSError:
+        return cuda_txt
+    nv = next((w for w in words if w.count(".") >= 1 and w.replace(".", "").isdigit()), None)
+    return f"{nv} ({cuda_txt})" if nv else cuda_txt
+
+
 def cmd_device_info() -> DeviceInfoResponse:
     t0 = time.perf_counter()
     dev = _device()
@@ -527,7 +538,7 @@ def cmd_device_info() -> DeviceInfoResponse:
         l2_bytes=_attr(dev, "L2_CACHE_SIZE"), memory_bytes=int(dev.total_memory()),
         clock_khz=_attr(dev, "CLOCK_RATE"), memory_clock_khz=_attr(dev, "MEMORY_CLOCK_RATE"),
         memory_bus_bits=_attr(dev, "GLOBAL_MEMORY_BUS_WIDTH"),
-        driver_version=f"{drv // 1000}.{(drv % 1000) // 10}",
+        driver_version=_driver_text(drv),
     )
     info.peak_bandwidth_gbs = measure_bandwidth_gbs()
     info.peak_fp32_gflops = measure_fp32_gflops(sm, arch)
