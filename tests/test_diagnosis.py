@@ -98,8 +98,9 @@ REAL = [
     ("gelu", "gelu.csv", "memory-bound"),
     ("stencil2d", "stencil2d.csv", "memory-bound"),
     ("cross_entropy", "cross_entropy.csv", "memory-bound"),
-    ("nbody", "nbody.csv", "compute-bound"),
-    ("softmax", "softmax.csv", "occupancy-bound"),
+    ("nbody", "nbody.csv", "occupancy-bound"),          # n = 65536: 256 blocks, a quarter of a wave
+    ("softmax", "softmax.csv", "memory-bound"),           # one thread per row: 32 sectors per warp load
+    ("sgemm", "sgemm.csv", "latency-bound"),
     ("sort_small", "sort_small_trimmed.csv", "launch-bound"),
     ("hgemm", "hgemm.csv", "memory-bound"),
 ]
@@ -140,3 +141,23 @@ def test_multi_kernel_evidence_lists_each_kernel():
     line = next(e for e in d.evidence if e.startswith("kernels per solve = 2"))
     assert "zero_kernel" in line and "cross_entropy_kernel" in line
     assert any("2.00x" in e for e in d.evidence)          # the row is read twice from DRAM
+
+
+def _real(name: str, fixture: str):
+    entry = SUMMARY["baselines"][name]
+    p = profile_from_text((FIXTURES / fixture).read_text())
+    r = roofline_point(load_task(entry["task"]).task, entry["sizes"], entry["event_median_ms"], device())
+    return diagnose(p, r, None)
+
+
+def test_softmax_naive_is_uncoalesced_and_underfilled():
+    d = _real("softmax", "softmax.csv")
+    assert d.rules[0] == "uncoalesced-access" and "low-occupancy" in d.rules
+    assert any("32.0 sectors" in e for e in d.evidence)
+    assert d.suggested_features[0] == "coalesced_access"
+
+
+def test_sgemm_naive_waits_on_memory_and_is_told_to_tile():
+    d = _real("sgemm", "sgemm.csv")
+    assert any(e.startswith("top stalls: long_scoreboard") for e in d.evidence)
+    assert d.suggested_features[0] == "smem_tiling"

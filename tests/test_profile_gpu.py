@@ -66,8 +66,9 @@ def _baseline_timing(loaded):
     return res
 
 
-@pytest.mark.parametrize("task,expected", [("gelu", "memory-bound"), ("nbody", "compute-bound"),
-                                           ("softmax", None), ("sgemm", None)])
+# nbody's naive kernel is compute-bound when its grid fills the GPU, occupancy-bound when it does not
+@pytest.mark.parametrize("task,expected", [("gelu", {"memory-bound"}), ("nbody", {"compute-bound", "occupancy-bound"}),
+                                           ("softmax", {"memory-bound"}), ("sgemm", None)])
 def test_profiled_baseline_is_sane(task, expected, device, tmp_path):
     loaded = load_task(task)
     timing = _baseline_timing(loaded).timing
@@ -91,7 +92,7 @@ def test_profiled_baseline_is_sane(task, expected, device, tmp_path):
     d = diagnose(prof, roofline_point(loaded.task, timing.sizes, timing.median_ms, device), comp)
     assert d.bottleneck != "unknown"
     if expected:
-        assert d.bottleneck == expected, d.as_text()
+        assert d.bottleneck in expected, d.as_text()
 
 
 def test_multi_kernel_solve(tmp_path):

@@ -283,6 +283,14 @@ def _compute_features(f: Facts) -> tuple[str, ...]:
     return ("register_blocking", "loop_unrolling", "fast_math_intrinsics", "tensor_cores_mma")
 
 
+def _latency_features(f: Facts) -> tuple[str, ...]:
+    r = f.roofline
+    if r is not None and r.limiter == "compute":
+        # a task with data reuse waiting on loads: stage the reused data on chip first
+        return ("smem_tiling", "register_blocking", "double_buffering", "loop_unrolling")
+    return ("loop_unrolling", "vector_loads", "double_buffering")
+
+
 @dataclass(frozen=True)
 class Rule:
     name: str
@@ -314,7 +322,7 @@ RULES: tuple[Rule, ...] = (
          "registers spill to local memory: shrink per-thread arrays or relax __launch_bounds__."),
     Rule("low-occupancy", "occupancy-bound", _occupancy, ("occupancy_tuning", "launch_config_tuning", "grid_stride_loop"),
          "too few warps are resident to hide latency: more blocks, smaller blocks' resources."),
-    Rule("latency", "latency-bound", _latency, ("loop_unrolling", "vector_loads", "double_buffering"),
+    Rule("latency", "latency-bound", _latency, _latency_features,
          "neither memory nor compute is busy: more independent work per thread (ILP) and fewer waits."),
     Rule("roofline-memory", "memory-bound", _roofline_memory, _memory_features,
          "by the roofline this task is limited by memory bandwidth."),
