@@ -185,16 +185,17 @@ def make_plan(deps: Deps) -> Callable[[GraphState], dict]:
 
 
 def _rank(deps: Deps, round_: int) -> list[Any]:
-    from cuda_llm.feature_db.bandit import rank_features
+    from cuda_llm.feature_db.bandit import rank_features, task_filters
 
     stats = deps.stats if deps.stats is not None else []
+    # family, bound, tolerance and input dtypes decide what applies (no reduced precision on a 1e-4 task)
+    filters = task_filters(deps.task)
     try:
-        return rank_features(deps.catalogue, stats, arch=deps.arch, category=deps.task.family,
-                             task_tags=list(deps.task.tags) + [deps.task.bound], seed=round_, top=TOP_FEATURES_OFFERED)
+        return rank_features(deps.catalogue, stats, arch=deps.arch, task_tags=list(deps.task.tags), seed=round_,
+                             top=TOP_FEATURES_OFFERED, **filters)
     except Exception as exc:  # noqa: BLE001 - a broken statistics file must not stop the run
         deps.event("warning", where="rank_features", error=short(str(exc), 300))
-        return rank_features(deps.catalogue, [], arch=deps.arch, category=deps.task.family, seed=round_,
-                             top=TOP_FEATURES_OFFERED)
+        return rank_features(deps.catalogue, [], arch=deps.arch, seed=round_, top=TOP_FEATURES_OFFERED, **filters)
 
 
 def route_jobs(state: GraphState) -> list[Send]:

@@ -164,15 +164,41 @@ class EvaluateStage:
 
     @staticmethod
     def _record_stats(deps: Deps, c: Candidate, res: EvalResult, speedup: float | None) -> None:
-        if deps.stats is None or not c.features:
+        if deps.stats is None:
             return
         compiled = res.compile is not None and res.compile.ok
         try:
-            deps.stats.record(arch=deps.arch, category=deps.task.family, features=c.features, compiled=compiled,
+            credited = _credited_features(deps, c, res)
+            if not credited:
+                return
+            deps.stats.record(arch=deps.arch, category=deps.task.family, features=credited, compiled=compiled,
                               passed=res.status == Status.ok,
                               speedup_over_parent=speedup if speedup and math.isfinite(speedup) and speedup > 0 else None)
         except Exception as exc:  # noqa: BLE001 - learning is secondary to the run
             deps.event("warning", where="feature_stats", error=short(str(exc), 300))
+
+
+def _credited_features(deps: Deps, c: Candidate, res: EvalResult) -> list[str]:
+    """The features asked for, plus those detected in the source that the parent did not already use."""
+    from cuda_llm.feature_db.detect import detect_features
+    from cuda_llm.feature_db.stats import features_to_credit
+
+    kernels = res.compile.kernels if res.compile is not None else []
+    detected = sorted(detect_features(deps.source(c.hash), kernels)) if c.hash else []
+    parent_source = _parent_source(deps, c)
+    parent_detected = sorted(detect_features(parent_source)) if parent_source else []
+    return features_to_credit(c.features, detected, parent_detected)
+
+
+def _parent_source(deps: Deps, c: Candidate) -> str | None:
+    """The parent's source: the naive baseline, or the candidate file kept in the run directory."""
+    try:
+        if not c.parent or c.parent == "baseline":
+            return Path(deps.loaded.task.baseline_path).read_text()
+        path = Path(deps.rundir.root) / "candidates" / f"{c.parent}.cu"
+        return path.read_text() if path.is_file() else None
+    except OSError:
+        return None
 
 
 class ProfileStage:
