@@ -7,7 +7,7 @@ the median over repeated timings, and the event time against Nsight Compute's gp
 --tasks defaults to $TASKS (comma-separated), else all tasks. Writes OUT/harness.md (table) and
 OUT/harness.json (every figure) after every task, so a run cut short still leaves its table. "naive/lib"
 is the library baseline's speedup over the naive one (how much headroom a candidate has). Where cuBLAS is
-only the pip wheel (no libcublas.so in the toolkit), nvcc is pointed at it through NVCC_APPEND_FLAGS.
+only the pip wheel (no libcublas.so in the toolkit), the compiler finds it (cuda_llm/tools/libraries.py).
 Progress goes to stderr.
 """
 
@@ -18,7 +18,6 @@ import json
 import os
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -30,6 +29,7 @@ from cuda_llm.tasks import list_task_names, load_task  # noqa: E402
 from cuda_llm.tools.compile import compile_source  # noqa: E402
 from cuda_llm.tools.device_info import get_device_info  # noqa: E402
 from cuda_llm.tools.evaluate import EvalOptions, evaluate_candidate  # noqa: E402
+from cuda_llm.tools.libraries import library_flags  # noqa: E402
 from cuda_llm.tools.worker_protocol import EvaluateResponse  # noqa: E402
 
 DEFAULT_NCU = "gelu,softmax,gemv,sgemm,hgemm,layernorm,reduce_sum,conv2d"
@@ -37,32 +37,6 @@ DEFAULT_NCU = "gelu,softmax,gemv,sgemm,hgemm,layernorm,reduce_sum,conv2d"
 
 def log(msg: str) -> None:
     print(f"[harness-bench] {msg}", file=sys.stderr, flush=True)
-
-
-def cublas_flags() -> str | None:
-    """NVCC_APPEND_FLAGS that let nvcc link cuBLAS where it is only the pip wheel nvidia-cublas (which
-    ships libcublas.so.N without the unversioned link name); None where the toolkit's own is found."""
-    places: list[tuple[Path, Path]] = []
-    for home in filter(None, (os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), "/usr/local/cuda")):
-        places.append((Path(home) / "include", Path(home) / "lib64"))
-    try:
-        import nvidia  # namespace package of NVIDIA's pip wheels
-
-        for root in map(Path, nvidia.__path__):
-            for sub in ("cu13", "cublas"):
-                places.append((root / sub / "include", root / sub / "lib"))
-    except ImportError:
-        pass
-    for inc, lib in places:
-        libs = sorted(lib.glob("libcublas.so*")) if lib.is_dir() else []
-        if not ((inc / "cublas_v2.h").is_file() and libs):
-            continue
-        if (lib / "libcublas.so").exists() and str(inc).startswith(("/usr/local/cuda", "/usr/include")):
-            return None                      # the toolkit's own cuBLAS: nvcc finds it unaided
-        link_dir = Path(tempfile.mkdtemp(prefix="cublas-link-"))
-        (link_dir / "libcublas.so").symlink_to(lib / "libcublas.so" if (lib / "libcublas.so").exists() else libs[-1])
-        return f"-I{inc} -L{link_dir} -Xlinker -rpath,{lib}"
-    return None
 
 
 def bench_task(name: str, args, work: Path) -> dict:
@@ -197,10 +171,7 @@ def main() -> int:
     if dev is None:
         print("harness benchmark needs a CUDA device", file=sys.stderr)
         return 2
-    flags = cublas_flags()
-    if flags:
-        os.environ["NVCC_APPEND_FLAGS"] = (os.environ.get("NVCC_APPEND_FLAGS", "") + " " + flags).strip()
-        log(f"cuBLAS from the pip wheel: NVCC_APPEND_FLAGS={os.environ['NVCC_APPEND_FLAGS']}")
+    log(f"cuBLAS link flags: {' '.join(library_flags('cublas'))}")
     log(f"device {dev.name}: {dev.peak_bandwidth_gbs or 0:.0f} GB/s copy, "
         f"{(dev.peak_fp32_gflops or 0) / 1e3:.1f} TFLOP/s fp32, L2 {dev.l2_bytes >> 20} MiB")
     rows = []

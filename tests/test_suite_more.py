@@ -386,35 +386,13 @@ def test_attention_tolerance_refuses_an_unnormalised_softmax():
 
 
 # ----------------------------------------------------------------------------------------- compiling
-def _cublas_location() -> tuple[Path, Path, Path] | None:
-    """(include dir, lib dir, libcublas file) of the CUDA toolkit's cuBLAS, else of the pip package
-    nvidia-cublas (which ships only the versioned libcublas.so.13); None where neither is installed."""
-    places: list[tuple[Path, Path]] = []
-    for home in filter(None, (os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), "/usr/local/cuda")):
-        places.append((Path(home) / "include", Path(home) / "lib64"))
-    try:
-        import nvidia  # namespace package of NVIDIA's pip wheels
-
-        for root in map(Path, nvidia.__path__):
-            for sub in ("cu13", "cublas"):
-                places.append((root / sub / "include", root / sub / "lib"))
-    except ImportError:
-        pass
-    for inc, lib in places:
-        libs = sorted(lib.glob("libcublas.so*")) if lib.is_dir() else []
-        if (inc / "cublas_v2.h").is_file() and libs:
-            return inc, lib, (lib / "libcublas.so") if (lib / "libcublas.so").exists() else libs[-1]
-    return None
-
-
 def _cublas_flags() -> list[str] | None:
-    """Compile and link flags for a cuBLAS library.cu, wherever cuBLAS is installed."""
-    found = _cublas_location()
-    if found is None:
-        return None
-    inc, lib, so = found
-    link = "-lcublas" if so.name == "libcublas.so" else f"-l:{so.name}"
-    return [f"-I{inc}", f"-L{lib}", link, "-Xlinker", f"-rpath,{lib}"]
+    """Compile and link flags for a cuBLAS library.cu (the toolkit's or the pip wheel's); None where
+    neither is installed."""
+    from cuda_llm.tools.libraries import in_toolkit, library_flags
+
+    flags = library_flags("cublas")
+    return flags if (in_toolkit("cublas") or len(flags) > 1) else None
 
 
 def _library_sources() -> list[Path]:
@@ -520,27 +498,11 @@ def test_library_baseline_passes_every_shape_on_the_gpu(name, monkeypatch, tmp_p
 
     loaded = load_task(name)
     assert loaded.task.library_path is not None
-    if "cublas" in loaded.task.library_links:
-        _let_nvcc_find_cublas(monkeypatch, tmp_path)
+    if "cublas" in loaded.task.library_links and _cublas_flags() is None:
+        pytest.fail("cuBLAS not installed: neither the CUDA toolkit's nor the pip package nvidia-cublas")
     result = evaluate_candidate(loaded, loaded.task.library_path.read_text(), candidate="library",
                                 options=EvalOptions(allow_libraries=True, timing=False))
     _assert_passed(loaded, result)
-
-
-def _let_nvcc_find_cublas(monkeypatch, tmp_path):
-    """The harness links with -lcublas; where cuBLAS is only the pip package (no libcublas.so, headers
-    outside the toolkit) point nvcc at it through NVCC_APPEND_FLAGS, which every nvcc run reads."""
-    found = _cublas_location()
-    if found is None:
-        pytest.fail("cuBLAS not installed: neither the CUDA toolkit's nor the pip package nvidia-cublas")
-    inc, lib, so = found
-    if so.name == "libcublas.so" and str(inc).startswith(("/usr/local/cuda", "/usr/include")):
-        return  # the toolkit's own cuBLAS: nvcc finds it unaided
-    link_dir = tmp_path / "cublas_link"
-    link_dir.mkdir()
-    (link_dir / "libcublas.so").symlink_to(so)
-    flags = f"-I{inc} -L{link_dir} -Xlinker -rpath,{lib}"
-    monkeypatch.setenv("NVCC_APPEND_FLAGS", (os.environ.get("NVCC_APPEND_FLAGS", "") + " " + flags).strip())
 
 
 def _assert_passed(loaded, result):

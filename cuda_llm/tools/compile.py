@@ -143,7 +143,9 @@ def build_command(
     src: Path, so: Path, arch: str, extra_flags: Sequence[str] = (), libs: Sequence[str] = ()
 ) -> list[str]:
     """The nvcc command line for one candidate (``libs`` are names like ``cublas`` or ``-lcublas``)."""
-    link = [lib if lib.startswith("-l") else f"-l{lib}" for lib in libs]
+    from cuda_llm.tools.libraries import link_flags
+
+    link = link_flags(libs)     # the toolkit's library, or NVIDIA's pip wheel of it
     return [nvcc_path(), f"-arch={arch}", *BASE_FLAGS, *extra_flags, str(src), "-o", str(so), *link]
 
 
