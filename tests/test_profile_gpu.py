@@ -86,7 +86,7 @@ def test_profiled_baseline_is_sane(task, expected, device, tmp_path):
         assert k.achieved_occupancy_pct <= k.theoretical_occupancy_pct + 5
         assert k.registers_per_thread and k.registers_per_thread >= 1
         assert k.stalls and k.stalls[0].share_pct > 0
-        assert k.load_sectors_per_request is None or 1 <= k.load_sectors_per_request <= 32
+        assert k.load_sectors_per_request is None or 1 <= k.load_sectors_per_request <= 32.01  # ratio of two counters
     if timing.median_ms >= 0.05:
         assert prof.duration_ms == pytest.approx(timing.median_ms, rel=0.15)
     d = diagnose(prof, roofline_point(loaded.task, timing.sizes, timing.median_ms, device), comp)
