@@ -172,13 +172,13 @@ def scripted_model(llm_log: Path | None = None) -> Any:
     return ScriptedChatModel(respond=respond)
 
 
-def options(runs: Path, profile: bool) -> Any:
+def options(runs: Path, profile: bool, learn: bool = False) -> Any:
     from cuda_llm.graph.run import RunOptions
     from cuda_llm.graph.state import Limits
 
     return RunOptions(limits=Limits(n_candidates=N, max_rounds=8, plateau_rounds=PLATEAU_ROUNDS, reserve_s=30,
                                     time_budget_s=1800), runs_dir=runs, eval_time_budget_s=1.0, profile=profile,
-                      learn=False)
+                      learn=learn)
 
 
 class LoggedEvaluator:
@@ -217,7 +217,8 @@ def drive(mode: str, work: Path, run_id: str | None, profile: bool) -> dict:
     model = scripted_model(work / "llm.log")
     progress = ConsoleProgress()
     if mode == "start":
-        out = start_run("softmax", None, options(work / "runs", profile), evaluator=ev,
+        # the straight run teaches the feature statistics (the shared store); the killed one does not count twice
+        out = start_run("softmax", None, options(work / "runs", profile, learn=work.name == "straight"), evaluator=ev,
                         model_factory=lambda r: model, progress=progress)
     else:
         out = resume_run(run_id, work / "runs", evaluator=ev, model_factory=lambda r: model, progress=progress)
