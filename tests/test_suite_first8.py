@@ -22,6 +22,7 @@ from cuda_llm.tasks import load_all, load_task
 from cuda_llm.tasks.formulas import evaluate
 from cuda_llm.tasks.inputs import dims, make_case_inputs, reference_outputs
 from cuda_llm.tasks.loader import SUITE_DIR
+from suite_checks import assert_cases_are_finite, assert_reference_matches_loop
 
 SIGNATURES = {
     "gelu": "const float* x, float* y, int n",
@@ -199,32 +200,13 @@ LOOP_CASES = {
 
 @pytest.mark.parametrize("name", FIRST8)
 def test_reference_agrees_with_a_direct_loop(name):
-    loaded = load_task(name)
     loop, cases = LOOP_CASES[name]
-    rng = np.random.default_rng(11)
-    for sizes in cases:
-        inputs = make_case_inputs(loaded, sizes, rng)
-        ref = reference_outputs(loaded, inputs, sizes)
-        want = loop(inputs, sizes)
-        for p in loaded.task.outputs:
-            expected = np.asarray(want[p.name], dtype=np.float64).reshape(ref[p.name].shape)
-            if p.dtype.is_float:
-                np.testing.assert_allclose(ref[p.name], expected, rtol=1e-9, atol=1e-9, err_msg=f"{name} {sizes}")
-            else:
-                np.testing.assert_array_equal(ref[p.name], expected, err_msg=f"{name} {sizes}")
+    assert_reference_matches_loop(name, loop, cases)
 
 
 @pytest.mark.parametrize("name", FIRST8)
 def test_every_correctness_shape_makes_inputs_and_a_finite_reference(name):
-    loaded = load_task(name)
-    rng = np.random.default_rng(1)
-    for sizes, _ in loaded.task.all_cases():
-        inputs = make_case_inputs(loaded, sizes, rng)
-        for p in loaded.task.inputs:
-            if p.dtype.is_float:
-                assert np.isfinite(inputs[p.name]).all(), (name, sizes, p.name)
-        for out_name, out in reference_outputs(loaded, inputs, sizes).items():
-            assert np.isfinite(out.astype(np.float64)).all(), (name, sizes, out_name)
+    assert_cases_are_finite(name)
 
 
 def test_generated_inputs_have_the_promised_properties():
@@ -367,23 +349,6 @@ def test_library_yardstick_is_found_where_present(name):
 
 
 # -------------------------------------------------------------------------------------------- GPU
-@pytest.mark.gpu
-@pytest.mark.parametrize("name", FIRST8)
-def test_naive_baseline_passes_every_shape_on_the_gpu(name):
-    from cuda_llm.tools.evaluate import EvalOptions, evaluate_candidate
-    from cuda_llm.tools.results import Status
-
-    loaded = load_task(name)
-    result = evaluate_candidate(loaded, loaded.task.baseline_path.read_text(), candidate="naive",
-                                options=EvalOptions(timing=False))
-    assert result.status is Status.ok, f"{name}: {result.status.value}: {result.message}"
-    assert result.validation is not None and result.validation.passed
-    cases = result.validation.cases
-    assert len(cases) == len(loaded.task.all_cases())
-    assert all(c.passed for c in cases), [c.model_dump() for c in cases if not c.passed]
-    assert any(c.held_out for c in cases)
-
-
 @pytest.mark.gpu
 @pytest.mark.parametrize("name", FIRST8)
 def test_naive_baseline_timing_is_not_suspect(name):
