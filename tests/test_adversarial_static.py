@@ -15,28 +15,11 @@ import pytest
 from cuda_llm.tasks import load_task
 from cuda_llm.tools.device_probe import has_cuda_device
 from cuda_llm.tools.results import EvalResult, Status
+from adversarial_kernels import ADV, ALL, expected, header
 
-ADV = Path(__file__).parent / "adversarial"
 REQUIRED_COMMANDS = {"tasks", "eval", "optimize", "resume", "features", "profile"}
 
 
-def header(path: Path) -> dict[str, str]:
-    """The `// key: value` lines at the top of an adversarial kernel."""
-    out: dict[str, str] = {}
-    for line in path.read_text().splitlines():
-        m = re.match(r"//\s*(task|expect|trick|rule|reason|held_out):\s*(.*)", line)
-        if m:
-            out.setdefault(m.group(1), m.group(2).strip())
-        elif not line.startswith("//"):
-            break
-    return out
-
-
-def expected(path: Path) -> set[Status]:
-    return {Status(s) for s in header(path)["expect"].split("|")}
-
-
-ALL = sorted(ADV.glob("*.cu"))
 BEFORE_GPU = [p for p in ALL if expected(p) <= {Status.static_error, Status.compile_error}]
 ON_GPU = [p for p in ALL if p not in BEFORE_GPU]
 

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from cuda_llm.feature_db import (
-    CatalogueError, StatsStore, StatsStoreError, assign_features, detect_features, features_to_credit, get_feature,
+    CatalogueError, StatsStore, StatsStoreError, assign_features, detect_features, features_to_credit,
     load_catalogue, load_catalogue_from, parse_arch, rank_features, supports, task_filters, task_float_inputs,
     task_tolerance,
 )

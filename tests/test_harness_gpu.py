@@ -12,25 +12,10 @@ import pytest
 from cuda_llm.tasks import list_task_names, load_task
 from cuda_llm.tools.evaluate import EvalOptions, evaluate_candidate
 from cuda_llm.tools.results import Status
+from adversarial_kernels import ADV, expected, header
 
 pytestmark = pytest.mark.gpu
 
-ADV = Path(__file__).parent / "adversarial"
-
-
-def header(path: Path) -> dict[str, str]:
-    out: dict[str, str] = {}
-    for line in path.read_text().splitlines():
-        m = re.match(r"//\s*(task|expect|trick|rule|reason|held_out):\s*(.*)", line)
-        if m:
-            out.setdefault(m.group(1), m.group(2).strip())
-        elif not line.startswith("//"):
-            break
-    return out
-
-
-def expected(path: Path) -> set[Status]:
-    return {Status(s) for s in header(path)["expect"].split("|")}
 
 
 ON_GPU = sorted(p for p in ADV.glob("*.cu")

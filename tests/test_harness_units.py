@@ -8,7 +8,6 @@ import math
 import os
 import sys
 import time
-from pathlib import Path
 
 import numpy as np
 import pytest

@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import io
-import json
 import re
 import subprocess
 import sys
 import threading
-from pathlib import Path
 
 import pytest
 

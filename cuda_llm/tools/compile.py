@@ -12,7 +12,6 @@ broken set-up (no nvcc, an unknown architecture) raises ``CompileSetupError``.
 
 from __future__ import annotations
 
-import ctypes
 import functools
 import hashlib
 import os
@@ -76,22 +75,10 @@ def normalize_arch(value: str, *, origin: str = "arch") -> str:
 @functools.lru_cache(maxsize=1)
 def device_arch() -> str | None:
     """``sm_XY`` of CUDA device 0 from the driver (ctypes, no pycuda); None without driver or device."""
-    for name in ("libcuda.so.1", "libcuda.so"):
-        try:
-            lib = ctypes.CDLL(name)
-        except OSError:
-            continue
-        dev = ctypes.c_int(0)
-        major, minor = ctypes.c_int(0), ctypes.c_int(0)
-        if lib.cuInit(0) != 0 or lib.cuDeviceGet(ctypes.byref(dev), 0) != 0:
-            return None
-        # CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR = 75, _MINOR = 76
-        if lib.cuDeviceGetAttribute(ctypes.byref(major), 75, dev) != 0:
-            return None
-        if lib.cuDeviceGetAttribute(ctypes.byref(minor), 76, dev) != 0:
-            return None
-        return f"sm_{major.value}{minor.value}"
-    return None
+    from cuda_llm.tools.device_probe import compute_capability
+
+    cc = compute_capability()
+    return f"sm_{cc[0]}{cc[1]}" if cc else None
 
 
 # --------------------------------------------------------------------------------------------- nvcc

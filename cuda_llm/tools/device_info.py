@@ -6,14 +6,13 @@ the GPU worker; later calls read the cache. Without a device this returns None a
 
 from __future__ import annotations
 
-import ctypes
 import json
 import re
 import tempfile
 from pathlib import Path
 
 from cuda_llm.paths import cache_dir
-from cuda_llm.tools.device_probe import has_cuda_device
+from cuda_llm.tools.device_probe import device_identity, has_cuda_device
 from cuda_llm.tools.results import DeviceInfo
 
 _MEMO: dict[str, DeviceInfo] = {}
@@ -21,22 +20,7 @@ _MEMO: dict[str, DeviceInfo] = {}
 
 def _driver_identity() -> tuple[str, str] | None:
     """(device name, driver version) through libcuda with ctypes, without pycuda."""
-    for name in ("libcuda.so.1", "libcuda.so"):
-        try:
-            lib = ctypes.CDLL(name)
-        except OSError:
-            continue
-        if lib.cuInit(0) != 0:
-            return None
-        dev = ctypes.c_int(0)
-        if lib.cuDeviceGet(ctypes.byref(dev), 0) != 0:
-            return None
-        buf = ctypes.create_string_buffer(256)
-        lib.cuDeviceGetName(buf, 256, dev)
-        ver = ctypes.c_int(0)
-        lib.cuDriverGetVersion(ctypes.byref(ver))
-        return buf.value.decode(errors="replace"), str(ver.value)
-    return None
+    return device_identity()
 
 
 def cache_path(name: str, driver: str) -> Path:
