@@ -8,7 +8,7 @@ from typing import Any, Callable
 import numpy as np
 
 from cuda_llm.tasks import load_task
-from cuda_llm.tasks.inputs import make_case_inputs, reference_outputs
+from cuda_llm.tasks.inputs import dims, make_case_inputs, reference_outputs
 
 Loop = Callable[[dict[str, np.ndarray], dict[str, int]], dict[str, Any]]
 
@@ -40,3 +40,39 @@ def assert_cases_are_finite(name: str) -> None:
                 assert np.isfinite(inputs[p.name]).all(), (name, sizes, p.name)
         for out_name, out in reference_outputs(loaded, inputs, sizes).items():
             assert np.isfinite(out.astype(np.float64)).all(), (name, sizes, out_name)
+
+
+MIN_BENCH_BYTES = 256e6    # a memory-bound benchmark moves at least this much (H100: ~80 us at full speed)
+MIN_BENCH_FLOPS = 10e9     # a compute-bound one does at least this much work
+
+
+def buffer_bytes(task: Any, sizes: dict[str, int]) -> dict[str, int]:
+    """Bytes of every pointer parameter at ``sizes``."""
+    return {p.name: int(np.prod(dims(p, sizes), dtype=np.int64)) * p.dtype.itemsize
+            for p in task.params if p.kind == "pointer"}
+
+
+def assert_shapes_diverse(task: Any) -> None:
+    """Tiny, single-row, not-a-multiple-of-32 and large shapes; held-out shapes new and odd too."""
+    shapes = task.shapes
+    assert len(shapes) >= 5
+    assert any(all(v <= 8 for v in s.values()) for s in shapes), "a tiny shape"
+    assert any(min(s.values()) == 1 for s in shapes), "a single row / element"
+    odd = [s for s in shapes if any(v > 32 and v % 32 for v in s.values())]
+    assert len(odd) >= 2, "shapes that are not multiples of 32"
+    assert any(task.bytes_at(s) >= 4e6 or task.flops_at(s) >= 1e8 for s in shapes), "a large shape"
+    assert task.held_out and not [s for s in task.held_out if s in shapes]
+    assert any(any(v > 32 and v % 32 for v in s.values()) for s in task.held_out), "an odd held-out shape"
+    assert task.benchmark not in shapes + task.held_out
+
+
+def assert_benchmark_fills_an_h100(task: Any) -> None:
+    b = task.benchmark
+    if task.bound == "memory":
+        assert task.bytes_at(b) >= MIN_BENCH_BYTES
+    else:
+        assert task.flops_at(b) >= MIN_BENCH_FLOPS
+    assert sum(buffer_bytes(task, b).values()) < 8 * 2**30, "the benchmark's buffers fit an H100 many times"
+    for p in task.params:  # every size is an int parameter: indices must fit it
+        if p.kind == "scalar":
+            assert b[p.name] < 2**31

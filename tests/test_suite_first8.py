@@ -22,7 +22,10 @@ from cuda_llm.tasks import load_all, load_task
 from cuda_llm.tasks.formulas import evaluate
 from cuda_llm.tasks.inputs import dims, make_case_inputs, reference_outputs
 from cuda_llm.tasks.loader import SUITE_DIR
-from suite_checks import assert_cases_are_finite, assert_reference_matches_loop
+from suite_checks import (
+    assert_benchmark_fills_an_h100, assert_cases_are_finite, assert_reference_matches_loop, assert_shapes_diverse,
+    buffer_bytes,
+)
 
 SIGNATURES = {
     "gelu": "const float* x, float* y, int n",
@@ -37,8 +40,6 @@ SIGNATURES = {
 FIRST8 = sorted(SIGNATURES)
 
 # What "fills an H100" means for the benchmark shape: ~0.1 ms of DRAM traffic or of fp32 math at least.
-MIN_BENCH_BYTES = 256e6
-MIN_BENCH_FLOPS = 10e9
 
 
 def _tol(task, output, sizes) -> tuple[float, float]:
@@ -64,34 +65,12 @@ def test_task_loads_with_its_pinned_signature(name):
 
 @pytest.mark.parametrize("name", FIRST8)
 def test_shapes_are_diverse_and_held_out_shapes_are_new(name):
-    task = load_task(name).task
-    shapes = task.shapes
-    assert len(shapes) >= 5
-    assert any(all(v <= 8 for v in s.values()) for s in shapes), "a tiny shape"
-    assert any(min(s.values()) == 1 for s in shapes), "a single row / element"
-    odd = [s for s in shapes if any(v > 32 and v % 32 for v in s.values())]
-    assert len(odd) >= 2, "shapes that are not multiples of 32"
-    assert any(task.bytes_at(s) >= 4e6 or task.flops_at(s) >= 1e8 for s in shapes), "a large shape"
-    assert task.held_out and not [s for s in task.held_out if s in shapes]
-    assert any(any(v > 32 and v % 32 for v in s.values()) for s in task.held_out), "an odd held-out shape"
-    assert task.benchmark not in shapes + task.held_out
+    assert_shapes_diverse(load_task(name).task)
 
 
 @pytest.mark.parametrize("name", FIRST8)
 def test_benchmark_fills_an_h100(name):
-    task = load_task(name).task
-    b = task.benchmark
-    if task.bound == "memory":
-        assert task.bytes_at(b) >= MIN_BENCH_BYTES
-    else:
-        assert task.flops_at(b) >= MIN_BENCH_FLOPS
-    total = sum(
-        int(np.prod(dims(p, b), dtype=np.int64)) * p.dtype.itemsize for p in task.params if p.kind == "pointer"
-    )
-    assert total < 8 * 2**30, "all buffers of the benchmark fit an 80 GB H100 several times over"
-    for p in task.params:  # every size is an int parameter: indices must fit it
-        if p.kind == "scalar":
-            assert b[p.name] < 2**31
+    assert_benchmark_fills_an_h100(load_task(name).task)
 
 
 @pytest.mark.parametrize("name", FIRST8)
@@ -99,9 +78,7 @@ def test_bytes_formula_counts_every_buffer_once(name):
     """bytes is the least traffic: each input read once, each output written once."""
     task = load_task(name).task
     for sizes in task.shapes + task.held_out + [task.benchmark]:
-        buffers = [int(np.prod(dims(p, sizes), dtype=np.int64)) * p.dtype.itemsize
-                   for p in task.params if p.kind == "pointer"]
-        assert task.bytes_at(sizes) == sum(buffers), sizes
+        assert task.bytes_at(sizes) == sum(buffer_bytes(task, sizes).values()), sizes
         assert task.flops_at(sizes) >= 0
 
 
