@@ -4,7 +4,9 @@
 from __future__ import annotations
 
 import os
+import re
 import stat
+import subprocess
 import time
 from pathlib import Path
 
@@ -95,6 +97,17 @@ def test_good_kernel_compiles_and_reports_resources(real_builds):
     assert (build / "kernel.cu").read_text() == GOOD
 
 
+def test_candidate_shares_the_toolkits_runtime(real_builds):
+    """The worker reads launch errors from the runtime the .so uses: it must be the shared one, found by
+    the .so's own run path (not only by the loader's search path)."""
+    _, (good, *_), _ = real_builds
+    dynamic = subprocess.run(["readelf", "-d", good.so_path], capture_output=True, text=True, check=True).stdout
+    needed = re.findall(r"\(NEEDED\).*\[(.+)\]", dynamic)
+    assert any(n.startswith("libcudart.so") for n in needed), needed
+    paths = re.findall(r"\((?:RUNPATH|RPATH)\).*\[(.+)\]", dynamic)
+    assert paths and any(Path(p, n).exists() for p in paths[0].split(":") for n in needed if "cudart" in n)
+
+
 def test_spilling_kernel_reports_spills(real_builds):
     _, (_, spill, *_), _ = real_builds
     assert spill.ok, spill.errors
@@ -151,6 +164,7 @@ def test_every_builtin_baseline_compiles_for_sm_90(real_builds):
 # ------------------------------------------------------------------------------------- fake nvcc
 FAKE_NVCC = """#!/bin/bash
 if [ "$1" = "--version" ]; then echo "Cuda compilation tools, release 99.0, V99.0.1"; exit 0; fi
+if [ "$1" = "-dryrun" ]; then echo '#$ LIBRARIES=  "-L/nonexistent/lib"'; exit 0; fi
 out=""; prev=""
 for a in "$@"; do if [ "$prev" = "-o" ]; then out="$a"; fi; prev="$a"; done
 echo "start $(date +%s.%N)" >> "$FAKE_NVCC_LOG"
@@ -255,6 +269,7 @@ def test_build_command_has_the_contract_flags(fake_nvcc):
     for flag in ("-arch=sm_90", "-O3", "-shared", "-fPIC", "-lineinfo", "-v", "--no-undefined", "-maxrregcount=64"):
         assert flag in cmd
     assert cmd[cmd.index("-Xptxas") + 1] == "-v"
+    assert cmd[cmd.index("-cudart") + 1] == "shared"
     assert cmd[-1] == "-lcublas" and cmd[cmd.index("-o") + 1] == "k.so"
 
 

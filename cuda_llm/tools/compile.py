@@ -3,7 +3,8 @@
 Every candidate is compiled with the flags of the candidate contract (``-arch=sm_XY -O3 -shared
 -Xcompiler -fPIC -lineinfo -Xptxas -v``) plus ``-Xlinker --no-undefined``, so that a call to a function
 that is declared but never defined fails here, with a line number, instead of when the worker loads the
-library. Results are cached on disk, keyed by the source, the flags, the compiler and the target
+library, and ``-cudart shared`` (with an rpath to the toolkit's runtime), so that the worker reads the
+candidate's launch errors from the runtime they share. Results are cached on disk, keyed by the source, the flags, the compiler and the target
 architecture: a candidate the loop has seen before costs nothing. Builds are written to a private
 temporary folder and renamed into place, so parallel compiles (threads or processes) of the same source
 are safe. A bad kernel never raises: it gives ``CompileResult(ok=False)`` with condensed errors; only a
@@ -35,7 +36,8 @@ ARCH_ENV = "CUDA_LLM_ARCH"
 DEFAULT_ARCH = "sm_90"
 SOURCE_NAME = "kernel.cu"
 SO_NAME = "kernel.so"
-BASE_FLAGS = ("-O3", "-shared", "-Xcompiler", "-fPIC", "-lineinfo", "-Xptxas", "-v", "-Xlinker", "--no-undefined")
+BASE_FLAGS = ("-O3", "-shared", "-Xcompiler", "-fPIC", "-lineinfo", "-Xptxas", "-v", "-Xlinker", "--no-undefined",
+              "-cudart", "shared")
 _NVCC_PLACES = ("/usr/local/bin/nvcc", "/usr/local/cuda/bin/nvcc")
 _ARCH = re.compile(r"^sm_(\d{2,3})([af]?)$")
 
@@ -126,14 +128,32 @@ def nvcc_version(nvcc: str | None = None) -> str:
     return m.group(1) if m else (text.splitlines()[-1] if text else "unknown")
 
 
+@functools.lru_cache(maxsize=8)
+def runtime_rpath(nvcc: str) -> tuple[str, ...]:
+    """Linker flags that make the .so find the shared CUDA runtime of this very toolkit, wherever the
+    loader's own search path points: nvcc's dry run names its library folders."""
+    try:
+        proc = subprocess.run([nvcc, "-dryrun", "-shared", "-cudart", "shared", "-o", os.devnull, "rpath.cu"],
+                              capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.SubprocessError):
+        return ()
+    for line in (proc.stdout + proc.stderr).splitlines():
+        if "LIBRARIES=" in line:
+            for folder in re.findall(r'-L"?([^"\s]+)"?', line):
+                if not folder.endswith("stubs") and any(Path(folder).glob("libcudart.so*")):
+                    return ("-Xlinker", f"-rpath,{os.path.realpath(folder)}")
+    return ()
+
+
 def build_command(
     src: Path, so: Path, arch: str, extra_flags: Sequence[str] = (), libs: Sequence[str] = ()
 ) -> list[str]:
     """The nvcc command line for one candidate (``libs`` are names like ``cublas`` or ``-lcublas``)."""
     from cuda_llm.tools.libraries import link_flags
 
+    nvcc = nvcc_path()
     link = link_flags(libs)     # the toolkit's library, or NVIDIA's pip wheel of it
-    return [nvcc_path(), f"-arch={arch}", *BASE_FLAGS, *extra_flags, str(src), "-o", str(so), *link]
+    return [nvcc, f"-arch={arch}", *BASE_FLAGS, *runtime_rpath(nvcc), *extra_flags, str(src), "-o", str(so), *link]
 
 
 def source_hash(source: str, *parts: str) -> str:

@@ -62,9 +62,9 @@ class CudaFault(Exception):
 
 
 def _loaded_cudart() -> ctypes.CDLL | None:
-    """The shared CUDA runtime, only if the candidate's .so loaded it (``-cudart shared``): then its
-    cudaGetLastError reports the candidate's launch errors. nvcc links the runtime statically by default,
-    which keeps that error state private; a launch that failed then shows as unwritten (poisoned) outputs."""
+    """The shared CUDA runtime the candidate's .so loaded (the compiler links with ``-cudart shared``):
+    its cudaGetLastError reports the candidate's launch errors. A .so built with the static runtime keeps
+    that error state private; a launch that failed then shows only as unwritten (poisoned) outputs."""
     for name in ("libcudart.so.13", "libcudart.so.12", "libcudart.so"):
         try:
             lib = ctypes.CDLL(name, mode=os.RTLD_NOLOAD | os.RTLD_GLOBAL)
@@ -171,6 +171,10 @@ def _call(fn: Any, case: Case) -> None:
     except OSError as exc:  # ctypes turns a host-side segfault-ish access violation into OSError on some systems
         raise CudaFault(f"solve() crashed on the host: {exc}") from exc
     _sync()
+    err = _launch_error()
+    if err:  # e.g. too many threads per block or too much shared memory: no kernel ran at all
+        raise CudaFault(f"{err}: a kernel launch in solve() failed; check its block size, shared memory "
+                        f"and registers against the device limits")
 
 
 # ------------------------------------------------------------------------------------------ checking
@@ -183,9 +187,6 @@ def check_case(loaded: LoadedTask, case: Case, expected: dict[str, np.ndarray], 
                seconds: float = 0.0) -> CaseResult:
     """Compare outputs and verify inputs unchanged; the device must already be synchronized."""
     task = loaded.task
-    err = _launch_error()
-    if err:
-        return CaseResult(sizes=case.sizes, held_out=held_out, passed=False, reason=err, seconds=seconds)
     over = case.overrun()
     if over:
         n = int(np.prod(case.shapes[over][0], dtype=np.int64))
