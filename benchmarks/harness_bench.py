@@ -118,6 +118,10 @@ def table(rows: list[dict]) -> str:
     return render_table(headers, body)
 
 
+def _fmt(value: float | None, digits: int = 1) -> str:
+    return "-" if value is None else f"{value:.{digits}f}"
+
+
 def write_reports(rows: list[dict], dev, args, t0: float) -> None:
     evals = [r["eval_s"] for r in rows if r.get("eval_s") is not None]
     big = [r["spread_pct"] for r in rows if r.get("spread_pct") is not None and r.get("median_ms", 0) >= 0.02]
@@ -134,9 +138,10 @@ def write_reports(rows: list[dict], dev, args, t0: float) -> None:
           f"Measured peaks: device-to-device copy {dev.peak_bandwidth_gbs or 0:.0f} GB/s (read + write), "
           f"fp32 FMA {(dev.peak_fp32_gflops or 0) / 1e3:.1f} TFLOP/s; L2 {dev.l2_bytes >> 20} MiB.", "",
           "```", table(rows), "```", "",
-          f"Median evaluation (compile excluded, warm data): {summary['median_eval_s']} s; "
-          f"largest spread of the median over {args.repeats} timings (kernels >= 20 us): {summary['max_spread_pct_ge_20us']} %; "
-          f"largest |event - ncu| (kernels >= 50 us): {summary['max_event_vs_ncu_pct_ge_50us']} %."]
+          f"Median evaluation (compile excluded, warm data): {_fmt(summary['median_eval_s'])} s; "
+          f"largest spread of the median over {args.repeats} timings (kernels >= 20 us): "
+          f"{_fmt(summary['max_spread_pct_ge_20us'], 2)} %; "
+          f"largest |event - ncu| (kernels >= 50 us): {_fmt(summary['max_event_vs_ncu_pct_ge_50us'])} %."]
     n_ok = sum(r.get("status") == "ok" for r in rows)
     libs = [r for r in rows if r.get("library_status")]
     md += ["", f"Naive baselines ok: {n_ok}/{len(rows)}; library baselines ok: "

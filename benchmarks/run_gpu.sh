@@ -28,6 +28,7 @@ export CUDA_LLM_CACHE="${CUDA_LLM_CACHE:-/tmp/cuda-llm-cache}"
 STEPS="${STEPS:-tests harness profile loop features}"
 [ "${SKIP_TESTS:-0}" = "1" ] && STEPS="${STEPS//tests/}"
 BENCH=bench-out
+rm -rf "$BENCH"    # a summary must never show the logs of an earlier call (they went to that call's $OUT)
 mkdir -p "$BENCH"
 summary=()
 start=$(date +%s)

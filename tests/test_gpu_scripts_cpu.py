@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -48,6 +49,8 @@ def test_harness_report_from_rows(tmp_path):
     assert "10.00" in md                                    # naive / library ratio of sgemm
     assert "Naive baselines ok: 3/4" in md and "library baselines ok: 1/2" in md
     assert "broken naive: error: RuntimeError: boom" in md and "sort_u32 library: compile_error" in md
+    assert "largest spread of the median over 5 timings (kernels >= 20 us): 3.00 %" in md
+    assert not re.search(r"\d\.\d{5,}", md.split("```")[-1]), "summary figures are rounded for reading"
     data = __import__("json").loads((tmp_path / "harness.json").read_text())
     assert data["summary"]["median_eval_s"] == pytest.approx(1.95)
     assert data["summary"]["max_spread_pct_ge_20us"] == pytest.approx(3.0)
@@ -73,6 +76,9 @@ def test_run_gpu_script_collects_and_summarizes(tmp_path):
     script = ROOT / "benchmarks" / "run_gpu.sh"
     assert subprocess.run(["bash", "-n", str(script)]).returncode == 0
     out = tmp_path / "out"
+    stale = ROOT / "bench-out" / "gpu-tests.log"          # left by an earlier call on the same machine
+    stale.parent.mkdir(exist_ok=True)
+    stale.write_text("FAILED tests/test_old.py::test_stale\n1 failed in 1.0s\n")
     env = {**os.environ, "INSTALL_WHEELS": "0", "OUT": str(out), "STEPS": "features harness",
            "TASKS": "nope", "CUDA_LLM_CACHE": str(tmp_path / "cache"),
            "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
@@ -80,5 +86,6 @@ def test_run_gpu_script_collects_and_summarizes(tmp_path):
     assert proc.returncode == 0, proc.stderr[-2000:]
     tail = proc.stdout[proc.stdout.rindex("SUMMARY"):]
     assert "features   rc=0" in tail and "harness    rc=2" in tail     # a failing step does not stop the rest
+    assert "test_stale" not in proc.stdout and "tests:" not in tail     # no tests step ran in this call
     assert (out / "features.txt").is_file() and "coalesced_access" in (out / "features.txt").read_text()
     assert (out / "harness.log").is_file() and "nope" in (out / "harness.log").read_text()

@@ -1,6 +1,6 @@
 // task: gelu
 // expect: runtime_error
-// reason: invalid configuration
+// reason: a kernel launch in solve() failed
 // trick: launches 2048 threads per block, over the limit of 1024, and never checks the launch. No kernel
 //        runs; the harness must say why (the launch error) instead of only "the output was never written".
 #include <cuda_runtime.h>
