@@ -76,3 +76,15 @@ def assert_benchmark_fills_an_h100(task: Any) -> None:
     for p in task.params:  # every size is an int parameter: indices must fit it
         if p.kind == "scalar":
             assert b[p.name] < 2**31
+
+
+# The tasks whose work a vendor library does, and the library (the suite's issue fixes this list).
+LIBRARY_TASKS = {"sgemm": "cublas", "hgemm": "cublas", "gemv": "cublas",
+                 "reduce_sum": "cub", "prefix_sum": "cub", "histogram": "cub", "sort_u32": "cub"}
+
+
+def cublas_installed() -> bool:
+    """cuBLAS in the CUDA toolkit, or NVIDIA's pip wheel (library_flags then names its folders)."""
+    from cuda_llm.tools.libraries import in_toolkit, library_flags
+
+    return in_toolkit("cublas") or len(library_flags("cublas")) > 1

@@ -3,10 +3,9 @@
 CPU: each task loads with its pinned signature, diverse and held-out shapes and a benchmark shape that
 fills an H100; bytes count every buffer once; the NumPy reference agrees with a direct Python-loop
 computation on small inputs; tolerances pass output rounding and refuse real errors (TF32 sgemm, a lost
-block of a sum, one wrong count); every naive.cu compiles with the real nvcc for sm_90 (compile_many, in
-parallel); each library.cu yardstick is found by task.library_path.
-GPU: every naive baseline passes every correctness shape through the evaluation harness, and its timing
-at the benchmark shape is not flagged as faster than the speed of light.
+block of a sum, one wrong count) (compiling every baseline: test_suite_builds.py).
+GPU: each naive baseline's timing at the benchmark shape is not flagged as faster than the speed of light
+(that every baseline passes every shape: test_harness_gpu.py).
 """
 
 from __future__ import annotations
@@ -282,48 +281,6 @@ def test_layernorm_tolerance_refuses_a_missing_mean_and_a_missing_eps():
         d = one["x"].astype(np.float64) - one["x"].astype(np.float64)
         no_eps = d / np.sqrt(d * d) * one["gamma"] + one["beta"]
     assert not _within(task, task.outputs[0], no_eps, ref_one, single)
-
-# ----------------------------------------------------------------------------------------- compiling
-@pytest.fixture(scope="module")
-def builds(nvcc_path, tmp_path_factory):
-    """Every naive.cu of the eight, compiled in parallel by the product's own compile verifier
-    (compile_many, arch sm_90) into a fresh cache, so nvcc really runs: {name: CompileResult}."""
-    from cuda_llm.tools.compile import compile_many
-
-    cache_root = tmp_path_factory.mktemp("first8_builds")
-    sources = [(SUITE_DIR / name / "naive.cu").read_text() for name in FIRST8]
-    results = compile_many(sources, arch="sm_90", cache_root=cache_root)
-    return dict(zip(FIRST8, results))
-
-
-def test_every_naive_baseline_compiles_for_sm_90(builds):
-    failed = {name: (r.errors or r.log)[-2000:] for name, r in builds.items() if not r.ok}
-    assert not failed, failed
-    for name, r in builds.items():
-        assert r.arch == "sm_90" and not r.cached, f"{name}: {r.arch}, cached={r.cached}"
-        assert r.so_path and Path(r.so_path).is_file(), f"{name}: no shared object"
-        assert r.kernels, f"{name}: ptxas reported no kernel\n{r.log}"
-        spilled = [k.name for k in r.kernels if k.spill_store_bytes or k.spill_load_bytes]
-        assert not spilled, f"{name}: register spills in {spilled}"
-
-
-@pytest.mark.parametrize("name", FIRST8)
-def test_library_yardstick_is_found_where_present(name):
-    """library.cu, where a task has one, is what task.library_path gives; it defines the task's exact
-    entry point and is refused as a candidate (it lets a library do the work)."""
-    from cuda_llm.tools.static_check import check_source
-
-    task = load_task(name).task
-    src = SUITE_DIR / name / "library.cu"
-    if not src.is_file():
-        assert task.library_path is None
-        assert name not in {"sgemm", "reduce_sum", "prefix_sum", "histogram"}, f"{name}: library.cu missing"
-        return
-    assert task.library_path == src
-    source = src.read_text()
-    assert check_source(source, task, allow_libraries=True) == []
-    assert any(i.rule == "forbidden-library" for i in check_source(source, task, allow_libraries=False))
-
 
 # -------------------------------------------------------------------------------------------- GPU
 @pytest.mark.gpu

@@ -3,29 +3,25 @@
 CPU: each task loads with its pinned signature, diverse and held-out shapes and a benchmark that fills an
 H100; its NumPy reference agrees with a direct Python-loop computation on small inputs; generated inputs
 have the properties the task promises (skewed CSR rows, near-tie-free k-means points, duplicate sort
-keys); the hgemm tolerance tells fp32 accumulation from fp16 accumulation; every naive.cu and library.cu
-compiles with the real nvcc for sm_90 (compiled in parallel). GPU: every naive and library baseline
-passes its task on all shapes through the evaluation harness.
+keys); the hgemm tolerance tells fp32 accumulation from fp16 accumulation (compiling every baseline:
+test_suite_builds.py). GPU: every library baseline passes its task on all shapes through the evaluation
+harness (the naive ones: test_harness_gpu.py).
 """
 
 from __future__ import annotations
 
 import math
-import os
-import subprocess
-from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 
 import numpy as np
 import pytest
 
-from cuda_llm.tasks import TaskError, load_task, load_task_folder
+from cuda_llm.tasks import load_task
 from cuda_llm.tasks.formulas import evaluate
 from cuda_llm.tasks.inputs import dims, make_case_inputs, reference_outputs
 from cuda_llm.tasks.loader import SUITE_DIR
 from suite_checks import (
     assert_benchmark_fills_an_h100, assert_cases_are_finite, assert_reference_matches_loop, assert_shapes_diverse,
-    buffer_bytes,
+    LIBRARY_TASKS, buffer_bytes, cublas_installed,
 )
 
 SIGNATURES = {
@@ -44,15 +40,6 @@ SIGNATURES = {
     "kmeans_assign": "const float* points, const float* centroids, int* labels, int n, int k, int d",
 }
 TWELVE = sorted(SIGNATURES)
-
-# Libraries a library.cu links: the names task.toml must list in library_links (CUB is header-only).
-LINKED = {"cublas": "cublas_v2.h"}
-
-NVCC_FLAGS = ["-arch=sm_90", "-O3", "-shared", "-Xcompiler", "-fPIC", "-lineinfo", "-Xptxas", "-v",
-              # a library that is not linked shows up here as an undefined symbol, not at load time
-              "-Xlinker", "--no-undefined"]
-
-# What "fills an H100" means for the benchmark shape: ~0.1 ms of DRAM traffic or of fp32 math at least.
 
 
 # ----------------------------------------------------------------------------- loading and shapes
@@ -350,109 +337,15 @@ def test_attention_tolerance_refuses_an_unnormalised_softmax():
     assert not _within("attention", (p @ inp["V"]).astype(np.float32) / 64, ref, sizes)
 
 
-# ----------------------------------------------------------------------------------------- compiling
-def _cublas_flags() -> list[str] | None:
-    """Compile and link flags for a cuBLAS library.cu (the toolkit's or the pip wheel's); None where
-    neither is installed."""
-    from cuda_llm.tools.libraries import in_toolkit, library_flags
-
-    flags = library_flags("cublas")
-    return flags if (in_toolkit("cublas") or len(flags) > 1) else None
-
-
-def _library_sources() -> list[Path]:
-    return sorted(SUITE_DIR.glob("*/library.cu"))
-
-
-def _links(src: Path) -> set[str]:
-    text = src.read_text()
-    return {lib for lib, header in LINKED.items() if header in text}
-
-
-@pytest.fixture(scope="module")
-def builds(nvcc_path, tmp_path_factory):
-    """Every naive.cu of the twelve and every library.cu, compiled in parallel: {label: (rc, log)}."""
-    out_dir = tmp_path_factory.mktemp("suite_builds")
-    cublas = _cublas_flags()
-    jobs: dict[str, list[str]] = {}
-    for name in TWELVE:
-        src = SUITE_DIR / name / "naive.cu"
-        jobs[f"{name}/naive.cu"] = [nvcc_path, *NVCC_FLAGS, str(src), "-o", str(out_dir / f"{name}_naive.so")]
-    for src in _library_sources():
-        links = _links(src)
-        if links and cublas is None:
-            continue
-        extra = cublas if links else []
-        jobs[f"{src.parent.name}/library.cu"] = [nvcc_path, *NVCC_FLAGS, str(src), "-o",
-                                                 str(out_dir / f"{src.parent.name}_library.so"), *extra]
-
-    def run(cmd: list[str]) -> tuple[int, str]:
-        p = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
-        return p.returncode, p.stdout + p.stderr
-
-    with ThreadPoolExecutor(max_workers=max(2, os.cpu_count() or 2)) as pool:
-        results = dict(zip(jobs, pool.map(run, jobs.values())))
-    return results, cublas is not None
-
-
-def _assert_built(results, labels):
-    failed = {label: results[label][1][-2000:] for label in labels if results[label][0] != 0}
-    assert not failed, failed
-    for label in labels:
-        assert "Compiling entry function" in results[label][1], f"{label}: ptxas reported no kernel"
-
-
-def test_every_naive_baseline_compiles_for_sm_90(builds):
-    results, _ = builds
-    _assert_built(results, [f"{n}/naive.cu" for n in TWELVE])
-
-
-def test_cub_library_baselines_compile_for_sm_90(builds):
-    results, _ = builds
-    labels = [f"{s.parent.name}/library.cu" for s in _library_sources() if not _links(s)]
-    assert {"sort_u32/library.cu"} <= set(labels)
-    _assert_built(results, labels)
-
-
-def test_cublas_library_baselines_compile_and_link(builds):
-    results, found = builds
-    if not found:
-        pytest.skip("cuBLAS not installed (no cublas_v2.h and libcublas in the CUDA toolkit or the pip "
-                    "package nvidia-cublas): `pip install nvidia-cublas` to run this check")
-    labels = [f"{s.parent.name}/library.cu" for s in _library_sources() if _links(s)]
-    assert {"hgemm/library.cu", "gemv/library.cu"} <= set(labels)
-    for label in labels:
-        assert results[label][0] == 0, results[label][1][-2000:]
-
-
-def test_library_links_are_declared_in_task_toml():
-    """The harness links what task.toml lists: every library a library.cu includes must be named there."""
-    for src in _library_sources():
-        try:
-            task = load_task_folder(src.parent).task
-        except TaskError:
-            continue  # not a complete task folder (yet): nothing to link against
-        assert _links(src) <= set(task.library_links), f"{src}: library_links = {task.library_links}"
-        assert task.library_path == src
-
-
 # -------------------------------------------------------------------------------------------- GPU
-def _library_task_names() -> list[str]:
-    names = []
-    for src in _library_sources():
-        if (src.parent / "task.toml").is_file():
-            names.append(src.parent.name)
-    return names
-
-
 @pytest.mark.gpu
-@pytest.mark.parametrize("name", _library_task_names())
+@pytest.mark.parametrize("name", sorted(LIBRARY_TASKS))
 def test_library_baseline_passes_every_shape_on_the_gpu(name):
     from cuda_llm.tools.evaluate import EvalOptions, evaluate_candidate
 
     loaded = load_task(name)
     assert loaded.task.library_path is not None
-    if "cublas" in loaded.task.library_links and _cublas_flags() is None:
+    if "cublas" in loaded.task.library_links and not cublas_installed():
         pytest.fail("cuBLAS not installed: neither the CUDA toolkit's nor the pip package nvidia-cublas")
     result = evaluate_candidate(loaded, loaded.task.library_path.read_text(), candidate="library",
                                 options=EvalOptions(allow_libraries=True, timing=False))
