@@ -16,6 +16,8 @@ COMMANDS: dict[str, str] = {
     "eval": "cuda_llm.commands.eval_cmd",
     "optimize": "cuda_llm.commands.optimize_cmd",
     "resume": "cuda_llm.commands.resume_cmd",
+    "runs": "cuda_llm.commands.runs_cmd",
+    "report": "cuda_llm.commands.report_cmd",
     "features": "cuda_llm.commands.features_cmd",
     "profile": "cuda_llm.commands.profile_cmd",
 }

@@ -121,6 +121,30 @@ def _wait_for(runs: Path, pred, timeout: float = 90) -> Path:
     raise AssertionError(f"timed out waiting on the trace in {runs}")
 
 
+def _info(root: Path) -> Any:
+    from cuda_llm.graph.run_info import run_info
+    from cuda_llm.graph.rundir import RunDir
+
+    return run_info(RunDir(root))
+
+
+def _assert_partial_report(work: Path, run_id: str, state: str) -> None:
+    """`cuda-llm report` and `cuda-llm runs` on a run that did not finish: the rounds so far, how to go on."""
+    env = dict(os.environ, PYTHONPATH=str(HERE.parent))
+    rep = subprocess.run([sys.executable, "-m", "cuda_llm.cli", "report", run_id[:20], "--runs-dir", str(work / "runs")],
+                         capture_output=True, text=True, timeout=120, env=env)
+    assert rep.returncode == 0, rep.stderr
+    assert f"state:       {state}" in rep.stdout and f"cuda-llm resume {run_id}" in rep.stdout
+    text = (work / "runs" / run_id / "report.md").read_text()
+    assert "not finished" in text and "r1c2" in text and "in progress" in text and "best_so_far.cu" in text
+    runs = subprocess.run([sys.executable, "-m", "cuda_llm.cli", "runs", "--runs-dir", str(work / "runs")],
+                          capture_output=True, text=True, timeout=120, env=env)
+    assert runs.returncode == 0, runs.stderr
+    row = next(line for line in runs.stdout.splitlines() if line.startswith(run_id))
+    assert state in row and "softmax" in row and "r1c2" in row
+    assert f"cuda-llm resume {run_id}" in runs.stdout
+
+
 def _log(path: Path) -> list[dict]:
     return [json.loads(x) for x in path.read_text().splitlines()] if path.is_file() else []
 
@@ -145,9 +169,14 @@ def test_kill_mid_round_then_resume_repeats_nothing(work, tmp_path):
     # kill once the second round's first candidate has been measured (the others are still to come)
     root = _wait_for(work / "runs", lambda ev: any(e.get("event") == "evaluation" and e.get("candidate") == "r2c0" for e in ev))
     run_id, trace = root.name, root / "trace.jsonl"
+    assert _info(root).state == "running" and _info(root).detail == f"pid {proc.pid}"
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait(timeout=30)
     assert proc.returncode == -signal.SIGKILL
+    killed = _info(root)
+    assert killed.state == "killed" and killed.resumable and killed.rounds == 2
+    assert killed.best_id == "r1c2" and killed.task == "softmax"      # v3: the best of round 1
+    _assert_partial_report(work, run_id, "killed")
     evals_before = _log(work / "evals.log")
     llm_before = _log(work / "llm.log")
     assert any(e["candidate"] == "r2c0" for e in evals_before)
@@ -184,6 +213,8 @@ def test_sigterm_stops_at_a_step_boundary_and_resumes(work):
     assert ends and ends[-1]["interrupted"] is True
     n_evals = len(_log(work / "evals.log"))
     assert n_evals >= 3                   # the evaluate step was finished (r1c2 measured) before stopping
+    assert (root / "report.md").is_file(), "a stopped run writes the report of its rounds so far"
+    assert _info(root).state == "stopped" and _info(root).resumable
     out = _outcome(_spawn("resume", work, run_id, 0.0))
     assert out["finished"] and out["best"]["id"] == "r2c0"
     keys = [(e["kind"], e["candidate"]) for e in _log(work / "evals.log")]

@@ -112,6 +112,8 @@ def print_outcome(out, stream=None) -> None:
         print(f"stopped by an error: {out.error}\ncontinue with `cuda-llm resume {out.run_id}`", file=stream)
     else:
         print(f"stopped at round {out.rounds}; continue with `cuda-llm resume {out.run_id}`", file=stream)
+    if out.report_path and not out.finished:
+        print(f"report:      {out.report_path} (the rounds so far)", file=stream)
     print(f"trace:       {out.root / 'trace.jsonl'}", file=stream)
 
 

@@ -129,7 +129,8 @@ def _headline(summary: RunSummary) -> list[tuple[str, str]]:
         ("Task", summary.task),
         ("Run", summary.run_id),
         ("Device", summary.device or "unknown"),
-        ("Stop reason", summary.stop_reason or "not finished"),
+        ("Stop reason", summary.stop_reason
+         or f"not finished (continue with `cuda-llm resume {summary.run_id}`)"),
         ("Baseline (naive)", f"{fmt_ms(summary.baseline_ms)} ms"),
         ("Best", f"{best}: {fmt_ms(summary.best_ms)} ms, {fmt_x(summary.best_speedup)} over the baseline"),
         ("Speed of light", "-" if summary.best_pct_of_sol is None else f"{summary.best_pct_of_sol:.1f}% of the bound"),

@@ -289,8 +289,8 @@ def _drive_locked(rundir: Any, loaded: Any, settings: Any, options: RunOptions, 
                          baseline=values.get("baseline") or {}, rounds=int(values.get("round") or 0),
                          tokens=values.get("tokens") or {}, elapsed_s=float(values.get("elapsed_s") or 0.0),
                          evaluations=int(values.get("evaluations") or 0))
-        if finished:
-            out = _report(rundir, loaded, values, out)
+        if values:   # a stopped run gets its report too: the rounds so far
+            out = _report(rundir, values, out)
         tracer.event("run_end", finished=finished, interrupted=out.interrupted, stop_reason=out.stop_reason,
                      error=error, best=out.best.get("id"), best_ms=out.best.get("ms"))
         deps.progress_call("finish", out)
@@ -302,13 +302,13 @@ def _drive_locked(rundir: Any, loaded: Any, settings: Any, options: RunOptions, 
             close()
 
 
-def _report(rundir: Any, loaded: Any, values: dict, out: RunOutcome) -> RunOutcome:
+def _report(rundir: Any, values: dict, out: RunOutcome) -> RunOutcome:
     """The Markdown report and the console table (best effort: the run itself is already safe)."""
     try:
         from cuda_llm.graph.summary import build_summary
         from cuda_llm.graph.report import final_table, write_report
 
-        summary = build_summary(rundir, loaded, values)
+        summary = build_summary(rundir, values)
         out.report_path = Path(write_report(rundir, summary))
         out.table = final_table(summary)
     except Exception as exc:  # noqa: BLE001

@@ -10,14 +10,18 @@ from cuda_llm.graph.report import CandidateSummary, RoundSummary, RunSummary
 from cuda_llm.graph.state import total_tokens
 
 
-def _rounds(rundir: Any, n_rounds: int, base_ms: float | None) -> list[RoundSummary]:
+def _rounds(rundir: Any, n_rounds: int, base_ms: float | None, current: dict[str, dict]) -> list[RoundSummary]:
+    """Finished rounds from their candidates.json; the round in progress (no file yet) from the state."""
     rounds: list[RoundSummary] = []
     best_ms = base_ms
     for r in range(1, n_rounds + 1):
         p = Path(rundir.root) / "rounds" / f"r{r}" / "candidates.json"
-        if not p.is_file():
+        if p.is_file():
+            cands = json.loads(p.read_text())
+        elif r == n_rounds and current:
+            cands = [{"id": cid, **c} for cid, c in sorted(current.items())]
+        else:
             continue
-        cands = json.loads(p.read_text())
         rows = [CandidateSummary(id=c["id"], parent=c.get("parent"), features=c.get("features") or [],
                                  status=c.get("status") or "not_run", median_ms=c.get("ms"),
                                  speedup=(base_ms / c["ms"]) if base_ms and c.get("ms") else None,
@@ -27,15 +31,19 @@ def _rounds(rundir: Any, n_rounds: int, base_ms: float | None) -> list[RoundSumm
         if ok and (best_ms is None or min(ok) < best_ms):
             best_ms = min(ok)  # display only; the state's best is the confirmed one
         note = f"{repairs} repair attempt(s)" if repairs else ("no candidate passed" if not ok else "")
+        if not p.is_file():
+            note = "in progress" + (f", {note}" if repairs else "")
         rounds.append(RoundSummary(index=r, candidates=rows, best_ms=None, note=note))
     return rounds
 
 
-def build_summary(rundir: Any, loaded: Any, values: dict[str, Any]) -> RunSummary:
+def build_summary(rundir: Any, values: dict[str, Any]) -> RunSummary:
+    """From the run's state (its checkpoint) and files; a run that has not finished gets the rounds so far
+    and best_so_far.cu instead of best.cu (written only by the final check)."""
     base = values.get("baseline") or {}
     best = values.get("best") or {}
     final = values.get("final") or {}
-    rounds = _rounds(rundir, int(values.get("round") or 0), base.get("ms"))
+    rounds = _rounds(rundir, int(values.get("round") or 0), base.get("ms"), values.get("cands") or {})
     history_best = {}
     for line in _trace_lines(rundir):
         if line.get("event") == "round_end":
@@ -50,11 +58,18 @@ def build_summary(rundir: Any, loaded: Any, values: dict[str, Any]) -> RunSummar
         if final.get("speedup"):
             check += f" ({final['speedup']:.2f}x)"
     return RunSummary(
-        task=loaded.task.name, run_id=rundir.run_id, device=values.get("device"), baseline_ms=base.get("ms"),
+        task=str(values.get("task") or "?"), run_id=rundir.run_id, device=values.get("device"), baseline_ms=base.get("ms"),
         best_candidate=best.get("id"), best_ms=final.get("ms") or best.get("ms"), stop_reason=values.get("stop_reason"),
         rounds=rounds, tokens_by_role=tokens, seconds=float(values.get("elapsed_s") or 0.0), final_check=check,
-        best_path=str(rundir.best_path), best_pct_of_sol=final.get("pct_of_sol"),
+        best_path=_best_path(rundir, best, final), best_pct_of_sol=final.get("pct_of_sol"),
     )
+
+
+def _best_path(rundir: Any, best: dict[str, Any], final: dict[str, Any]) -> str | None:
+    if final and Path(rundir.best_path).is_file():
+        return str(rundir.best_path)
+    so_far = Path(rundir.root) / "best_so_far.cu"    # written each time a new best is confirmed
+    return str(so_far) if best.get("id") and so_far.is_file() else None
 
 
 def _ms(v: float | None) -> str:
