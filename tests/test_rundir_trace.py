@@ -192,6 +192,23 @@ def test_report_and_final_table(tmp_path):
     assert "plateau" in table and "    1  r1c1       baseline" in table
     empty = final_table(RunSummary(task="gelu", run_id="x"))
     assert "(no candidates)" in empty and "none (no candidate beat the baseline)" in empty
+    assert "not finished (continue with `cuda-llm resume x`)" in empty and "Best's profile" not in empty
+    profiled = summary().model_copy(update={"best_profile": "memory-bound: DRAM 91% of peak"})
+    assert "Best's profile:    memory-bound: DRAM 91% of peak" in final_table(profiled)
+
+
+@pytest.mark.parametrize("best, line", [
+    ({"profile": "DRAM 91% of peak, 4 sectors/request", "bottleneck": "memory-bound"},
+     "memory-bound: DRAM 91% of peak, 4 sectors/request"),
+    ({"profile": "memory-bound: DRAM 91%", "bottleneck": "memory-bound"}, "memory-bound: DRAM 91%"),
+    ({"profile": "no profile: ncu is not installed", "bottleneck": "unknown"}, ""),
+    ({"profile": "SM 80%", "bottleneck": "unknown"}, "SM 80%"),
+    ({}, ""),
+])
+def test_bestprofile_line(best, line):
+    from cuda_llm.graph.summary import profile_line
+
+    assert profile_line(best) == line
 
 
 def test_console_progress_lines():

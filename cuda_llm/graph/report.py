@@ -45,6 +45,7 @@ class RunSummary(BaseModel):
     seconds: float = 0.0
     best_pct_of_sol: float | None = None  # 100 * speed-of-light ms / best ms
     library_ms: float | None = None       # vendor-library baseline, when measured
+    best_profile: str = ""                # the best kernel's profile in one line (bottleneck and evidence)
     final_check: str = ""                 # outcome of the final re-validation and timing
     best_path: str | None = None
 
@@ -140,6 +141,8 @@ def _headline(summary: RunSummary) -> list[tuple[str, str]]:
         if summary.best_ms:
             lib += f" (best is {summary.library_ms / summary.best_ms:.2f}x the library's speed)"
         items.append(("Library baseline", lib))
+    if summary.best_profile:
+        items.append(("Best's profile", summary.best_profile))
     if summary.final_check:
         items.append(("Final check", summary.final_check))
     items.append(("Candidates", f"{summary.n_candidates} in {len(summary.rounds)} round(s), {summary.n_passed} passed"))

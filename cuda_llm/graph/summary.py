@@ -62,7 +62,16 @@ def build_summary(rundir: Any, values: dict[str, Any]) -> RunSummary:
         best_candidate=best.get("id"), best_ms=final.get("ms") or best.get("ms"), stop_reason=values.get("stop_reason"),
         rounds=rounds, tokens_by_role=tokens, seconds=float(values.get("elapsed_s") or 0.0), final_check=check,
         best_path=_best_path(rundir, best, final), best_pct_of_sol=final.get("pct_of_sol"),
+        best_profile=profile_line(best),
     )
+
+
+def profile_line(best: dict[str, Any]) -> str:
+    """What the profiler said about the best kernel: its bottleneck and the one-line summary."""
+    text, bottleneck = str(best.get("profile") or ""), str(best.get("bottleneck") or "")
+    if not text or text.startswith("no profile"):
+        return ""
+    return text if not bottleneck or bottleneck == "unknown" or bottleneck in text else f"{bottleneck}: {text}"
 
 
 def _best_path(rundir: Any, best: dict[str, Any], final: dict[str, Any]) -> str | None:
