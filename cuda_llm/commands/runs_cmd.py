@@ -21,15 +21,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
 
 
-def _ms(v: float | None) -> str:
-    from cuda_llm.graph.report import fmt_ms
-
-    return fmt_ms(v)
-
-
 def run(args: argparse.Namespace) -> int:
     from cuda_llm.commands.table import render_table
-    from cuda_llm.graph.report import fmt_duration, fmt_x
+    from cuda_llm.graph.report import fmt_duration, fmt_ms, fmt_x
     from cuda_llm.graph.run_info import list_runs
 
     if not args.runs_dir.is_dir():
@@ -43,8 +37,8 @@ def run(args: argparse.Namespace) -> int:
     if not runs:
         print(f"no runs in {args.runs_dir}; start one with `cuda-llm optimize TASK`")
         return 0
-    rows = [[r.run_id, r.task or "?", r.state, r.detail, r.rounds, _ms(r.baseline_ms),
-             f"{r.best_id}: {_ms(r.best_ms)}" if r.best_id else "-", fmt_x(r.speedup), fmt_duration(r.elapsed_s)]
+    rows = [[r.run_id, r.task or "?", r.state, r.detail, r.rounds, fmt_ms(r.baseline_ms),
+             f"{r.best_id}: {fmt_ms(r.best_ms)}" if r.best_id else "-", fmt_x(r.speedup), fmt_duration(r.elapsed_s)]
             for r in runs]
     print(render_table(["run", "task", "state", "detail", "rounds", "naive ms", "best ms", "speedup", "time"], rows,
                        align="lllllrlrr"))
