@@ -1,9 +1,10 @@
 """The evaluation harness without a GPU: validation rules, timing statistics, the speed-of-light bound,
-the worker protocol, the worker runner, and evaluate_candidate up to the point where a device is needed
-(real nvcc for sm_90)."""
+the worker protocol, the worker runner, and evaluate_candidate and `cuda-llm eval` up to the point where a
+device is needed (real nvcc for sm_90)."""
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import sys
@@ -13,7 +14,10 @@ import numpy as np
 import pytest
 
 from cuda_llm.tasks import load_task
+from pydantic import ValidationError
+
 from cuda_llm.tools import speed_of_light, timing_stats, validate
+from cuda_llm.tools.device_probe import has_cuda_device
 from cuda_llm.tools.results import CaseResult, DeviceInfo, Status, TimingResult, ValidationResult
 from cuda_llm.tools.worker_protocol import (CaseSpec, DeviceInfoResponse, EvaluateRequest, EvaluateResponse,
                                             RunOnceRequest, WorkerError, dump_json)
@@ -100,6 +104,37 @@ def test_input_mutation_is_bitwise():
     assert validate.first_difference(a, a.copy()) is None
 
 
+def test_large_outputs_are_checked_block_by_block_with_the_same_verdicts(monkeypatch):
+    """A passing output gets the same error maxima from the quick block-wise check as from the full one;
+    a failure in a later block is found at its exact index; a mutation in the last block is seen."""
+    monkeypatch.setattr(validate, "CHUNK", 1000)
+    rng = np.random.default_rng(0)
+    e = rng.standard_normal((70, 101))                       # 7070 elements: 8 blocks, the last one partial
+    g = (e * (1 + 3e-6)).astype(np.float32)
+    quick = validate.compare_output("y", g, e, (1e-5, 1e-4), is_float=True)
+    monkeypatch.setattr(validate, "_passes_quickly", lambda *a: None)
+    full = validate.compare_output("y", g, e, (1e-5, 1e-4), is_float=True)
+    assert quick["passed"] and full["passed"]
+    assert quick["max_abs_err"] == pytest.approx(full["max_abs_err"]) and quick["max_rel_err"] == pytest.approx(full["max_rel_err"])
+    monkeypatch.undo()
+    monkeypatch.setattr(validate, "CHUNK", 1000)
+    bad = g.copy()
+    bad[69, 100] = 7.0                                       # the very last element
+    bad[50, 3] = validate.poisoned((1,), np.float32)[0]      # never written, in block 6
+    r = validate.compare_output("y", bad, e, (1e-5, 1e-4), is_float=True)
+    assert not r["passed"] and "1 of 7070 elements never written" in r["reason"] and r["first_bad_index"] == [50, 3]
+    bad[50, 3] = g[50, 3]
+    r = validate.compare_output("y", bad, e, (1e-5, 1e-4), is_float=True)
+    assert not r["passed"] and r["first_bad_index"] == [69, 100]
+    inf = np.full(3000, np.inf)                              # an Inf the reference has too is not an error
+    assert validate.compare_output("y", inf.astype(np.float32), inf, (1e-5, 1e-4), is_float=True)["passed"]
+    x = rng.standard_normal(5000).astype(np.float32)
+    y = x.copy()
+    y[-1] = -y[-1]
+    assert validate.unchanged(x, x.copy()) and not validate.unchanged(x, y)
+    assert validate.first_difference(x, y) == [4999]
+
+
 # -------------------------------------------------------------------------------------- timing_stats
 def test_summarize_known_samples():
     s = timing_stats.summarize([1.0, 2.0, 3.0, 4.0, 100.0])
@@ -122,6 +157,10 @@ def test_should_stop_on_rse_budget_or_max_reps():
     assert timing_stats.should_stop(noisy, elapsed_s=0.1, budget_s=10, max_reps=20) == "max_reps"
     # a slow kernel past the budget still gets a few samples
     assert timing_stats.should_stop([50.0, 60.0], elapsed_s=20, budget_s=10) is None
+    # a short kernel keeps sampling until min_time_s, then stops on the error target
+    assert timing_stats.should_stop(steady, elapsed_s=0.1, budget_s=10, min_time_s=0.3) is None
+    assert timing_stats.should_stop(steady, elapsed_s=0.31, budget_s=10, min_time_s=0.3) == "rse"
+    assert timing_stats.should_stop([1.0] * 500, elapsed_s=0.1, budget_s=10, min_time_s=0.3) == "max_reps"
 
 
 def test_hidden_work_threshold():
@@ -164,6 +203,8 @@ def test_suspect_only_below_the_margin():
     assert not speed_of_light.below_sol(0.95, 1.0)
     assert not speed_of_light.below_sol(0.5, None)
     assert speed_of_light.pct_of_sol(1.0, 2.0) == 50.0
+    assert speed_of_light.uses_tensor_cores("using namespace nvcuda; wmma::fragment<...> a;")
+    assert not speed_of_light.uses_tensor_cores("float x = a * b;")
 
 
 # --------------------------------------------------------------------------------------- protocol
@@ -186,6 +227,10 @@ def test_protocol_round_trips():
     assert RunOnceRequest.model_validate_json(ro.model_dump_json()).repeat == 3
     d = DeviceInfoResponse(info=_device())
     assert DeviceInfoResponse.model_validate_json(d.model_dump_json()).info.compute_capability == (9, 0)
+    with pytest.raises(ValidationError):
+        RunOnceRequest(so_path="/x.so", task_folder="/t", sizes={"n": 5}, repeat=0)
+    with pytest.raises(ValidationError):
+        RunOnceRequest.model_validate({"so_path": "/x.so", "sizes": {}})
 
 
 # ------------------------------------------------------------------------------------------ runner
@@ -220,6 +265,9 @@ def test_runner_reports_exit_code_and_output(tmp_path, monkeypatch):
                      timeout_s=30)
     assert not out.timed_out and out.rc == 3 and out.stdout.strip() == "hi"
     assert out.last_progress() == "case 2/7"
+    stamped = run_worker([sys.executable, "-c", "import sys; print('[gpu-worker] +12.34s timing: measuring', file=sys.stderr)"],
+                         timeout_s=30)
+    assert stamped.last_progress() == "timing: measuring"      # the time stamp is for logs, not for messages
 
 
 # ------------------------------------------------------------------------- evaluate without device
@@ -284,3 +332,20 @@ def test_failure_message_names_the_case_but_never_a_held_out_shape():
     hidden = shown.model_copy(update={"held_out": True, "sizes": {"n": 4321}})
     msg = _validation_message(ValidationResult(passed=False, cases=[hidden]), 9, "correctness")
     assert "4321" not in msg and "held-out" in msg
+
+
+@pytest.mark.skipif(has_cuda_device(), reason="checks the behaviour without a CUDA device")
+def test_eval_command_without_device_exits_2(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("CUDA_LLM_CACHE", str(tmp_path))
+    from cuda_llm.cli import main
+
+    kernel = load_task("gelu").task.baseline_path
+    assert main(["eval", "gelu", str(kernel)]) == 2
+    cap = capsys.readouterr()
+    assert "needs a CUDA device" in (cap.out + cap.err) and "no_device" in cap.out
+    assert main(["eval", "gelu", str(kernel), "--json"]) == 2
+    data = json.loads(capsys.readouterr().out)
+    assert data["status"] == "no_device" and data["compile"]["ok"]
+    assert main(["eval", "gelu", str(tmp_path / "missing.cu")]) == 2
+    err = capsys.readouterr()
+    assert "missing.cu" in err.out + err.err

@@ -27,6 +27,7 @@ class EvalOptions(BaseModel):
     timeout_s: float = 120.0
     time_budget_s: float = 10.0
     min_reps: int = 10
+    min_time_s: float = 0.3          # sample at least this long (a stable median for short kernels)
     max_reps: int = 500
     rse_target: float = 0.01
     seed: int | None = None
@@ -112,6 +113,7 @@ def _run_on_device(loaded, source, so_path, opts, work_dir, res, done) -> EvalRe
     seed = opts.seed if opts.seed is not None else int.from_bytes(res.source_hash.encode()[:4], "little") ^ int(time.time())
     req = EvaluateRequest(so_path=so_path, task_folder=str(task.folder), seed=seed & 0x7FFFFFFF, held_out=opts.held_out,
                           timing=opts.timing, time_budget_s=opts.time_budget_s, min_reps=opts.min_reps,
+                          min_time_s=opts.min_time_s,
                           max_reps=opts.max_reps, rse_target=opts.rse_target, cache_dir=str(cache_dir()),
                           timing_repeats=opts.timing_repeats)
     tmp = None

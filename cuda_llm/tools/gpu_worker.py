@@ -44,8 +44,13 @@ GUARD_BYTES = 1024      # after every buffer: a store past the end lands here an
 GUARD_BYTE = 0xA5
 
 
+_T0 = time.perf_counter()
+
+
 def _progress(msg: str) -> None:
-    print(f"[gpu-worker] {msg}", file=sys.stderr, flush=True)
+    """One line on stderr, with the seconds since the worker started: the runner shows the last one when
+    the worker hangs, and worker_stderr.log tells where an evaluation spends its time."""
+    print(f"[gpu-worker] +{time.perf_counter() - _T0:.2f}s {msg}", file=sys.stderr, flush=True)
 
 
 def _libcuda() -> ctypes.CDLL:
@@ -297,6 +302,7 @@ def time_benchmark(loaded: LoadedTask, fn: Any, req: EvaluateRequest, l2_bytes: 
     inputs, expected = _bench_data(loaded, sizes, req.seed, cache_root)
     global _BENCH_DATA_S
     _BENCH_DATA_S += time.perf_counter() - t_all
+    _progress("timing: inputs and reference ready")
     case = Case(loaded, sizes, inputs)
     lib = _libcuda()
     lib.cuCtxSetLimit(CU_LIMIT_PERSISTING_L2_CACHE_SIZE, ctypes.c_size_t(0))  # no persisting lines
@@ -311,6 +317,7 @@ def time_benchmark(loaded: LoadedTask, fn: Any, req: EvaluateRequest, l2_bytes: 
         if not first.passed:
             first.reason = f"at the benchmark shape: {first.reason}"
             return None, None, first
+        _progress("timing: first call checked")
         for _ in range(max(0, req.warmup - 1)):
             _call(fn, case)
         start, stop = cuda.Event(), cuda.Event()
@@ -340,7 +347,9 @@ def time_benchmark(loaded: LoadedTask, fn: Any, req: EvaluateRequest, l2_bytes: 
             hidden.append((t2 - t1) * 1e3)
             stop_reason = timing_stats.should_stop(samples, elapsed_s=time.perf_counter() - t_loop,
                                                    budget_s=req.time_budget_s, rse_target=req.rse_target,
-                                                   min_reps=req.min_reps, max_reps=req.max_reps)
+                                                   min_reps=req.min_reps, max_reps=req.max_reps,
+                                                   min_time_s=req.min_time_s)
+        _progress(f"timing: {len(samples)} timed calls ({stop_reason}); checking the last output")
         last = check_case(loaded, case, expected, held_out=False)
         if not last.passed:
             last.reason = f"at the benchmark shape after {len(samples)} timed calls: {last.reason}"

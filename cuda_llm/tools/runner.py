@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -31,7 +32,7 @@ class WorkerOutcome(BaseModel):
 
     def last_progress(self) -> str | None:
         prog = [ln for ln in self.stderr.splitlines() if ln.startswith("[gpu-worker]")]
-        return prog[-1].removeprefix("[gpu-worker]").strip() if prog else None
+        return re.sub(r"^\+[\d.]+s ", "", prog[-1].removeprefix("[gpu-worker]").strip()) if prog else None
 
 
 def lock_path() -> Path:

@@ -45,6 +45,7 @@ class EvaluateRequest(BaseModel):
     timing: bool = True
     time_budget_s: float = 10.0
     min_reps: int = 10
+    min_time_s: float = 0.3          # sample at least this long (a stable median for short kernels)
     max_reps: int = 500
     rse_target: float = 0.01
     warmup: int = 3
