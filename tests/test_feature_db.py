@@ -589,3 +589,37 @@ def test_features_cli_errors(tmp_path, capsys):
     assert "known:" in capsys.readouterr().err
     assert main(["features", "--arch", "sm_90", "--show", "nope", "--db", str(_evidence(tmp_path).path)]) == 2
     assert "unknown feature" in capsys.readouterr().err
+
+
+def test_a_keyed_record_counts_once(tmp_path):
+    """The graph keys each record by run, candidate and source: a step replayed after a resume does not
+    count a candidate twice; another key (the same source over another parent) does count."""
+    store = StatsStore(tmp_path / "s.sqlite")
+    kw = dict(arch="sm_90", category="reduction", features=["warp_shuffle"], compiled=True, passed=True)
+    assert store.record(**kw, speedup_over_parent=2.0, key="run1/r1c0/abc")
+    assert not store.record(**kw, speedup_over_parent=2.0, key="run1/r1c0/abc")
+    assert store.record(**kw, speedup_over_parent=0.5, key="run1/r3c1/abc")
+    assert store.record(**kw, speedup_over_parent=1.0)              # no key: always counted
+    (row,) = StatsStore(tmp_path / "s.sqlite").all()
+    assert row.tries == 3 and row.n_speedups == 3 and row.mean_speedup == pytest.approx(1.0)
+
+
+def test_a_file_without_event_keys_gets_them(tmp_path):
+    """Files written before events had keys are upgraded in place, their statistics kept."""
+    import sqlite3
+
+    path = tmp_path / "old.sqlite"
+    StatsStore(path).record(arch="sm_90", category="reduction", features=["warp_shuffle"], compiled=True,
+                            passed=True, speedup_over_parent=2.0)
+    conn = sqlite3.connect(path)
+    conn.execute("DROP INDEX events_by_key")
+    conn.execute("ALTER TABLE events DROP COLUMN key")
+    conn.commit()
+    conn.close()
+    store = StatsStore(path)
+    assert store.record(arch="sm_90", category="reduction", features=["warp_shuffle"], compiled=True, passed=True,
+                        speedup_over_parent=2.0, key="k")
+    assert not store.record(arch="sm_90", category="reduction", features=["warp_shuffle"], compiled=True, passed=True,
+                            speedup_over_parent=2.0, key="k")
+    (row,) = store.all()
+    assert row.tries == 2

@@ -21,9 +21,11 @@ import pytest
 
 HERE = Path(__file__).resolve().parent
 N = 3
-KERNELS = {"r1c0": "v5", "r1c1": "v6", "r1c2": "v3", "r2c0": "v2", "r2c1": "v6", "r2c2": "v3",
+# r2c1 is new (measured, not read from the cache): a kill right after r2c0's measurement lands in the
+# middle of the evaluate step, which the resumed run replays
+KERNELS = {"r1c0": "v5", "r1c1": "v6", "r1c2": "v3", "r2c0": "v2", "r2c1": "v7", "r2c2": "v3",
            "r3c0": "v199", "r3c1": "v6", "r3c2": "v3"}
-TIMINGS = {"baseline": 10.0, "v5": 5.0, "v6": 6.0, "v2": 2.0, "v199": 1.99, "v3": 3.0}
+TIMINGS = {"baseline": 10.0, "v5": 5.0, "v6": 6.0, "v2": 2.0, "v199": 1.99, "v3": 3.0, "v7": 7.0}
 
 
 # ------------------------------------------------------------------ the run, as a separate process
@@ -51,7 +53,8 @@ def _options(runs: Path) -> Any:
     from cuda_llm.graph.run import RunOptions
     from cuda_llm.graph.state import Limits
 
-    return RunOptions(limits=Limits(n_candidates=N, max_rounds=3, plateau_rounds=5), runs_dir=runs, learn=False)
+    return RunOptions(limits=Limits(n_candidates=N, max_rounds=3, plateau_rounds=5), runs_dir=runs,
+                      stats_path=runs.parent / "stats.sqlite")
 
 
 def drive(mode: str, work: Path, run_id: str | None, delay_s: float) -> dict:
@@ -198,6 +201,12 @@ def test_kill_mid_round_then_resume_repeats_nothing(work, tmp_path):
     ref = _reference(tmp_path)
     assert out["best"]["id"] == ref["best"]["id"] == "r2c0"
     assert out["final"]["ms"] == pytest.approx(ref["final"]["ms"])
+    # the feature statistics count every candidate once, as in the run that was never interrupted
+    from cuda_llm.feature_db.stats import StatsStore
+
+    learned = {(r.feature, r.tries, r.passed, r.n_speedups) for r in StatsStore(work / "stats.sqlite").all()}
+    assert learned and learned == {(r.feature, r.tries, r.passed, r.n_speedups)
+                                   for r in StatsStore(tmp_path / "ref" / "stats.sqlite").all()}
     print(f"\nkilled after {len(evals_before)} evaluations and {len(llm_before)} LLM calls; resumed run added "
           f"{len(evals) - len(evals_before)} evaluations and {len(llm) - len(llm_before)} LLM calls; best {out['best']['id']}")
 

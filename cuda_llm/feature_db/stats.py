@@ -3,7 +3,8 @@
 One row per (feature, task category, GPU architecture): how often a candidate using the feature was
 tried, compiled and passed, and the running mean and variance (Welford) of its log-speedup over its
 parent candidate. Every ``record`` also appends one row to an ``events`` log, so the aggregates can be
-audited or rebuilt.
+audited or rebuilt. An event may carry a key (the graph uses run/candidate/source hash): a second record
+with the same key is ignored, so a step replayed after a resume never counts a candidate twice.
 
 Concurrency: several runs (threads or processes) may share one file. WAL mode lets readers go on while
 one writer commits; every update is a ``BEGIN IMMEDIATE`` transaction (read-modify-write under the
@@ -56,9 +57,12 @@ CREATE TABLE IF NOT EXISTS events (
     features TEXT NOT NULL,
     compiled INTEGER NOT NULL,
     passed INTEGER NOT NULL,
-    speedup REAL
+    speedup REAL,
+    key TEXT
 );
 """
+# Added to schema 1 in place (older files get the column; older readers ignore it).
+_EVENT_KEY = "CREATE UNIQUE INDEX IF NOT EXISTS events_by_key ON events (key)"
 
 
 class StatsStoreError(RuntimeError):
@@ -181,6 +185,9 @@ class StatsStore:
                                           f"pass another path (--db or ${DB_ENV})")
                 for stmt in filter(str.strip, _SCHEMA.split(";")):
                     conn.execute(stmt)
+                if "key" not in {r[1] for r in conn.execute("PRAGMA table_info(events)")}:
+                    conn.execute("ALTER TABLE events ADD COLUMN key TEXT")
+                conn.execute(_EVENT_KEY)
                 conn.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
             except BaseException:
                 conn.execute("ROLLBACK")
@@ -202,8 +209,10 @@ class StatsStore:
         compiled: bool,
         passed: bool,
         speedup_over_parent: float | None,
-    ) -> None:
-        """Count one evaluated candidate for each of its features (ids deduplicated).
+        key: str | None = None,
+    ) -> bool:
+        """Count one evaluated candidate for each of its features (ids deduplicated); False when ``key``
+        was recorded before (nothing counted again).
 
         ``speedup_over_parent`` is parent time / candidate time (2.0 = twice as fast); it is used only
         when the candidate passed, since a wrong kernel's speed means nothing.
@@ -226,10 +235,13 @@ class StatsStore:
             log_s = math.log(s)
         now = time.time()
         with self._write() as conn:
+            if key is not None and conn.execute("SELECT 1 FROM events WHERE key = ?", (key,)).fetchone():
+                return False
             conn.execute(
-                "INSERT INTO events (at, arch, category, features, compiled, passed, speedup) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                "INSERT INTO events (at, arch, category, features, compiled, passed, speedup, key) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                 (now, arch, category, ",".join(ids), int(compiled), int(passed),
-                 None if log_s is None else float(speedup_over_parent)),  # type: ignore[arg-type]
+                 None if log_s is None else float(speedup_over_parent), key),  # type: ignore[arg-type]
             )
             for fid in ids:
                 row = conn.execute(
@@ -253,6 +265,7 @@ class StatsStore:
                     "updated_at = excluded.updated_at",
                     (fid, category, arch, int(compiled), int(passed), n, add, mean, m2, now, add),
                 )
+        return True
 
     # -- reading ------------------------------------------------------------------------------------------
     _COLS = "feature, category, arch, tries, compiled, passed, n_speedups, sum_log_speedup, mean_log_speedup, m2_log_speedup"

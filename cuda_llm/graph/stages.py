@@ -156,8 +156,7 @@ class EvaluateStage:
             deps.event("evaluation", candidate=c.id, round=c.round, status=res.status.value, cached=not got.fresh,
                        median_ms=fields.get("ms"), interval_ms=[fields.get("lo"), fields.get("hi")],
                        speedup_over_parent=speedup, features=c.features, source_hash=c.hash, note=fields["note"])
-            if got.fresh:
-                self._record_stats(deps, c, res, speedup)
+            self._record_stats(deps, c, res, speedup)   # a repeated source teaches too; a replay does not
             update["cands"][c.id] = fields
         update["evaluations"] = n_eval
         return update
@@ -173,7 +172,8 @@ class EvaluateStage:
                 return
             deps.stats.record(arch=deps.arch, category=deps.task.family, features=credited, compiled=compiled,
                               passed=res.status == Status.ok,
-                              speedup_over_parent=speedup if speedup and math.isfinite(speedup) and speedup > 0 else None)
+                              speedup_over_parent=speedup if speedup and math.isfinite(speedup) and speedup > 0 else None,
+                              key=f"{deps.rundir.run_id}/{c.id}/{c.hash}")
         except Exception as exc:  # noqa: BLE001 - learning is secondary to the run
             deps.event("warning", where="feature_stats", error=short(str(exc), 300))
 
