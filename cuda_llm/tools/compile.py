@@ -18,7 +18,6 @@ import hashlib
 import os
 import re
 import shutil
-import signal
 import subprocess
 import tempfile
 import time
@@ -274,27 +273,14 @@ def _absolute(arg: str, folder: Path) -> str:
 
 
 def _run(cmd: list[str], *, cwd: Path, timeout_s: float) -> tuple[int, str, bool]:
-    """Run nvcc in its own process group; on timeout kill the whole group (cicc, ptxas, host compiler)."""
+    """Run nvcc in its own process group; on timeout the whole group (cicc, ptxas, host compiler) is killed."""
+    from cuda_llm.tools.process_group import run_group
+
     try:
-        proc = subprocess.Popen(
-            cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-            errors="replace", start_new_session=True,
-        )
+        got = run_group(cmd, cwd=cwd, timeout_s=timeout_s, merge_stderr=True)
     except OSError as exc:
         raise CompileSetupError(f"cannot run {cmd[0]}: {exc}") from exc
-    try:
-        out, _ = proc.communicate(timeout=timeout_s)
-        return proc.returncode, out or "", False
-    except subprocess.TimeoutExpired:
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        try:
-            out, _ = proc.communicate(timeout=10)
-        except subprocess.TimeoutExpired:
-            out = ""
-        return proc.returncode if proc.returncode is not None else -9, out or "", True
+    return (-9 if got.rc is None else got.rc), got.stdout, got.timed_out
 
 
 MAX_LOG_CHARS = 100_000

@@ -18,7 +18,6 @@ import logging
 import os
 import re
 import shutil
-import signal
 import subprocess
 import sys
 import time
@@ -145,18 +144,10 @@ def _last_error(text: str) -> str:
 
 def _run(cmd: list[str], timeout_s: float, env: dict[str, str] | None = None, cwd: str | None = None) -> tuple[int | None, str, bool]:
     """Run in its own process group; on timeout the whole group (ncu and the target) is killed."""
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, cwd=cwd,
-                            start_new_session=True)
-    try:
-        out, _ = proc.communicate(timeout=timeout_s)
-        return proc.returncode, out, False
-    except subprocess.TimeoutExpired:
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        out, _ = proc.communicate()
-        return None, out or "", True
+    from cuda_llm.tools.process_group import run_group
+
+    got = run_group(cmd, timeout_s=timeout_s, env=env, cwd=cwd, merge_stderr=True)
+    return got.rc, got.stdout, got.timed_out
 
 
 def profile_command(target: Sequence[str], *, out_dir: Path, timeout_s: float = 180.0, ncu_path: str | None = None,

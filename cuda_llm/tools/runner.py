@@ -6,8 +6,6 @@ from __future__ import annotations
 import fcntl
 import os
 import re
-import signal
-import subprocess
 import sys
 import time
 from contextlib import contextmanager
@@ -78,18 +76,8 @@ def run_worker(argv: list[str], *, timeout_s: float, lock: bool = True) -> Worke
 
 
 def _run(cmd: list[str], timeout_s: float, waited: float) -> WorkerOutcome:
-    t0 = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=worker_env(),
-                            start_new_session=True)
-    try:
-        out, err = proc.communicate(timeout=timeout_s)
-        return WorkerOutcome(rc=proc.returncode, stdout=out, stderr=err, timed_out=False,
-                             seconds=time.perf_counter() - t0, waited_s=waited)
-    except subprocess.TimeoutExpired:
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        out, err = proc.communicate()
-        return WorkerOutcome(rc=None, stdout=out or "", stderr=err or "", timed_out=True,
-                             seconds=time.perf_counter() - t0, waited_s=waited)
+    from cuda_llm.tools.process_group import run_group
+
+    got = run_group(cmd, timeout_s=timeout_s, env=worker_env())
+    return WorkerOutcome(rc=got.rc, stdout=got.stdout, stderr=got.stderr, timed_out=got.timed_out,
+                         seconds=got.seconds, waited_s=waited)
