@@ -18,6 +18,7 @@ COMMANDS: dict[str, str] = {
     "resume": "cuda_llm.commands.resume_cmd",
     "runs": "cuda_llm.commands.runs_cmd",
     "report": "cuda_llm.commands.report_cmd",
+    "trace": "cuda_llm.commands.trace_cmd",
     "features": "cuda_llm.commands.features_cmd",
     "profile": "cuda_llm.commands.profile_cmd",
 }

@@ -1,0 +1,68 @@
+"""`cuda-llm trace RUN_ID`: a run's trace as a readable timeline, optionally filtered or followed live."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+HELP = "show a run's trace as a timeline: LLM calls, candidates, measurements, decisions"
+DESCRIPTION = """Print runs/<id>/trace.jsonl as one line per event: seconds since the run started, the round, the
+event, and what happened (who was asked, which kernel passed how fast, why the best changed or not,
+why the run stopped). Node start/end lines are left out unless --nodes.
+
+Filters combine: --round 2 --events evaluation,decision; --candidate r2c1 follows one kernel from the
+plan to its measurement. --follow keeps printing new events while the run goes on (Ctrl-C to stop
+watching; the run itself is not touched). For every field of every event, read the JSON lines directly
+(e.g. with jq)."""
+
+EVENT_NAMES = ("run_start", "run_resume", "run_end", "baseline", "llm_call", "candidate", "evaluation", "profile",
+               "decision", "round_end", "final", "error", "warning", "node_start", "node_end")
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("run_id", help="run id, unique prefix, 'latest', or a run folder")
+    p.add_argument("--runs-dir", type=Path, default=Path("runs"), help="where runs are kept (default ./runs)")
+    p.add_argument("--round", type=int, help="only this round")
+    p.add_argument("--candidate", help="only events about this candidate (e.g. r2c1)")
+    p.add_argument("--events", help=f"comma-separated event names: {', '.join(EVENT_NAMES)}")
+    p.add_argument("--nodes", action="store_true", help="also node start/end lines (with durations)")
+    p.add_argument("--follow", "-f", action="store_true", help="keep printing new events until the run ends")
+
+
+def run(args: argparse.Namespace) -> int:
+    from cuda_llm.graph.run_info import lock_holder
+    from cuda_llm.graph.rundir import RunDir, RunNotFoundError
+    from cuda_llm.graph.timeline import render
+    from cuda_llm.graph.trace import read_trace
+
+    kinds = tuple(filter(None, (args.events or "").split(",")))
+    unknown = [k for k in kinds if k not in EVENT_NAMES]
+    if unknown:
+        print(f"cuda-llm trace: unknown event name(s) {', '.join(unknown)}; known: {', '.join(EVENT_NAMES)}",
+              file=sys.stderr)
+        return 2
+    try:
+        rundir = RunDir.open(args.run_id, args.runs_dir)
+    except RunNotFoundError as exc:
+        print(f"cuda-llm trace: {exc}", file=sys.stderr)
+        return 2
+    filters = dict(kinds=kinds, round_=args.round, candidate=args.candidate, nodes=args.nodes,
+                   root=str(rundir.root))
+    shown = 0
+    try:
+        while True:
+            events = read_trace(rundir.trace_path)
+            lines = render(events, **filters).splitlines() if events else []
+            for line in lines[shown:]:
+                print(line, flush=True)
+            shown = max(shown, len(lines))
+            if not args.follow or lock_holder(rundir.root) is None:
+                break
+            time.sleep(1.0)
+    except KeyboardInterrupt:
+        return 0
+    if not shown and not args.follow:
+        print(f"(no matching events in {rundir.trace_path})", file=sys.stderr)
+    return 0

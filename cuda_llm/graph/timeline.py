@@ -1,0 +1,148 @@
+"""A run's trace as a timeline people read: one line per event, seconds since the run started, what
+happened in words (who was asked what, which kernel passed how fast, why the best changed, why the run
+stopped). Pure formatting of trace events, so `cuda-llm trace` and tests share it.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Iterable, Sequence
+
+NODE_EVENTS = ("node_start", "node_end")   # shown only on request: they double every step
+
+
+def _ms(v: Any) -> str:
+    if not isinstance(v, (int, float)):
+        return "-"
+    return f"{v:.4f} ms" if v < 1 else (f"{v:.3f} ms" if v < 100 else f"{v:.1f} ms")
+
+
+def _x(v: Any) -> str:
+    return f"{v:.2f}x" if isinstance(v, (int, float)) else "-"
+
+
+def _short(text: Any, limit: int = 110) -> str:
+    flat = " ".join(str(text or "").split())
+    return flat if len(flat) <= limit else flat[: limit - 3] + "..."
+
+
+def _when(ev: dict[str, Any]) -> float | None:
+    try:
+        return datetime.fromisoformat(str(ev.get("timestamp", "")).replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
+
+
+def _rel(path: Any, root: str | None) -> str:
+    text = str(path or "")
+    return text[len(root):].lstrip("/") if root and text.startswith(root) else text
+
+
+def describe(ev: dict[str, Any], root: str | None = None) -> str:
+    """What one event says, in one line (without its time); paths relative to the run folder ``root``."""
+    kind = ev.get("event", "?")
+    if kind == "run_start":
+        lim = ev.get("limits") or {}
+        return (f"{ev.get('task')} on {ev.get('device') or 'no device'} ({ev.get('arch')}): up to "
+                f"{lim.get('max_rounds')} rounds x {lim.get('n_candidates')} candidates")
+    if kind == "run_resume":
+        return f"resumed at {', '.join(ev.get('next') or []) or 'the end'} after {ev.get('elapsed_s', 0):.0f} s of work"
+    if kind == "run_end":
+        how = ("finished: " + str(ev.get("stop_reason"))) if ev.get("finished") else (
+            "stopped by an error: " + _short(ev.get("error"), 80) if ev.get("error") else "stopped (resumable)")
+        return f"{how}; best {ev.get('best') or '-'} {_ms(ev.get('best_ms'))}"
+    if kind == "baseline":
+        return f"naive baseline {ev.get('status')} {_ms(ev.get('median_ms'))}"
+    if kind == "llm_call":
+        cached = " (cached)" if ev.get("cached") else ""
+        return (f"{ev.get('role')}: {ev.get('input_tokens', 0):,} in / {ev.get('output_tokens', 0):,} out, "
+                f"{ev.get('latency_s', 0):.1f} s{cached}  {_rel(ev.get('response'), root)}")
+    if kind == "candidate":
+        feats = ", ".join(ev.get("features") or []) or "-"
+        state = "compiled" if ev.get("compiled") else "did not compile"
+        repair = f", repair of {ev['repair_of']}" if ev.get("repair_of") else ""
+        return f"{ev.get('candidate')} written (parent {ev.get('parent')}, {feats}{repair}): {state}"
+    if kind == "evaluation":
+        over = f" ({_x(ev['speedup_over_parent'])} over parent)" if ev.get("speedup_over_parent") else ""
+        cached = " (cached)" if ev.get("cached") else ""
+        note = f": {_short(ev['note'], 90)}" if ev.get("note") else ""
+        return f"{ev.get('candidate')} {ev.get('status')} {_ms(ev.get('median_ms'))}{over}{cached}{note}"
+    if kind == "profile":
+        return f"{ev.get('candidate')}: {ev.get('bottleneck')}: {_short(ev.get('summary'), 100)}"
+    if kind == "decision":
+        return _decision(ev)
+    if kind == "round_end":
+        return (f"round {ev.get('round')}: best {ev.get('best')} {_ms(ev.get('best_ms'))} ({_x(ev.get('speedup'))}), "
+                f"{ev.get('passed')}/{ev.get('candidates')} passed, plateau {ev.get('plateau_count')}, "
+                f"{ev.get('tokens', 0):,} tokens")
+    if kind == "final":
+        return (f"{ev.get('candidate')} re-validated: {ev.get('status')}, {_ms(ev.get('ms'))} vs naive "
+                f"{_ms(ev.get('baseline_ms'))} ({_x(ev.get('speedup'))})")
+    if kind in NODE_EVENTS:
+        took = f" {ev['duration_s']:.2f} s" if isinstance(ev.get("duration_s"), (int, float)) else ""
+        return f"{ev.get('node')}{took}"
+    if kind in ("error", "warning"):
+        return _short(ev.get("error") or ev.get("message") or ev, 140)
+    rest = {k: v for k, v in ev.items() if k not in ("timestamp", "event")}
+    return _short(rest, 140)
+
+
+def _decision(ev: dict[str, Any]) -> str:
+    kind = ev.get("kind")
+    if kind == "features":
+        per = "; ".join(f"{cid} {', '.join(f)}" for cid, f in (ev.get("candidates") or {}).items())
+        return f"features for round {ev.get('round')} (by {ev.get('by')}): {per}"
+    if kind == "selection":
+        verb = "replaces" if ev.get("replaced") else "does not replace"
+        return (f"{ev.get('candidate')} {_ms(ev.get('candidate_ms'))} {verb} {ev.get('best_before')} "
+                f"{_ms(ev.get('best_before_ms'))}: {_short(ev.get('why'), 80)}")
+    if kind == "critique":
+        nxt = ", ".join(ev.get("next_features") or []) or "-"
+        who = "rules" if ev.get("rule_based") else "critic"
+        return f"{who} on {ev.get('candidate')}: {ev.get('bottleneck')}; next {nxt}: {_short(ev.get('summary'), 80)}"
+    if kind == "stop":
+        return f"stop: {ev.get('reason')}: {_short(ev.get('text'), 100)}"
+    rest = {k: v for k, v in ev.items() if k not in ("timestamp", "event", "kind")}
+    return f"{kind}: {_short(rest, 120)}"
+
+
+def _mentions(ev: dict[str, Any], candidate: str) -> bool:
+    if candidate in (ev.get("candidate"), ev.get("best"), ev.get("repair_of"), ev.get("best_before")):
+        return True
+    if str(ev.get("candidate") or "").startswith(candidate + "-"):     # its confirming re-run
+        return True
+    return candidate in (ev.get("candidates") or {}) if isinstance(ev.get("candidates"), dict) else False
+
+
+def select(events: Iterable[dict[str, Any]], *, kinds: Sequence[str] = (), round_: int | None = None,
+           candidate: str | None = None, nodes: bool = False) -> list[tuple[int | None, dict[str, Any]]]:
+    """The events to show, each with the round it belongs to (rounds are carried forward from the last
+    event that named one, so an LLM call belongs to the round being planned or coded)."""
+    current: int | None = None
+    out = []
+    for ev in events:
+        if isinstance(ev.get("round"), int):
+            current = ev["round"]
+        kind = ev.get("event", "")
+        if kind in NODE_EVENTS and not nodes:
+            continue
+        if kinds and kind not in kinds:
+            continue
+        if round_ is not None and current != round_:
+            continue
+        if candidate is not None and not _mentions(ev, candidate):
+            continue
+        out.append((current, ev))
+    return out
+
+
+def render(events: Sequence[dict[str, Any]], root: str | None = None, **filters: Any) -> str:
+    """The timeline: `+seconds  round  event  what happened`, one line per selected event."""
+    start = next((t for t in map(_when, events) if t is not None), None)
+    lines = []
+    for rnd, ev in select(events, **filters):
+        t = _when(ev)
+        when = (f"+{t - start:.1f}s" if t is not None and start is not None else "").rjust(9)
+        kind = ev.get("event", "?") + (f"/{ev['kind']}" if ev.get("event") == "decision" else "")
+        lines.append(f"{when}  {'r' + str(rnd) if rnd is not None else '-':>3}  {kind:<19} {describe(ev, root)}")
+    return "\n".join(lines)
