@@ -3,8 +3,6 @@ real finished run (scripted LLM, real nvcc, GPU timings set by the test)."""
 
 from __future__ import annotations
 
-import pytest
-
 from cuda_llm.cli import main
 from cuda_llm.graph.timeline import describe, render, select
 
