@@ -8,22 +8,22 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Iterable, Sequence
 
+from cuda_llm.graph.report import fmt_ms, fmt_x
+from cuda_llm.graph.state import short
+
 NODE_EVENTS = ("node_start", "node_end")   # shown only on request: they double every step
 
 
 def _ms(v: Any) -> str:
-    if not isinstance(v, (int, float)):
-        return "-"
-    return f"{v:.4f} ms" if v < 1 else (f"{v:.3f} ms" if v < 100 else f"{v:.1f} ms")
+    return f"{fmt_ms(v)} ms" if isinstance(v, (int, float)) else "-"
 
 
 def _x(v: Any) -> str:
-    return f"{v:.2f}x" if isinstance(v, (int, float)) else "-"
+    return fmt_x(v) if isinstance(v, (int, float)) else "-"
 
 
 def _short(text: Any, limit: int = 110) -> str:
-    flat = " ".join(str(text or "").split())
-    return flat if len(flat) <= limit else flat[: limit - 3] + "..."
+    return short(str(text or ""), limit)
 
 
 def _when(ev: dict[str, Any]) -> float | None:
