@@ -51,9 +51,7 @@ class RunSummary(BaseModel):
 
     @property
     def best_speedup(self) -> float | None:
-        if self.baseline_ms and self.best_ms:
-            return self.baseline_ms / self.best_ms
-        return None
+        return speedup(self.baseline_ms, self.best_ms)
 
     @property
     def n_candidates(self) -> int:
@@ -62,6 +60,11 @@ class RunSummary(BaseModel):
     @property
     def n_passed(self) -> int:
         return sum(c.status in PASSED_STATUSES for r in self.rounds for c in r.candidates)
+
+
+def speedup(baseline_ms: float | None, ms: float | None) -> float | None:
+    """How many times faster than the baseline; None where either time is missing."""
+    return baseline_ms / ms if baseline_ms and ms else None
 
 
 # -- formatting helpers

@@ -33,9 +33,9 @@ class RunInfo(BaseModel):
 
     @property
     def speedup(self) -> float | None:
-        if self.baseline_ms and self.best_ms:
-            return self.baseline_ms / self.best_ms
-        return None
+        from cuda_llm.graph.report import speedup
+
+        return speedup(self.baseline_ms, self.best_ms)
 
     @property
     def resumable(self) -> bool:
