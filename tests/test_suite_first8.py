@@ -1,9 +1,9 @@
 """The first eight suite tasks: gelu, softmax, layernorm, sgemm, transpose, reduce_sum, prefix_sum, histogram.
 
-CPU: each task loads with its pinned signature, diverse and held-out shapes and a benchmark shape that
-fills an H100; bytes count every buffer once; the NumPy reference agrees with a direct Python-loop
-computation on small inputs; tolerances pass output rounding and refuse real errors (TF32 sgemm, a lost
-block of a sum, one wrong count) (compiling every baseline: test_suite_builds.py).
+CPU: each task loads with its pinned signature; bytes count every buffer once; the NumPy reference agrees
+with a direct Python-loop computation on small inputs; tolerances pass output rounding and refuse real
+errors (TF32 sgemm, a lost block of a sum, one wrong count). Shapes, benchmark size and finite references
+of every task: test_suite_rules.py; compiling every baseline: test_suite_builds.py.
 GPU: each naive baseline's timing at the benchmark shape is not flagged as faster than the speed of light
 (that every baseline passes every shape: test_harness_gpu.py).
 """
@@ -21,10 +21,7 @@ from cuda_llm.tasks import load_all, load_task
 from cuda_llm.tasks.formulas import evaluate
 from cuda_llm.tasks.inputs import dims, make_case_inputs, reference_outputs
 from cuda_llm.tasks.loader import SUITE_DIR
-from suite_checks import (
-    assert_benchmark_fills_an_h100, assert_cases_are_finite, assert_reference_matches_loop, assert_shapes_diverse,
-    buffer_bytes,
-)
+from suite_checks import assert_reference_matches_loop, buffer_bytes
 
 SIGNATURES = {
     "gelu": "const float* x, float* y, int n",
@@ -60,16 +57,6 @@ def test_task_loads_with_its_pinned_signature(name):
     assert task.folder == SUITE_DIR / name
     assert task.baseline_path.is_file()
     assert task.description.strip() and task.family
-
-
-@pytest.mark.parametrize("name", FIRST8)
-def test_shapes_are_diverse_and_held_out_shapes_are_new(name):
-    assert_shapes_diverse(load_task(name).task)
-
-
-@pytest.mark.parametrize("name", FIRST8)
-def test_benchmark_fills_an_h100(name):
-    assert_benchmark_fills_an_h100(load_task(name).task)
 
 
 @pytest.mark.parametrize("name", FIRST8)
@@ -178,11 +165,6 @@ LOOP_CASES = {
 def test_reference_agrees_with_a_direct_loop(name):
     loop, cases = LOOP_CASES[name]
     assert_reference_matches_loop(name, loop, cases)
-
-
-@pytest.mark.parametrize("name", FIRST8)
-def test_every_correctness_shape_makes_inputs_and_a_finite_reference(name):
-    assert_cases_are_finite(name)
 
 
 def test_generated_inputs_have_the_promised_properties():
