@@ -119,6 +119,18 @@ def features_to_credit(asked: Iterable[str], detected: Iterable[str], parent_det
     return list(out)
 
 
+@contextmanager
+def _immediate(conn: sqlite3.Connection) -> Iterator[None]:
+    """A transaction holding the database's write lock from its start: committed, or rolled back on any error."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        yield
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    conn.execute("COMMIT")
+
+
 class StatsStore:
     """Feature statistics in one SQLite file (see the module docstring for the concurrency rules)."""
 
@@ -143,16 +155,11 @@ class StatsStore:
 
     @contextmanager
     def _write(self) -> Iterator[sqlite3.Connection]:
-        """One write transaction holding the database's write lock from its start."""
+        """One write transaction on a fresh connection."""
         conn = self._connect()
         try:
-            conn.execute("BEGIN IMMEDIATE")
-            try:
+            with _immediate(conn):
                 yield conn
-            except BaseException:
-                conn.execute("ROLLBACK")
-                raise
-            conn.execute("COMMIT")
         except sqlite3.Error as exc:
             raise StatsStoreError(f"{self.path}: cannot write the feature statistics ({exc}); check the file's "
                                   f"permissions and free space, or pass another path (--db or ${DB_ENV})") from None
@@ -170,8 +177,7 @@ class StatsStore:
             if str(mode).lower() != "wal":
                 # e.g. a file system without shared memory: still correct, only readers wait for writers.
                 conn.execute("PRAGMA journal_mode = DELETE")
-            conn.execute("BEGIN IMMEDIATE")
-            try:
+            with _immediate(conn):
                 tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
                 if "meta" in tables:
                     row = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
@@ -189,10 +195,6 @@ class StatsStore:
                     conn.execute("ALTER TABLE events ADD COLUMN key TEXT")
                 conn.execute(_EVENT_KEY)
                 conn.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
-            except BaseException:
-                conn.execute("ROLLBACK")
-                raise
-            conn.execute("COMMIT")
         except sqlite3.DatabaseError as exc:
             raise StatsStoreError(f"{self.path}: cannot use the feature statistics ({exc}); "
                                   f"move it away or pass another path (--db or ${DB_ENV})") from None
