@@ -129,13 +129,11 @@ class CachedEvaluator:
         return self.cache_dir / kind / f"{key}.json"
 
     def _load(self, kind: str, key: str, model: Any = EvalResult) -> Any:
-        p = self._path(kind, key)
-        if not p.is_file():
+        from cuda_llm.graph.rundir import read_json
+
+        data = read_json(self._path(kind, key))    # None also for a file torn by a kill: measure again
+        if data is None:
             return None
-        try:
-            data = json.loads(p.read_text())
-        except (OSError, ValueError):
-            return None  # a torn file from a kill: measure again
         return data if model is None else model.model_validate(data)
 
     def stored(self, kind: str, source_hash: str) -> EvalResult | None:

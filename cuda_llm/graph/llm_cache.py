@@ -19,29 +19,23 @@ from typing import Any, Callable, Sequence
 from langchain_core.messages import AIMessage, BaseMessage
 from pydantic import BaseModel
 
+from cuda_llm.graph.rundir import message_text, read_json
+
 OnCall = Callable[[dict[str, Any]], None]
-
-
-def _text(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "".join(p.get("text", "") if isinstance(p, dict) else str(p) for p in content)
-    return str(content)
 
 
 def prompt_key(role: str, model: str, kind: str, messages: Sequence[BaseMessage], schema: Any = None) -> str:
     payload = {
         "role": role, "model": model, "kind": kind,
         "schema": schema if isinstance(schema, (dict, type(None))) else getattr(schema, "__name__", str(schema)),
-        "messages": [[m.type, _text(m.content)] for m in messages],
+        "messages": [[m.type, message_text(m.content)] for m in messages],
     }
     return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()
 
 
 def _dump_ai(msg: Any) -> dict[str, Any]:
     return {
-        "content": _text(getattr(msg, "content", "")),
+        "content": message_text(getattr(msg, "content", "")),
         "usage_metadata": dict(getattr(msg, "usage_metadata", None) or {}) or None,
         "response_metadata": json.loads(json.dumps(getattr(msg, "response_metadata", None) or {}, default=str)),
     }
@@ -84,13 +78,7 @@ class CachedChatModel:
         return self._dir / f"{key[:24]}.json"
 
     def _get(self, key: str) -> dict | None:
-        p = self._path(key)
-        if not p.is_file():
-            return None
-        try:
-            return json.loads(p.read_text())
-        except (OSError, ValueError):
-            return None
+        return read_json(self._path(key))
 
     def _put(self, key: str, data: dict) -> None:
         p = self._path(key)
@@ -106,7 +94,7 @@ class CachedChatModel:
             try:
                 if not cached:
                     prompt_path = self._rundir.write_prompt(self._role, call_id, list(messages))
-                    response_path = self._rundir.write_response(self._role, call_id, _text(getattr(ai, "content", "")))
+                    response_path = self._rundir.write_response(self._role, call_id, message_text(getattr(ai, "content", "")))
                 else:  # written when the answer was first received
                     prompt_path = self._rundir.root / "prompts" / self._role / f"{call_id}.md"
                     response_path = self._rundir.root / "responses" / self._role / f"{call_id}.md"

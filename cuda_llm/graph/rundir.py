@@ -87,7 +87,17 @@ def recent_runs(runs_dir: Path, limit: int = RECENT_SHOWN) -> list[str]:
     return ids[:limit]
 
 
-def _message_text(content: Any) -> str:
+def read_json(path: Path) -> Any:
+    """A JSON file's content, or None when it is missing or unreadable (a file torn by a kill): the caller
+    then does the work again."""
+    try:
+        return json.loads(Path(path).read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def message_text(content: Any) -> str:
+    """A chat message's text, whether its content is a string or a list of parts."""
     if isinstance(content, str):
         return content
     if isinstance(content, list):
@@ -103,7 +113,7 @@ def render_messages(messages: Sequence[Any]) -> str:
             role, content = str(m.get("role") or m.get("type") or "message"), m.get("content", "")
         else:
             role, content = str(getattr(m, "type", type(m).__name__)), getattr(m, "content", m)
-        parts.append(f"## {role}\n\n{_message_text(content).rstrip()}\n")
+        parts.append(f"## {role}\n\n{message_text(content).rstrip()}\n")
     return "\n".join(parts)
 
 

@@ -243,10 +243,6 @@ def default_stages() -> list[ToolStage]:
 
 
 def load_profile(rundir: Any, cid: str) -> dict[str, Any] | None:
-    p = Path(rundir.root) / "profiles" / f"{cid}.json"
-    if not p.is_file():
-        return None
-    try:
-        return json.loads(p.read_text())
-    except (OSError, ValueError):
-        return None
+    from cuda_llm.graph.rundir import read_json
+
+    return read_json(Path(rundir.root) / "profiles" / f"{cid}.json")
