@@ -24,7 +24,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from cuda_llm.commands.table import render_table  # noqa: E402
+from cuda_llm.report.formats import render_table  # noqa: E402
 from cuda_llm.tasks import list_task_names, load_task  # noqa: E402
 from cuda_llm.tools.compile import compile_source  # noqa: E402
 from cuda_llm.tools.device_info import get_device_info  # noqa: E402

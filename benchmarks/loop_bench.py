@@ -210,7 +210,7 @@ class LoggedEvaluator:
 def drive(mode: str, work: Path, run_id: str | None, profile: bool) -> dict:
     """One process's part: start or resume a run in ``work``."""
     from cuda_llm.graph.evaluator import GpuEvaluator
-    from cuda_llm.graph.progress import ConsoleProgress
+    from cuda_llm.report.progress import ConsoleProgress
     from cuda_llm.graph.run import resume_run, start_run
 
     ev = LoggedEvaluator(GpuEvaluator(time_budget_s=1.0, profile=profile), work / "evals.log")
@@ -250,7 +250,7 @@ def _outcome(proc: subprocess.Popen, timeout: float = 280) -> dict:
 
 
 def _events(trace: Path) -> list[dict]:
-    from cuda_llm.graph.trace import read_trace
+    from cuda_llm.runs.trace import read_trace
 
     return read_trace(trace)
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from cuda_llm.tools.results import Status
+from cuda_llm.results import Status
 
 ADV = Path(__file__).parent / "adversarial"
 ALL = sorted(ADV.glob("*.cu"))

@@ -18,7 +18,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from cuda_llm.tools.results import (
+from cuda_llm.results import (
     CaseResult, CompileResult, EvalResult, Status, TimingResult, ValidationResult,
 )
 

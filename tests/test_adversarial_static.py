@@ -14,7 +14,7 @@ import pytest
 
 from cuda_llm.tasks import load_task
 from cuda_llm.tools.device_probe import has_cuda_device
-from cuda_llm.tools.results import EvalResult, Status
+from cuda_llm.results import EvalResult, Status
 from adversarial_kernels import ADV, ALL, expected, header
 
 REQUIRED_COMMANDS = {"tasks", "eval", "optimize", "resume", "features", "profile"}
@@ -143,7 +143,7 @@ def test_eval_missing_kernel_file(capsys, tmp_path):
 def test_eval_table_shows_speedup_library_ratio_and_sol():
     """Rendering from a measured result (numbers made up here; the GPU tests produce real ones)."""
     from cuda_llm.commands.eval_cmd import render_result, summarize
-    from cuda_llm.tools.results import (
+    from cuda_llm.results import (
         CaseResult, CompileResult, KernelResources, TimingResult, ValidationResult,
     )
 
@@ -186,7 +186,7 @@ def test_every_command_has_help(name, capsys):
 
 def test_eval_table_for_a_wrong_answer_hides_held_out_sizes():
     from cuda_llm.commands.eval_cmd import render_result, summarize
-    from cuda_llm.tools.results import CaseResult, CompileResult, ValidationResult
+    from cuda_llm.results import CaseResult, CompileResult, ValidationResult
 
     task = load_task("gelu").task
     visible = [CaseResult(sizes=s, passed=True) for s in task.shapes]

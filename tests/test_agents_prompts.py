@@ -15,7 +15,7 @@ from cuda_llm.agents.planner import OfferedFeature, PlannerContext, plan_round
 from cuda_llm.agents.structured import forget_methods
 from cuda_llm.agents.usage import TokenUsage
 from cuda_llm.tasks import load_task
-from cuda_llm.tools.results import DeviceInfo, KernelResources
+from cuda_llm.results import DeviceInfo, KernelResources
 
 from scripted_chat_model import ScriptedChatModel, endpoint_down
 

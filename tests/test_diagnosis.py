@@ -12,7 +12,7 @@ from cuda_llm.tasks import load_task
 from cuda_llm.tools.diagnosis import RULES, diagnose
 from cuda_llm.tools.ncu_parse import profile_from_text
 from cuda_llm.tools.profile_models import KernelMetrics, ProfileResult, StallReason
-from cuda_llm.tools.results import CompileResult, DeviceInfo, KernelResources
+from cuda_llm.results import CompileResult, DeviceInfo, KernelResources
 from cuda_llm.tools.roofline import roofline_from_counts, roofline_point
 
 FIXTURES = Path(__file__).parent / "fixtures" / "ncu"

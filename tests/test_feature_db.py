@@ -24,7 +24,7 @@ from cuda_llm.feature_db import (
 )
 from cuda_llm.feature_db.model import KNOWN_FAMILIES, ResourceRule
 from cuda_llm.tasks import load_all, load_task
-from cuda_llm.tools.results import KernelResources
+from cuda_llm.results import KernelResources
 
 CATALOGUE = load_catalogue()
 BY_ID = {f.id: f for f in CATALOGUE}

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from cuda_llm.tools.device_probe import has_cuda_device
-from cuda_llm.tools.results import DeviceInfo
+from cuda_llm.results import DeviceInfo
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))

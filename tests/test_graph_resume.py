@@ -125,8 +125,8 @@ def _wait_for(runs: Path, pred, timeout: float = 90) -> Path:
 
 
 def _info(root: Path) -> Any:
-    from cuda_llm.graph.run_info import run_info
-    from cuda_llm.graph.rundir import RunDir
+    from cuda_llm.runs.run_info import run_info
+    from cuda_llm.runs.rundir import RunDir
 
     return run_info(RunDir(root))
 

@@ -6,8 +6,9 @@ import pytest
 
 from cuda_llm.graph import stop_rules
 from cuda_llm.graph.selection import clearly_faster, decide, interval, pick_fastest
-from cuda_llm.graph.state import RESET, add_tokens, merge_cands, total_tokens
-from cuda_llm.tools.results import EvalResult, Status, TimingResult
+from cuda_llm.agents.usage import total_tokens
+from cuda_llm.graph.state import RESET, add_tokens, merge_cands
+from cuda_llm.results import EvalResult, Status, TimingResult
 
 
 def _timed(samples: list[float], status: Status = Status.ok) -> EvalResult:

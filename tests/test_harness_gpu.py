@@ -11,7 +11,7 @@ import pytest
 
 from cuda_llm.tasks import list_task_names, load_task
 from cuda_llm.tools.evaluate import EvalOptions, evaluate_candidate
-from cuda_llm.tools.results import Status
+from cuda_llm.results import Status
 from adversarial_kernels import ADV, expected, header
 
 pytestmark = pytest.mark.gpu

@@ -18,7 +18,7 @@ from pydantic import ValidationError
 
 from cuda_llm.tools import speed_of_light, timing_stats, validate
 from cuda_llm.tools.device_probe import has_cuda_device
-from cuda_llm.tools.results import CaseResult, DeviceInfo, Status, TimingResult, ValidationResult
+from cuda_llm.results import CaseResult, DeviceInfo, Status, TimingResult, ValidationResult
 from cuda_llm.tools.worker_protocol import (CaseSpec, DeviceInfoResponse, EvaluateRequest, EvaluateResponse,
                                             RunOnceRequest, WorkerError, dump_json)
 

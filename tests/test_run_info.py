@@ -9,8 +9,8 @@ import json
 import pytest
 
 from cuda_llm.cli import main
-from cuda_llm.graph.run_info import lock_holder, read_values, run_info, session_state
-from cuda_llm.graph.rundir import RunDir
+from cuda_llm.runs.run_info import lock_holder, read_values, run_info, session_state
+from cuda_llm.runs.rundir import RunDir
 
 START = {"event": "run_start"}
 RESUME = {"event": "run_resume"}

@@ -10,11 +10,11 @@ import threading
 
 import pytest
 
-from cuda_llm.graph.progress import ConsoleProgress
-from cuda_llm.graph.report import CandidateSummary, RoundSummary, RunSummary, final_table, write_report
-from cuda_llm.graph.rundir import RunDir, RunNotFoundError
-from cuda_llm.graph.trace import open_trace, read_trace
-from cuda_llm.tools.results import CompileResult, EvalResult, Status, TimingResult
+from cuda_llm.report.progress import ConsoleProgress
+from cuda_llm.report.markdown import CandidateSummary, RoundSummary, RunSummary, final_table, write_report
+from cuda_llm.runs.rundir import RunDir, RunNotFoundError
+from cuda_llm.runs.trace import open_trace, read_trace
+from cuda_llm.results import CompileResult, EvalResult, Status, TimingResult
 
 
 def result(cid: str, ms: float = 0.5, log: str = "ptxas info: Used 32 registers") -> EvalResult:
@@ -123,7 +123,7 @@ def test_trace_survives_kill_9_and_a_torn_line(tmp_path):
     path = tmp_path / "trace.jsonl"
     code = (
         "import os, signal, sys\n"
-        "from cuda_llm.graph.trace import open_trace\n"
+        "from cuda_llm.runs.trace import open_trace\n"
         f"tr = open_trace({str(path)!r})\n"
         "for i in range(3):\n"
         "    tr.event('step', i=i)\n"
@@ -206,7 +206,7 @@ def test_report_and_final_table(tmp_path):
     ({}, ""),
 ])
 def test_bestprofile_line(best, line):
-    from cuda_llm.graph.summary import profile_line
+    from cuda_llm.report.summary import profile_line
 
     assert profile_line(best) == line
 

@@ -13,7 +13,7 @@ import pytest
 from cuda_llm.tasks import TaskError, list_task_names, load_task, load_task_folder
 from cuda_llm.tasks.loader import SUITE_DIR
 from cuda_llm.tools.compile import compile_many
-from cuda_llm.tools.results import CompileResult
+from cuda_llm.results import CompileResult
 from suite_checks import LIBRARY_TASKS, cublas_installed
 
 # Libraries a library.cu links: the names task.toml must list in library_links (CUB is header-only).

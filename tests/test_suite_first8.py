@@ -271,7 +271,7 @@ def test_naive_baseline_timing_is_not_suspect(name):
     """At the benchmark shape the naive kernel is slower than the speed-of-light bound of its bytes and
     flops formulas; a `suspect` here means a formula over-counts."""
     from cuda_llm.tools.evaluate import EvalOptions, evaluate_candidate
-    from cuda_llm.tools.results import Status
+    from cuda_llm.results import Status
 
     loaded = load_task(name)
     result = evaluate_candidate(loaded, loaded.task.baseline_path.read_text(), candidate="naive",

@@ -4,7 +4,7 @@ real finished run (scripted LLM, real nvcc, GPU timings set by the test)."""
 from __future__ import annotations
 
 from cuda_llm.cli import main
-from cuda_llm.graph.timeline import describe, render, select
+from cuda_llm.report.timeline import describe, render, select
 
 T = "2026-11-23T01:00:{:02d}.000000Z"
 EVENTS = [

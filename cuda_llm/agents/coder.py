@@ -17,7 +17,7 @@ from cuda_llm.agents.prompts import render
 from cuda_llm.agents.structured import invoke_model
 from cuda_llm.agents.textutil import fenced_blocks, message_text, strip_thinking
 from cuda_llm.agents.usage import TokenUsage, usage_of
-from cuda_llm.tools.results import DeviceInfo
+from cuda_llm.results import DeviceInfo
 
 CUDA_TAGS = {"cuda", "cu", "cuh", "cpp", "c++", "cxx", "cc", "c", "h", "hpp"}
 MAX_REPAIR_ERRORS_CHARS = 3000

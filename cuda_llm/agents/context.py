@@ -11,7 +11,7 @@ from typing import Any, Iterable, Sequence
 
 from pydantic import BaseModel, Field
 
-from cuda_llm.tools.results import DeviceInfo, KernelResources
+from cuda_llm.results import DeviceInfo, KernelResources
 
 MAX_SHAPES_SHOWN = 6
 MAX_HISTORY_ITEMS = 8

@@ -16,7 +16,7 @@ from cuda_llm.agents.errors import LLMError
 from cuda_llm.agents.prompts import render
 from cuda_llm.agents.structured import invoke_structured
 from cuda_llm.agents.usage import TokenUsage
-from cuda_llm.tools.results import DeviceInfo, KernelResources
+from cuda_llm.results import DeviceInfo, KernelResources
 
 Bottleneck = Literal["memory-bound", "compute-bound", "latency-bound", "occupancy-bound", "launch-bound",
                      "divergence", "bank-conflicts", "unknown"]

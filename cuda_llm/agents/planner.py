@@ -10,7 +10,7 @@ from pydantic import BaseModel, Field
 from cuda_llm.agents.context import BestKernel, HistoryItem, TaskBrief, render_device, render_history
 from cuda_llm.agents.prompts import render
 from cuda_llm.agents.structured import StructuredAnswer, invoke_structured
-from cuda_llm.tools.results import DeviceInfo
+from cuda_llm.results import DeviceInfo
 
 MAX_FEATURES_PER_CANDIDATE = 3
 

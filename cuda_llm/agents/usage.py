@@ -56,3 +56,8 @@ def usage_of(message: Any) -> TokenUsage:
             calls=1,
         )
     return TokenUsage(calls=1)
+
+
+def total_tokens(tokens: dict[str, dict] | None) -> int:
+    """Input plus output tokens over every role of a run's ``{role: {input, output, calls}}``."""
+    return sum(int(u.get("input", 0)) + int(u.get("output", 0)) for u in (tokens or {}).values())

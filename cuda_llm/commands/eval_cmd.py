@@ -204,7 +204,7 @@ def _fmt_ms(ms: float | None) -> str:
 
 def render_result(result: Any, summary: dict[str, Any], task: Any) -> str:
     """The console report: resources per kernel, then the verdict, then what to do on failure."""
-    from cuda_llm.commands.table import render_table
+    from cuda_llm.report.formats import render_table
 
     out: list[str] = []
     comp = result.compile

@@ -46,7 +46,7 @@ def _speedup(st) -> float | None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from cuda_llm.commands.table import render_table
+    from cuda_llm.report.formats import render_table
     from cuda_llm.feature_db import (
         StatsStore, StatsStoreError, default_path, get_feature, load_catalogue, normalize_arch, rank_features, supports,
     )

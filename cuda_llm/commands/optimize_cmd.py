@@ -160,7 +160,7 @@ def run(args: argparse.Namespace) -> int:
     if not has_cuda_device():
         return _err("no CUDA device here: optimize measures every candidate on the GPU. Run it on a machine "
                     "with an NVIDIA GPU and driver (`cuda-llm eval` can still compile and statically check a kernel).")
-    from cuda_llm.graph.progress import ConsoleProgress
+    from cuda_llm.report.progress import ConsoleProgress
 
     options = RunOptions(limits=limits, runs_dir=args.runs_dir, arch=args.arch, eval_time_budget_s=args.eval_time,
                          profile=not args.no_profile, learn=not args.no_learn)

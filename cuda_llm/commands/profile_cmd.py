@@ -122,7 +122,7 @@ def metrics_rows(profile) -> tuple[list[str], list[list[str]]]:
 
 
 def render(report: ProfileReport, profile, diagnosis) -> str:
-    from cuda_llm.commands.table import render_table
+    from cuda_llm.report.formats import render_table
 
     out = [f"task {report.task}, kernel {report.kernel_file}, sizes " +
            ", ".join(f"{k}={v}" for k, v in report.sizes.items())]

@@ -20,10 +20,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from cuda_llm.graph.report import final_table, write_report
-    from cuda_llm.graph.run_info import read_values, run_info
-    from cuda_llm.graph.rundir import RunDir, RunNotFoundError
-    from cuda_llm.graph.summary import build_summary
+    from cuda_llm.report.markdown import final_table, write_report
+    from cuda_llm.runs.run_info import read_values, run_info
+    from cuda_llm.runs.rundir import RunDir, RunNotFoundError
+    from cuda_llm.report.summary import build_summary
 
     try:
         rundir = RunDir.open(args.run_id, args.runs_dir)

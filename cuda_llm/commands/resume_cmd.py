@@ -25,8 +25,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from cuda_llm.agents.errors import LLMConfigError
     from cuda_llm.commands.optimize_cmd import exit_code, print_outcome
-    from cuda_llm.graph.progress import ConsoleProgress
-    from cuda_llm.graph.rundir import RunDir, RunNotFoundError
+    from cuda_llm.report.progress import ConsoleProgress
+    from cuda_llm.runs.rundir import RunDir, RunNotFoundError
     from cuda_llm.graph.run import resume_run, settings_from_config
 
     try:

@@ -22,9 +22,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from cuda_llm.commands.table import render_table
-    from cuda_llm.graph.report import fmt_duration, fmt_ms, fmt_x
-    from cuda_llm.graph.run_info import list_runs
+    from cuda_llm.report.formats import render_table
+    from cuda_llm.report.formats import fmt_duration, fmt_ms, fmt_x
+    from cuda_llm.runs.run_info import list_runs
 
     if not args.runs_dir.is_dir():
         print(f"cuda-llm runs: no folder {args.runs_dir} (wrong --runs-dir?); start a run with "

@@ -20,7 +20,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from cuda_llm.commands.table import render_table
+    from cuda_llm.report.formats import render_table
     from cuda_llm.tasks import load_all
 
     tasks = [lt.task for lt in load_all(args.tasks_dir)]

@@ -32,10 +32,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from cuda_llm.graph.run_info import lock_holder
-    from cuda_llm.graph.rundir import RunDir, RunNotFoundError
-    from cuda_llm.graph.timeline import render
-    from cuda_llm.graph.trace import read_trace
+    from cuda_llm.runs.run_info import lock_holder
+    from cuda_llm.runs.rundir import RunDir, RunNotFoundError
+    from cuda_llm.report.timeline import render
+    from cuda_llm.runs.trace import read_trace
 
     kinds = tuple(filter(None, (args.events or "").split(",")))
     unknown = [k for k in kinds if k not in EVENT_NAMES]

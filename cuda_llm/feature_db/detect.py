@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from cuda_llm.feature_db.model import Detector, Feature, ResourceRule, SourceRule
-from cuda_llm.tools.results import KernelResources
+from cuda_llm.results import KernelResources
 
 _ASM_START = re.compile(r"\b(?:asm|__asm__|__asm)\s*(?:volatile|__volatile__)?\s*\(")
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
-from cuda_llm.tools.results import DeviceInfo, EvalResult
+from cuda_llm.results import DeviceInfo, EvalResult
 
 
 def content_hash(source: str, *parts: str) -> str:
@@ -129,7 +129,7 @@ class CachedEvaluator:
         return self.cache_dir / kind / f"{key}.json"
 
     def _load(self, kind: str, key: str, model: Any = EvalResult) -> Any:
-        from cuda_llm.graph.rundir import read_json
+        from cuda_llm.runs.rundir import read_json
 
         data = read_json(self._path(kind, key))    # None also for a file torn by a kill: measure again
         if data is None:

@@ -15,14 +15,15 @@ from langgraph.types import Send
 
 from cuda_llm.agents.context import BestKernel, FeatureBrief, HistoryItem, TaskBrief, make_diff
 from cuda_llm.agents.errors import LLMAnswerError
+from cuda_llm.agents.usage import total_tokens
 from cuda_llm.graph import stop_rules
 from cuda_llm.graph.deps import Deps
 from cuda_llm.graph.selection import decide, interval
 from cuda_llm.graph.stages import PASSED, StageContext, ToolStage, load_profile
 from cuda_llm.graph.state import (
-    MAX_HISTORY, BestSummary, Candidate, GraphState, Limits, RESET, candidate_id, round_cands, short, total_tokens,
+    MAX_HISTORY, BestSummary, Candidate, GraphState, Limits, RESET, candidate_id, round_cands, short,
 )
-from cuda_llm.tools.results import EvalResult, Status
+from cuda_llm.results import EvalResult, Status
 
 REPAIRABLE = {Status.compile_error.value, Status.wrong_answer.value, Status.runtime_error.value,
               Status.static_error.value, Status.timeout.value}

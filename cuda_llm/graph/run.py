@@ -22,7 +22,7 @@ from pydantic import BaseModel, Field
 
 from cuda_llm.graph.deps import Deps
 from cuda_llm.graph.evaluator import CachedEvaluator, Evaluator
-from cuda_llm.graph.llm_cache import CachedChatModel
+from cuda_llm.runs.llm_cache import CachedChatModel
 from cuda_llm.graph.stages import ToolStage
 from cuda_llm.graph.state import Limits
 
@@ -114,7 +114,7 @@ def start_run(task: Any, settings: Any, options: RunOptions | None = None, *, ev
               progress: Any = None, handle_signals: bool = True) -> RunOutcome:
     """A new run of ``task`` (a suite name, a folder, or a LoadedTask). ``settings`` (LLMSettings) are
     needed unless ``model_factory(role)`` gives the chat models."""
-    from cuda_llm.graph.rundir import RunDir
+    from cuda_llm.runs.rundir import RunDir
 
     options = options or RunOptions()
     if settings is None and model_factory is None:
@@ -137,7 +137,7 @@ def resume_run(run_id: str, runs_dir: Path | str = "runs", *, settings: Any = No
                model_factory: ModelFactory | None = None, stages: Sequence[ToolStage] | None = None,
                progress: Any = None, handle_signals: bool = True) -> RunOutcome:
     """Continue a run from its last checkpoint (its saved task, budgets and models)."""
-    from cuda_llm.graph.rundir import RunDir
+    from cuda_llm.runs.rundir import RunDir
 
     rundir = RunDir.open(run_id, Path(runs_dir))
     config = rundir.load_config()
@@ -220,7 +220,7 @@ def _drive(rundir: Any, loaded: Any, settings: Any, options: RunOptions, initial
 
     from cuda_llm.feature_db.catalogue import load_catalogue
     from cuda_llm.graph.build import compile_graph
-    from cuda_llm.graph.trace import open_trace
+    from cuda_llm.runs.trace import open_trace
 
     with _RunLock(rundir.root):
         return _drive_locked(rundir, loaded, settings, options, initial, evaluator=evaluator,
@@ -240,7 +240,7 @@ def _drive_locked(rundir: Any, loaded: Any, settings: Any, options: RunOptions, 
         evaluator = GpuEvaluator(arch=options.arch, time_budget_s=options.eval_time_budget_s, profile=options.profile)
     conn = sqlite3.connect(str(rundir.checkpoint_path), check_same_thread=False)
     try:
-        from cuda_llm.graph.serde import CompressedSerializer
+        from cuda_llm.runs.serde import CompressedSerializer
 
         saver = SqliteSaver(conn, serde=CompressedSerializer())
         deps = Deps(loaded=loaded, rundir=rundir, tracer=tracer,
@@ -305,8 +305,8 @@ def _drive_locked(rundir: Any, loaded: Any, settings: Any, options: RunOptions, 
 def _report(rundir: Any, values: dict, out: RunOutcome) -> RunOutcome:
     """The Markdown report and the console table (best effort: the run itself is already safe)."""
     try:
-        from cuda_llm.graph.summary import build_summary
-        from cuda_llm.graph.report import final_table, write_report
+        from cuda_llm.report.summary import build_summary
+        from cuda_llm.report.markdown import final_table, write_report
 
         summary = build_summary(rundir, values)
         out.report_path = Path(write_report(rundir, summary))

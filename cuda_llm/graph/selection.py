@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from cuda_llm.tools.results import EvalResult, Status, TimingResult
+from cuda_llm.results import EvalResult, Status, TimingResult
 
 
 def _q(samples: Sequence[float], q: float) -> float:

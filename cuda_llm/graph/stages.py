@@ -28,7 +28,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from cuda_llm.graph.deps import Deps
 from cuda_llm.graph.state import Candidate, GraphState, round_cands, short
-from cuda_llm.tools.results import EvalResult, Status
+from cuda_llm.results import EvalResult, Status
 
 PASSED = {Status.ok.value, Status.suspect.value}
 REJECTED = "rejected"
@@ -243,6 +243,6 @@ def default_stages() -> list[ToolStage]:
 
 
 def load_profile(rundir: Any, cid: str) -> dict[str, Any] | None:
-    from cuda_llm.graph.rundir import read_json
+    from cuda_llm.runs.rundir import read_json
 
     return read_json(Path(rundir.root) / "profiles" / f"{cid}.json")

@@ -12,6 +12,8 @@ from typing import Annotated, Any, TypedDict
 
 from pydantic import BaseModel, Field
 
+from cuda_llm.report.formats import one_line
+
 RESET = "__reset__"
 MAX_HISTORY = 8          # history items shown in prompts (read from rounds/r<N>/history.json)
 MAX_NOTE_CHARS = 160     # one line per note
@@ -19,8 +21,7 @@ MAX_NOTE_CHARS = 160     # one line per note
 
 def short(text: str | None, limit: int = MAX_NOTE_CHARS) -> str:
     """One line, capped: what state may hold of a message or an error."""
-    flat = " ".join((text or "").split())
-    return flat if len(flat) <= limit else flat[: limit - 3] + "..."
+    return one_line(text or "", limit)
 
 
 def merge_cands(left: dict[str, dict] | None, right: dict[str, dict] | None) -> dict[str, dict]:
@@ -44,10 +45,6 @@ def add_tokens(left: dict[str, dict] | None, right: dict[str, dict] | None) -> d
         for k in ("input", "output", "calls"):
             cur[k] = int(cur.get(k, 0)) + int(u.get(k, 0))
     return out
-
-
-def total_tokens(tokens: dict[str, dict] | None) -> int:
-    return sum(int(u.get("input", 0)) + int(u.get("output", 0)) for u in (tokens or {}).values())
 
 
 class Limits(BaseModel):

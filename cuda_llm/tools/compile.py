@@ -28,7 +28,7 @@ from typing import Sequence
 from cuda_llm.paths import cache_dir
 from cuda_llm.tools.condense import condense_errors, extract_warnings
 from cuda_llm.tools.ptxas import parse_ptxas
-from cuda_llm.tools.results import CompileResult
+from cuda_llm.results import CompileResult
 
 NVCC_ENV = "CUDA_LLM_NVCC"
 ARCH_ENV = "CUDA_LLM_ARCH"

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from cuda_llm.paths import cache_dir
 from cuda_llm.tools.device_probe import device_identity, has_cuda_device
-from cuda_llm.tools.results import DeviceInfo
+from cuda_llm.results import DeviceInfo
 
 _MEMO: dict[str, DeviceInfo] = {}
 

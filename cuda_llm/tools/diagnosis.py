@@ -16,7 +16,7 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from cuda_llm.tools.profile_models import KernelMetrics, ProfileResult
-from cuda_llm.tools.results import CompileResult
+from cuda_llm.results import CompileResult
 from cuda_llm.tools.roofline import RooflinePoint
 
 Bottleneck = Literal["memory-bound", "compute-bound", "latency-bound", "occupancy-bound", "launch-bound",

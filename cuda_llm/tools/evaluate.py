@@ -19,7 +19,7 @@ from cuda_llm.paths import cache_dir
 from cuda_llm.tasks.loader import LoadedTask
 from cuda_llm.tools import speed_of_light, timing_stats
 from cuda_llm.tools.device_probe import has_cuda_device
-from cuda_llm.tools.results import DeviceInfo, EvalResult, Status, ValidationResult
+from cuda_llm.results import DeviceInfo, EvalResult, Status, ValidationResult
 
 
 class EvalOptions(BaseModel):

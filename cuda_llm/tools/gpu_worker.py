@@ -33,7 +33,7 @@ from cuda_llm.tasks import LoadedTask, load_task_folder
 from cuda_llm.tasks.inputs import dims, make_case_inputs, reference_outputs, scalar_value
 from cuda_llm.tasks.formulas import evaluate as eval_expr
 from cuda_llm.tools import timing_stats, validate
-from cuda_llm.tools.results import CaseResult, DeviceInfo, Status, TimingResult, ValidationResult
+from cuda_llm.results import CaseResult, DeviceInfo, Status, TimingResult, ValidationResult
 from cuda_llm.tools.worker_protocol import (EXIT_CUDA_FAULT, EXIT_HARNESS, EXIT_OK, DeviceInfoResponse,
                                             EvaluateRequest, EvaluateResponse, RunOnceRequest, WorkerError,
                                             dump_json)

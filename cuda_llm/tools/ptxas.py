@@ -12,7 +12,7 @@ import re
 import shutil
 import subprocess
 
-from cuda_llm.tools.results import KernelResources
+from cuda_llm.results import KernelResources
 
 _ENTRY = re.compile(r"ptxas info\s*:\s*Compiling entry function '([^']+)'")
 _PROPS = re.compile(r"ptxas info\s*:\s*Function properties for (\S+)")

@@ -12,7 +12,7 @@ from typing import Literal
 from pydantic import BaseModel
 
 from cuda_llm.tasks.model import Task
-from cuda_llm.tools.results import DeviceInfo
+from cuda_llm.results import DeviceInfo
 
 
 class RooflinePoint(BaseModel):

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 
 from cuda_llm.tasks.model import Task
-from cuda_llm.tools.results import DeviceInfo
+from cuda_llm.results import DeviceInfo
 
 # A result is suspect only below this fraction of the bound: a read-mostly stream runs ~5-10% faster than
 # the device-to-device copy that measures the bandwidth peak, and clocks vary between runs.

@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass
 
 from cuda_llm.tasks.model import Task
-from cuda_llm.tools.results import StaticIssue
+from cuda_llm.results import StaticIssue
 
 
 # ------------------------------------------------------------------------------------------ stripping

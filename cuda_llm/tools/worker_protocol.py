@@ -10,7 +10,7 @@ import json
 
 from pydantic import BaseModel, Field
 
-from cuda_llm.tools.results import DeviceInfo, Status, TimingResult, ValidationResult
+from cuda_llm.results import DeviceInfo, Status, TimingResult, ValidationResult
 
 # Exit codes of ``gpu_worker evaluate`` (anything else, e.g. a negative signal number, is a crash).
 EXIT_OK = 0

@@ -6,8 +6,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from cuda_llm.graph.report import CandidateSummary, RoundSummary, RunSummary
-from cuda_llm.graph.state import total_tokens
+from cuda_llm.report.markdown import CandidateSummary, RoundSummary, RunSummary
+from cuda_llm.agents.usage import total_tokens
 
 
 def _rounds(rundir: Any, n_rounds: int, base_ms: float | None, current: dict[str, dict]) -> list[RoundSummary]:
@@ -87,7 +87,7 @@ def _ms(v: float | None) -> str:
 
 def _trace_lines(rundir: Any) -> list[dict]:
     try:
-        from cuda_llm.graph.trace import read_trace
+        from cuda_llm.runs.trace import read_trace
 
         return read_trace(rundir.trace_path)
     except Exception:  # noqa: BLE001

@@ -7,12 +7,14 @@ summary always gives the same report.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from pydantic import BaseModel, Field
 
+from cuda_llm.report.formats import fmt_duration, fmt_ms, fmt_x, md_cell, md_table, one_line, render_table
+from cuda_llm.results import speedup
+
 PASSED_STATUSES = ("ok", "suspect")  # passed every test (suspect timings never win)
-MAX_MESSAGE_CHARS = 80
 
 
 class CandidateSummary(BaseModel):
@@ -62,60 +64,6 @@ class RunSummary(BaseModel):
         return sum(c.status in PASSED_STATUSES for r in self.rounds for c in r.candidates)
 
 
-def speedup(baseline_ms: float | None, ms: float | None) -> float | None:
-    """How many times faster than the baseline; None where either time is missing."""
-    return baseline_ms / ms if baseline_ms and ms else None
-
-
-# -- formatting helpers
-def fmt_ms(ms: float | None) -> str:
-    if ms is None:
-        return "-"
-    if ms >= 100:
-        return f"{ms:.1f}"
-    if ms >= 1:
-        return f"{ms:.3f}"
-    return f"{ms:.4f}"
-
-
-def fmt_x(x: float | None) -> str:
-    return "-" if x is None else f"{x:.2f}x"
-
-
-def fmt_duration(seconds: float) -> str:
-    s = int(round(seconds))
-    h, rem = divmod(s, 3600)
-    m, s = divmod(rem, 60)
-    return f"{h}h{m:02d}m{s:02d}s" if h else (f"{m}m{s:02d}s" if m else f"{s}s")
-
-
-def _one_line(text: str, limit: int = MAX_MESSAGE_CHARS) -> str:
-    flat = " ".join((text or "").split())
-    return flat if len(flat) <= limit else flat[: limit - 3] + "..."
-
-
-def text_table(headers: Sequence[str], rows: Sequence[Sequence[str]], right: Sequence[int] = ()) -> str:
-    """A plain aligned table (columns in ``right`` right-aligned)."""
-    widths = [len(h) for h in headers]
-    for row in rows:
-        widths = [max(w, len(c)) for w, c in zip(widths, row)]
-
-    def line(cells: Sequence[str]) -> str:
-        return "  ".join(c.rjust(w) if i in right else c.ljust(w) for i, (c, w) in enumerate(zip(cells, widths))).rstrip()
-
-    return "\n".join([line(headers), line(["-" * w for w in widths])] + [line(r) for r in rows])
-
-
-def _md_cell(text: str) -> str:
-    return (text or "").replace("|", "\\|").replace("\n", " ")
-
-
-def md_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
-    out = ["| " + " | ".join(headers) + " |", "|" + "|".join("---" for _ in headers) + "|"]
-    out += ["| " + " | ".join(_md_cell(c) for c in r) + " |" for r in rows]
-    return "\n".join(out)
-
-
 def _candidate_rows(summary: RunSummary, *, markdown: bool) -> list[list[str]]:
     rows = []
     for r in summary.rounds:
@@ -123,7 +71,7 @@ def _candidate_rows(summary: RunSummary, *, markdown: bool) -> list[list[str]]:
             is_best = c.id == summary.best_candidate
             cid = (f"**{c.id}**" if markdown else f"{c.id} *") if is_best else c.id
             rows.append([str(r.index), cid, c.parent or "-", ", ".join(c.features) or "-", c.status,
-                         fmt_ms(c.median_ms), fmt_x(c.speedup), _one_line(c.message)])
+                         fmt_ms(c.median_ms), fmt_x(c.speedup), one_line(c.message)])
     return rows
 
 
@@ -166,7 +114,7 @@ CANDIDATE_HEADERS = ["round", "candidate", "parent", "features", "status", "medi
 def render_report(summary: RunSummary) -> str:
     """report.md as text."""
     parts = [f"# cuda-llm run {summary.run_id}: {summary.task}", ""]
-    parts += [f"- **{k}**: {_md_cell(v)}" for k, v in _headline(summary)]
+    parts += [f"- **{k}**: {md_cell(v)}" for k, v in _headline(summary)]
     if summary.best_path:
         parts.append(f"- **Best kernel**: `{summary.best_path}`")
     parts += ["", "## Candidates", ""]
@@ -191,7 +139,7 @@ def final_table(summary: RunSummary) -> str:
     """The console summary at the end of a run: headline, candidate table, tokens."""
     head = "\n".join(f"{k + ':':18} {v}" for k, v in _headline(summary))
     rows = _candidate_rows(summary, markdown=False)
-    table = text_table(CANDIDATE_HEADERS, rows, right=(0, 5, 6)) if rows else "(no candidates)"
+    table = render_table(CANDIDATE_HEADERS, rows, align="rllllrrl") if rows else "(no candidates)"
     tok = _tokens_rows(summary)
     tokens = ("LLM tokens: " + ", ".join(f"{r[0]} {r[1]}" for r in tok)) if tok else "LLM tokens: none"
     out = [head, "", table, "", tokens]

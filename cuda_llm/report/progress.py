@@ -13,7 +13,7 @@ import sys
 import time
 from typing import Any, Sequence, TextIO
 
-from cuda_llm.graph.report import fmt_duration, fmt_ms, fmt_x
+from cuda_llm.report.formats import fmt_duration, fmt_ms, fmt_x
 
 
 class ConsoleProgress:

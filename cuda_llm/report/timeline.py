@@ -8,8 +8,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Iterable, Sequence
 
-from cuda_llm.graph.report import fmt_ms, fmt_x
-from cuda_llm.graph.state import short
+from cuda_llm.report.formats import fmt_ms, fmt_x, one_line
 
 NODE_EVENTS = ("node_start", "node_end")   # shown only on request: they double every step
 
@@ -23,7 +22,7 @@ def _x(v: Any) -> str:
 
 
 def _short(text: Any, limit: int = 110) -> str:
-    return short(str(text or ""), limit)
+    return one_line(str(text or ""), limit)
 
 
 def _when(ev: dict[str, Any]) -> float | None:

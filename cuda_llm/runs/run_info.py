@@ -33,7 +33,7 @@ class RunInfo(BaseModel):
 
     @property
     def speedup(self) -> float | None:
-        from cuda_llm.graph.report import speedup
+        from cuda_llm.results import speedup
 
         return speedup(self.baseline_ms, self.best_ms)
 
@@ -78,7 +78,7 @@ def read_values(rundir: Any) -> dict[str, Any]:
         return {}
     from langgraph.checkpoint.sqlite import SqliteSaver
 
-    from cuda_llm.graph.serde import CompressedSerializer
+    from cuda_llm.runs.serde import CompressedSerializer
 
     conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, check_same_thread=False)
     try:
@@ -110,7 +110,7 @@ def lock_holder(root: Path) -> str | None:
 
 
 def run_info(rundir: Any) -> RunInfo:
-    from cuda_llm.graph.trace import read_trace
+    from cuda_llm.runs.trace import read_trace
 
     values = read_values(rundir)
     try:
@@ -132,6 +132,6 @@ def run_info(rundir: Any) -> RunInfo:
 
 def list_runs(runs_dir: Path) -> list[RunInfo]:
     """Every run in ``runs_dir``, newest first."""
-    from cuda_llm.graph.rundir import RunDir, recent_runs
+    from cuda_llm.runs.rundir import RunDir, recent_runs
 
     return [run_info(RunDir(Path(runs_dir) / rid)) for rid in recent_runs(Path(runs_dir), limit=10_000)]

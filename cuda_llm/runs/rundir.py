@@ -2,7 +2,7 @@
 
     runs/<run-id>/
       config.json          settings the run was started with (no API keys), read back by resume
-      trace.jsonl          structlog JSON events (cuda_llm.graph.trace)
+      trace.jsonl          structlog JSON events (cuda_llm.runs.trace)
       checkpoint.sqlite    LangGraph checkpoints
       candidates/<id>.cu   every candidate, with <id>.json (its EvalResult) and <id>.compile.log
       prompts/<role>/<call>.md, responses/<role>/<call>.md   every LLM exchange, readable
@@ -25,7 +25,7 @@ from typing import Any, Sequence
 
 from pydantic import ValidationError
 
-from cuda_llm.tools.results import EvalResult
+from cuda_llm.results import EvalResult
 
 _SAFE = re.compile(r"[^A-Za-z0-9_.-]+")
 _ID_OK = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")

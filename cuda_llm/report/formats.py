@@ -1,8 +1,50 @@
-"""Plain-text tables for the console: aligned columns, no dependency."""
+"""The number and table formats that the console, the reports, the commands and the benchmarks share.
+
+One home for each: milliseconds, speedups, durations, one-line messages, aligned text tables and
+Markdown tables. Pure functions, no dependency.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+
+MAX_MESSAGE_CHARS = 80
+
+
+def fmt_ms(ms: float | None) -> str:
+    if ms is None:
+        return "-"
+    if ms >= 100:
+        return f"{ms:.1f}"
+    if ms >= 1:
+        return f"{ms:.3f}"
+    return f"{ms:.4f}"
+
+
+def fmt_x(x: float | None) -> str:
+    return "-" if x is None else f"{x:.2f}x"
+
+
+def fmt_duration(seconds: float) -> str:
+    s = int(round(seconds))
+    h, rem = divmod(s, 3600)
+    m, s = divmod(rem, 60)
+    return f"{h}h{m:02d}m{s:02d}s" if h else (f"{m}m{s:02d}s" if m else f"{s}s")
+
+
+def one_line(text: str, limit: int = MAX_MESSAGE_CHARS) -> str:
+    flat = " ".join((text or "").split())
+    return flat if len(flat) <= limit else flat[: limit - 3] + "..."
+
+
+def md_cell(text: str) -> str:
+    return (text or "").replace("|", "\\|").replace("\n", " ")
+
+
+def md_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    out = ["| " + " | ".join(headers) + " |", "|" + "|".join("---" for _ in headers) + "|"]
+    out += ["| " + " | ".join(md_cell(c) for c in r) + " |" for r in rows]
+    return "\n".join(out)
 
 
 def render_table(headers: Sequence[str], rows: Sequence[Sequence[object]], align: str | None = None) -> str:

@@ -19,7 +19,7 @@ from typing import Any, Callable, Sequence
 from langchain_core.messages import AIMessage, BaseMessage
 from pydantic import BaseModel
 
-from cuda_llm.graph.rundir import message_text, read_json
+from cuda_llm.runs.rundir import message_text, read_json
 
 OnCall = Callable[[dict[str, Any]], None]
 

@@ -164,3 +164,8 @@ class DeviceInfo(BaseModel):
     peak_bandwidth_gbs: float | None = None     # measured device-to-device copy, read + written
     peak_fp32_gflops: float | None = None       # measured FMA-bound kernel
     driver_version: str | None = None
+
+
+def speedup(baseline_ms: float | None, ms: float | None) -> float | None:
+    """How many times faster than the baseline; None where either time is missing."""
+    return baseline_ms / ms if baseline_ms and ms else None
