@@ -72,7 +72,8 @@ class CaseResult(BaseModel):
     sizes: dict[str, int]
     held_out: bool = False
     passed: bool
-    reason: str | None = None      # why it failed, one line
+    reason: str | None = None      # why it failed, one line (may name counts: never shown for a held-out case)
+    kind: str | None = None        # what kind of failure (failure_text.KIND_TEXT): all a held-out case may say
     output: str | None = None      # the first output that failed
     max_abs_err: float | None = None
     max_rel_err: float | None = None

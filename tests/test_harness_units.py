@@ -321,19 +321,6 @@ def test_baseline_result_without_device_is_not_cached(no_device, tmp_path):
         baseline_result(loaded, "fastest")
 
 
-def test_failure_message_names_the_case_but_never_a_held_out_shape():
-    from cuda_llm.tools.evaluate import _validation_message
-
-    shown = CaseResult(sizes={"n": 1000}, passed=False, reason="y: 1 NaN/Inf values where the reference is finite",
-                       first_bad_index=[7], expected=0.5, got=None)
-    msg = _validation_message(ValidationResult(passed=False, cases=[CaseResult(sizes={"n": 1}, passed=True), shown]),
-                              9, "correctness")
-    assert "{'n': 1000}" in msg and "index [7]" in msg and "got NaN" in msg and "1/9" in msg
-    hidden = shown.model_copy(update={"held_out": True, "sizes": {"n": 4321}})
-    msg = _validation_message(ValidationResult(passed=False, cases=[hidden]), 9, "correctness")
-    assert "4321" not in msg and "held-out" in msg
-
-
 @pytest.mark.skipif(has_cuda_device(), reason="checks the behaviour without a CUDA device")
 def test_eval_command_without_device_exits_2(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("CUDA_LLM_CACHE", str(tmp_path))

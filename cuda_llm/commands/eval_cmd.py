@@ -272,6 +272,8 @@ def render_result(result: Any, summary: dict[str, Any], task: Any) -> str:
 
 def _failure_detail(result: Any) -> str:
     """The condensed message: the harness's own, plus the compiler errors or the first failing case."""
+    from cuda_llm.tools import failure_text
+
     parts: list[str] = []
     if result.message and not result.static_issues and result.status.value != "no_device":
         parts.append(result.message.strip())
@@ -282,9 +284,9 @@ def _failure_detail(result: Any) -> str:
         first = val.first_failure() if val is not None else None
         if first is None:
             continue
-        shape = "a held-out shape" if first.held_out else ", ".join(f"{k}={v}" for k, v in first.sizes.items())
-        if first.reason and first.reason in "\n".join(parts):
+        text = failure_text.case_failure(first)
+        if text in "\n".join(parts) or (first.reason and not first.held_out and first.reason in "\n".join(parts)):
             break                        # the harness's message already names this case
-        parts.append(f"first failing {label}: {shape}: {first.reason or 'wrong'}")
+        parts.append(f"first failing {label}: {text}")
         break
     return "\n".join(parts)

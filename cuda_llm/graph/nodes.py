@@ -24,6 +24,7 @@ from cuda_llm.graph.state import (
     MAX_HISTORY, BestSummary, Candidate, GraphState, Limits, RESET, candidate_id, round_cands, short,
 )
 from cuda_llm.results import EvalResult, Status
+from cuda_llm.tools import failure_text
 
 REPAIRABLE = {Status.compile_error.value, Status.wrong_answer.value, Status.runtime_error.value,
               Status.static_error.value, Status.timeout.value}
@@ -453,22 +454,10 @@ def make_repair(deps: Deps) -> Callable[[GraphState], dict]:
 
 
 def repair_errors(res: EvalResult | None, limit: int = 3000) -> str:
-    """What the coder is told about a failure: condensed compiler errors, or the failing test case."""
+    """What the coder is told about a failure (the one failure formatter, full detail, held-out redacted)."""
     if res is None:
         return "the evaluation result is missing; check the kernel against the contract and rewrite it carefully"
-    lines = [f"status: {res.status.value}"]
-    if res.static_issues:
-        lines += [f"- [{i.rule}] {i.message}" + (f" (line {i.line})" if i.line else "") for i in res.static_issues[:5]]
-    if res.compile is not None and not res.compile.ok:
-        lines.append(res.compile.errors or res.compile.log[-2000:])
-    if res.validation is not None and not res.validation.passed:
-        f = res.validation.first_failure()
-        if f is not None:
-            lines.append(f"first failing case: sizes {f.sizes}: {f.reason or ''}; output {f.output}, max abs err "
-                         f"{f.max_abs_err}, first bad index {f.first_bad_index}, expected {f.expected}, got {f.got}")
-    if res.message:
-        lines.append(res.message)
-    return "\n".join(lines)[:limit]
+    return failure_text.describe(res, full=True)[:limit]
 
 
 # ---------------------------------------------------------------- finalize

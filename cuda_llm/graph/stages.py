@@ -29,6 +29,7 @@ from typing import Any, Protocol, runtime_checkable
 from cuda_llm.graph.deps import Deps
 from cuda_llm.graph.state import Candidate, GraphState, round_cands, short
 from cuda_llm.results import EvalResult, Status
+from cuda_llm.tools import failure_text
 
 PASSED = {Status.ok.value, Status.suspect.value}
 REJECTED = "rejected"
@@ -112,20 +113,6 @@ class ToolStage(Protocol):
         """Return a state update (``{}`` for none). Must not raise for a bad candidate."""
 
 
-def failure_note(res: EvalResult) -> str:
-    """One line on what went wrong (the full story is in the result file)."""
-    if res.status == Status.compile_error and res.compile is not None:
-        first = next((ln for ln in (res.compile.errors or res.message).splitlines() if ln.strip()), "")
-        return short("compile error: " + first)
-    if res.status == Status.static_error and res.static_issues:
-        return short("refused: " + "; ".join(i.message for i in res.static_issues[:2]))
-    if res.status == Status.wrong_answer and res.validation is not None:
-        f = res.validation.first_failure()
-        if f is not None:
-            return short(f"wrong answer at {f.sizes}: {f.reason or ''}")
-    return short(res.message or res.status.value)
-
-
 class EvaluateStage:
     """Compile, validate on every case, time: every candidate not yet evaluated, one after another
     (GPU work is serialized). Feature statistics are recorded after each new measurement."""
@@ -149,7 +136,7 @@ class EvaluateStage:
 
                 lo, hi = interval(res.timing)
                 fields.update(ms=res.timing.median_ms, lo=lo, hi=hi)
-            fields["note"] = res.message and short(res.message) if res.status.passed else failure_note(res)
+            fields["note"] = res.message and short(res.message) if res.status.passed else failure_text.note(res)
             speedup = None
             if res.timing is not None and c.parent_ms:
                 speedup = c.parent_ms / res.timing.median_ms if res.timing.median_ms > 0 else None

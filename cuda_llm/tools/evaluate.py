@@ -17,9 +17,9 @@ from pydantic import BaseModel
 
 from cuda_llm.paths import cache_dir
 from cuda_llm.tasks.loader import LoadedTask
-from cuda_llm.tools import speed_of_light, timing_stats
+from cuda_llm.tools import failure_text, speed_of_light, timing_stats
 from cuda_llm.tools.device_probe import has_cuda_device
-from cuda_llm.results import DeviceInfo, EvalResult, Status, ValidationResult
+from cuda_llm.results import DeviceInfo, EvalResult, Status
 
 
 class EvalOptions(BaseModel):
@@ -39,26 +39,6 @@ class EvalOptions(BaseModel):
 
 NO_DEVICE_MESSAGE = ("compiled and passed the static checks; testing and timing need a CUDA device, and the "
                      "driver reports none here. Run this on a machine with an NVIDIA GPU (and pip install -e '.[gpu]').")
-
-
-def _case_where(case, held: bool) -> str:
-    return "a held-out shape (not shown)" if held else f"sizes {case.sizes}"
-
-
-def _num(x: float | None) -> str:
-    """NaN and Inf may arrive as None (JSON has no NaN); say NaN rather than fail to format."""
-    return "NaN" if x is None else f"{x:.6g}"
-
-
-def _validation_message(v: ValidationResult, total: int, label: str) -> str:
-    bad = v.first_failure()
-    if bad is None:
-        return f"{label}: not every case ran"
-    where = _case_where(bad, bad.held_out)
-    detail = ""
-    if bad.first_bad_index is not None and bad.expected is not None:
-        detail = f" First bad element at index {bad.first_bad_index}: expected {_num(bad.expected)}, got {_num(bad.got)}."
-    return f"{label}: failed on {where} ({v.n_passed}/{total} cases passed before it): {bad.reason}.{detail}"
 
 
 def _device_info_or_none() -> DeviceInfo | None:
@@ -133,7 +113,6 @@ def _run_on_device(loaded, source, so_path, opts, work_dir, res, done) -> EvalRe
         (work / "worker_stderr.log").write_text(out.stderr)
         if out.timed_out:
             where = out.last_progress() or "before the first case"
-            where = re.sub(r"sizes \{[^}]*\} \(held out\)", "a held-out shape", where)
             return done(Status.timeout, f"killed after {opts.timeout_s:g} s without finishing (last step: {where}). "
                                         f"A kernel that never ends: check loop bounds and barriers that not every "
                                         f"thread reaches. The next evaluation starts a fresh process.")
@@ -155,19 +134,19 @@ def _run_on_device(loaded, source, so_path, opts, work_dir, res, done) -> EvalRe
             tmp.cleanup()
     res.validation, res.timing, res.revalidation = resp.validation, resp.timing, resp.revalidation
     res.device = resp.device or res.device
-    n_cases = len([c for c in task.all_cases() if opts.held_out or not c[1]])
+    n_shown = len(task.shapes)
+    passed = failure_text.passed_text(n_shown, opts.held_out and bool(task.held_out))
     if resp.error is not None and resp.error.stage == "validation":
         return done(resp.error.status, resp.error.message)
     if resp.validation is not None and not resp.validation.passed:
-        return done(Status.wrong_answer, _validation_message(resp.validation, n_cases, "correctness"))
+        return done(Status.wrong_answer, failure_text.validation_failure(resp.validation, "correctness"))
     if resp.error is not None:
-        return done(resp.error.status, f"passed {n_cases}/{n_cases} cases, then: {resp.error.message}")
+        return done(resp.error.status, f"{passed}, then: {resp.error.message}")
     if resp.revalidation is not None and not resp.revalidation.passed:
-        return done(Status.wrong_answer, _validation_message(resp.revalidation, len(resp.revalidation.cases),
-                                                             "fresh inputs after timing"))
+        return done(Status.wrong_answer, failure_text.validation_failure(resp.revalidation, "fresh inputs after timing"))
     t = resp.timing
     if t is None:
-        return done(Status.ok, f"passed {n_cases}/{n_cases} cases (not timed)")
+        return done(Status.ok, f"{passed} (not timed)")
     sol = speed_of_light.sol_ms(task, t.sizes, device, tensor_cores=speed_of_light.uses_tensor_cores(source))
     t.sol_ms, t.pct_of_sol = sol, speed_of_light.pct_of_sol(sol, t.median_ms)
     reasons = []
@@ -177,7 +156,7 @@ def _run_on_device(loaded, source, so_path, opts, work_dir, res, done) -> EvalRe
     if timing_stats.hidden_work(t.median_ms, resp.hidden_median_ms):
         reasons.append(f"the device stayed busy {resp.hidden_median_ms:.4g} ms after solve()'s timed work ended "
                        f"(event median {t.median_ms:.4g} ms): work on a non-blocking stream that solve() did not wait for")
-    headline = f"passed {n_cases}/{n_cases} cases; median {t.median_ms:.4g} ms"
+    headline = f"{passed}; median {t.median_ms:.4g} ms"
     if res.speedup is not None:
         headline += f" ({res.speedup:.2f}x the naive baseline)"
     if t.pct_of_sol is not None:

@@ -195,14 +195,14 @@ def check_case(loaded: LoadedTask, case: Case, expected: dict[str, np.ndarray], 
     over = case.overrun()
     if over:
         n = int(np.prod(case.shapes[over][0], dtype=np.int64))
-        return CaseResult(sizes=case.sizes, held_out=held_out, passed=False, output=over, seconds=seconds,
+        return CaseResult(sizes=case.sizes, held_out=held_out, passed=False, output=over, seconds=seconds, kind="overrun",
                           reason=f"wrote past the end of {over} ({n} elements): check the bounds test of every store")
     for p in task.inputs:
         after = case.read(p.name)
         if not validate.unchanged(case.inputs[p.name], after):
             idx = validate.first_difference(case.inputs[p.name], after)
             return CaseResult(sizes=case.sizes, held_out=held_out, passed=False, output=p.name,
-                              first_bad_index=idx,
+                              first_bad_index=idx, kind="input_modified",
                               reason=f"input {p.name} was modified (first change at index {idx}); inputs are read-only",
                               seconds=seconds)
     for p in task.outputs:
@@ -239,11 +239,12 @@ def validate_cases(loaded: LoadedTask, fn: Any, cases: list[tuple[dict, bool]], 
         if any(not r.passed for r in results) and time.perf_counter() - t0 > cap_s:
             _progress(f"{label}: {len(cases) - i} cases not run (a case failed and {cap_s:g} s have passed)")
             break
-        _progress(f"{label} case {i + 1}/{len(cases)} sizes {sizes}{' (held out)' if held else ''}")
+        _progress(f"{label} case {i + 1}/{len(cases)} " + ("(a held-out shape)" if held else f"sizes {sizes}"))
         try:
             res = run_case(loaded, fn, sizes, rng, held)
         except CudaFault as exc:
-            results.append(CaseResult(sizes=sizes, held_out=held, passed=False, reason=f"CUDA error: {exc}"))
+            results.append(CaseResult(sizes=sizes, held_out=held, passed=False, reason=f"CUDA error: {exc}",
+                                      kind="cuda_error"))
             raise
         results.append(res)
     return ValidationResult(passed=all(r.passed for r in results) and len(results) == len(cases), cases=results,

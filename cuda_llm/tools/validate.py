@@ -91,23 +91,23 @@ def compare_output(name: str, got: np.ndarray, expected: np.ndarray, tol: Any, *
     """Check ``got`` against ``expected``: |got - exp| <= atol + rtol * |exp| elementwise.
 
     ``tol`` is (atol, rtol) or an object with numeric ``atol``/``rtol``. Returns CaseResult fields:
-    passed, reason, output, max_abs_err, max_rel_err, first_bad_index, expected, got.
+    passed, reason, kind, output, max_abs_err, max_rel_err, first_bad_index, expected, got.
     """
     atol, rtol = (tol if isinstance(tol, tuple) else (tol.atol, tol.rtol))
     atol, rtol = float(atol), float(rtol)
-    res: dict[str, Any] = {"passed": True, "reason": None, "output": name, "max_abs_err": None,
+    res: dict[str, Any] = {"passed": True, "reason": None, "kind": None, "output": name, "max_abs_err": None,
                            "max_rel_err": None, "first_bad_index": None, "expected": None, "got": None}
     expected = np.asarray(expected)
     if got.size != expected.size:
-        res.update(passed=False, reason=f"{name}: {got.size} elements, expected {expected.size}")
+        res.update(passed=False, kind="size", reason=f"{name}: {got.size} elements, expected {expected.size}")
         return res
     got = got.reshape(expected.shape)
     if got.size == 0:
         return res
 
-    def fail(flat: int, why: str) -> dict[str, Any]:
+    def fail(flat: int, why: str, kind: str) -> dict[str, Any]:
         idx = [int(i) for i in np.unravel_index(flat, expected.shape)]
-        res.update(passed=False, reason=why, first_bad_index=idx,
+        res.update(passed=False, reason=why, kind=kind, first_bad_index=idx,
                    expected=_num(expected.reshape(-1)[flat]), got=_num(got.reshape(-1)[flat]))
         return res
 
@@ -139,16 +139,16 @@ def compare_output(name: str, got: np.ndarray, expected: np.ndarray, tol: Any, *
     if n_unwritten:
         flat = int(np.flatnonzero(unwritten.reshape(-1))[0])
         return fail(flat, f"{name}: {n_unwritten} of {got.size} elements never written (the poison value "
-                          f"survived; wrong bounds, a kernel that did not launch, or work skipped)")
+                          f"survived; wrong bounds, a kernel that did not launch, or work skipped)", "unwritten")
     if bad_nonfinite.any():
         flat = int(np.flatnonzero(bad_nonfinite.reshape(-1))[0])
         n = int(bad_nonfinite.sum())
-        return fail(flat, f"{name}: {n} NaN/Inf values where the reference is finite")
+        return fail(flat, f"{name}: {n} NaN/Inf values where the reference is finite", "nonfinite")
     if not ok.all():
         flat = int(np.flatnonzero(~ok.reshape(-1))[0])
         n = int((~ok).sum())
         worst = "" if res["max_abs_err"] is None else f"; max abs err {res['max_abs_err']:.3g}"
-        return fail(flat, f"{name}: {n} of {got.size} elements outside tolerance (atol {atol:g}, rtol {rtol:g}){worst}")
+        return fail(flat, f"{name}: {n} of {got.size} elements outside tolerance (atol {atol:g}, rtol {rtol:g}){worst}", "wrong_values")
     return res
 
 
