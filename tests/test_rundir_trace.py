@@ -30,7 +30,7 @@ def test_create_names_and_lays_out_the_run(tmp_path):
     rd = RunDir.create(tmp_path / "runs", "softmax")
     assert re.fullmatch(r"\d{8}-\d{6}-softmax-[0-9a-f]{4}", rd.run_id)
     assert rd.root == tmp_path / "runs" / rd.run_id
-    assert all((rd.root / d).is_dir() for d in ("candidates", "prompts", "responses"))
+    assert all((rd.root / d).is_dir() for d in ("candidates", "prompts", "answers"))
     assert (rd.trace_path.name, rd.checkpoint_path.name, rd.config_path.name, rd.best_path.name,
             rd.report_path.name) == ("trace.jsonl", "checkpoint.sqlite", "config.json", "best.cu", "report.md")
     other = RunDir.create(tmp_path / "runs", "/some/folder/my task/")
@@ -77,12 +77,20 @@ def test_candidates_results_prompts_and_config_round_trip(tmp_path):
 
     from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
 
-    pp = rd.write_prompt("coder", "coder-0001", [SystemMessage(content="rules"), HumanMessage(content="write it")])
-    rp = rd.write_response("coder", "coder-0001", "```cuda\n...\n```")
-    assert pp == rd.root / "prompts" / "coder" / "coder-0001.md"
+    from cuda_llm.runs.rundir import exchange_name
+
+    pp = rd.write_prompt(exchange_name("coder", "r1c0"), [SystemMessage(content="rules"), HumanMessage(content="write it")])
+    rp = rd.write_answer(exchange_name("coder", "r1c0"), "```cuda\n...\n```")
+    rd.write_answer(exchange_name("coder", "r1c0", 2), "second try")
+    rd.write_answer(exchange_name("coder", "r1c01"), "another candidate's")
+    assert pp == rd.root / "prompts" / "coder-r1c0.md"
+    assert rp == rd.root / "answers" / "coder-r1c0.md"
     assert "## system\n\nrules" in pp.read_text() and "## human\n\nwrite it" in pp.read_text()
     assert rp.read_text() == "```cuda\n...\n```\n"
-    assert "## ai" in rd.write_prompt("critic", "c1", [AIMessage(content="hm")]).read_text()
+    assert "## ai" in rd.write_prompt(exchange_name("critic", "r1c0"), [AIMessage(content="hm")]).read_text()
+    assert [n for n, _, _ in rd.exchanges("r1c0")] == ["coder-r1c0", "coder-r1c0-2", "critic-r1c0"]
+    with pytest.raises(ValueError, match="file name"):
+        exchange_name("coder", "../x")
 
     rd.save_config({"task": "gelu", "limits": {"rounds": 3}, "path": tmp_path})
     assert rd.load_config() == {"task": "gelu", "limits": {"rounds": 3}, "path": str(tmp_path)}

@@ -104,10 +104,14 @@ def print_outcome(out, stream=None) -> None:
     if out.table:
         print(out.table, file=stream)
     if out.finished:
-        print(f"stop reason: {out.stop_reason}", file=stream)
+        reason = out.stop_reason or "done"
+        print(f"stop reason: {reason}" + (f" ({out.stop_text})" if out.stop_text else ""), file=stream)
         print(f"best kernel: {out.root / 'best.cu'}", file=stream)
         if out.report_path:
             print(f"report:      {out.report_path}", file=stream)
+    elif out.halt:
+        print(f"stopped ({out.halt}): {out.halt_text}", file=stream)
+        print(f"the run is not finished; continue with `cuda-llm resume {out.run_id}`", file=stream)
     elif out.error:
         print(f"stopped by an error: {out.error}\ncontinue with `cuda-llm resume {out.run_id}`", file=stream)
     else:
@@ -117,10 +121,14 @@ def print_outcome(out, stream=None) -> None:
     print(f"trace:       {out.root / 'trace.jsonl'}", file=stream)
 
 
+EXIT_FINISHED, EXIT_USAGE, EXIT_STOPPED, EXIT_INTERRUPTED = 0, 2, 3, 130
+
+
 def exit_code(out) -> int:
+    """0 finished; 3 stopped by an error or a halt (resumable); 130 interrupted (resumable)."""
     if out.finished:
-        return 0
-    return 3 if out.error else 130
+        return EXIT_FINISHED
+    return EXIT_STOPPED if (out.error or out.halt) else EXIT_INTERRUPTED
 
 
 def run(args: argparse.Namespace) -> int:

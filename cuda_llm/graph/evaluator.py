@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
-from cuda_llm.results import DeviceInfo, EvalResult
+from cuda_llm.results import DeviceInfo, EvalResult, Status
 
 
 def content_hash(source: str, *parts: str) -> str:
@@ -146,7 +146,8 @@ class CachedEvaluator:
         if hit is not None:
             return Cached(hit.model_copy(update={"candidate": candidate_id}), False)
         res = self.inner.evaluate(loaded, source, candidate_id, work_dir)
-        _atomic_write(self._path(kind, key), res.model_dump_json())
+        if res.status != Status.no_device:   # measured on a GPU machine later, not read back as "no device"
+            _atomic_write(self._path(kind, key), res.model_dump_json())
         return Cached(res, True)
 
     def baseline(self, loaded: Any) -> Cached:
@@ -154,7 +155,8 @@ class CachedEvaluator:
         if hit is not None:
             return Cached(hit, False)
         res = self.inner.baseline(loaded)
-        _atomic_write(self._path("baseline", "naive"), res.model_dump_json())
+        if res.status.passed:   # a failing baseline halts the run: measure it again once it is fixed
+            _atomic_write(self._path("baseline", "naive"), res.model_dump_json())
         return Cached(res, True)
 
     def profile(self, loaded: Any, source: str, candidate_id: str, work_dir: Path, result: EvalResult) -> Cached:

@@ -25,6 +25,7 @@ from cuda_llm.graph.evaluator import CachedEvaluator, Evaluator
 from cuda_llm.runs.llm_cache import CachedChatModel
 from cuda_llm.graph.stages import ToolStage
 from cuda_llm.graph.state import Limits
+from cuda_llm.graph.stop_rules import ENDPOINT_ERRORS, NO_DEVICE, RunHalted, endpoint_halt, reason_text
 
 ModelFactory = Callable[[str], Any]
 RECURSION_LIMIT = 100_000
@@ -83,8 +84,11 @@ class RunOutcome(BaseModel):
     root: Path
     finished: bool
     stop_reason: str | None = None
+    stop_text: str = ""                  # the stop reason in words, with the run's numbers
     interrupted: bool = False
     error: str | None = None
+    halt: str | None = None              # a stop rule that needs a person (stop_rules.HALTS)
+    halt_text: str = ""                  # what happened and what to do
     best: dict[str, Any] = Field(default_factory=dict)
     final: dict[str, Any] = Field(default_factory=dict)
     baseline: dict[str, Any] = Field(default_factory=dict)
@@ -195,14 +199,54 @@ class _Signals:
             signal.signal(s, h)
 
 
-def _make_models(rundir: Any, settings: Any, factory: ModelFactory | None, tracer: Any) -> dict[str, Any]:
+class _EndpointGuard:
+    """Counts each role's LLM calls that failed at the endpoint in a row (this session) and halts the run at
+    the limit: a planner's or coder's failure already stops the run, but the critic falls back to rules, so
+    without this a dead critic endpoint would be paid for (timeouts, retries) round after round."""
+
+    def __init__(self, tracer: Any, limit: int, run_id: str):
+        self.tracer, self.limit, self.run_id = tracer, limit, run_id
+        self.streak: dict[str, int] = {}
+        self._lock = threading.Lock()
+
+    def ok(self, event: dict[str, Any]) -> None:
+        with self._lock:
+            self.streak[str(event.get("role"))] = 0
+        self.tracer.event("llm_call", **event)
+
+    def failed(self, info: dict[str, Any], exc: BaseException) -> None:
+        from cuda_llm.agents.structured import _is_api_error
+
+        if not _is_api_error(exc):
+            return
+        role = str(info.get("role"))
+        with self._lock:
+            streak = self.streak[role] = self.streak.get(role, 0) + 1
+        self.tracer.event("llm_error", **info, error=f"{type(exc).__name__}: {exc}"[:500], streak=streak)
+        if endpoint_halt(streak, self.limit):
+            raise RunHalted(ENDPOINT_ERRORS, f"the last {streak} {role} calls failed at the endpoint "
+                            f"({type(exc).__name__}: {str(exc)[:200]})",
+                            f"check the endpoint with `cuda-llm doctor`, then `cuda-llm resume {self.run_id}`") from exc
+
+
+def _make_models(rundir: Any, settings: Any, factory: ModelFactory | None, tracer: Any,
+                 limits: Limits | None = None) -> dict[str, Any]:
     if factory is None:
         from cuda_llm.agents.llm import make_chat_model
 
         factory = lambda role: make_chat_model(settings, role)  # noqa: E731
     cache = Path(rundir.root) / "cache" / "llm"
-    on_call = lambda ev: tracer.event("llm_call", **ev)  # noqa: E731
-    return {role: CachedChatModel(factory(role), role, cache, on_call=on_call, rundir=rundir) for role in ROLES}
+    guard = _EndpointGuard(tracer, (limits or Limits()).max_endpoint_errors, rundir.run_id)
+    return {role: CachedChatModel(factory(role), role, cache, on_call=guard.ok, on_error=guard.failed, rundir=rundir)
+            for role in ROLES}
+
+
+def _needs_device_now(evaluator: Any) -> bool:
+    """The real evaluator on a machine without a CUDA device: every measurement would be wasted."""
+    from cuda_llm.graph.evaluator import GpuEvaluator
+    from cuda_llm.tools.device_probe import has_cuda_device
+
+    return isinstance(evaluator, GpuEvaluator) and not has_cuda_device()
 
 
 def _stats(options: RunOptions) -> Any:
@@ -245,7 +289,7 @@ def _drive_locked(rundir: Any, loaded: Any, settings: Any, options: RunOptions, 
         saver = SqliteSaver(conn, serde=CompressedSerializer())
         deps = Deps(loaded=loaded, rundir=rundir, tracer=tracer,
                     evaluator=CachedEvaluator(evaluator, Path(rundir.root) / "cache"),
-                    models=_make_models(rundir, settings, model_factory, tracer), stats=_stats(options),
+                    models=_make_models(rundir, settings, model_factory, tracer, options.limits), stats=_stats(options),
                     catalogue=load_catalogue(), progress=progress)
         graph = compile_graph(deps, saver, stages)
         config = {"configurable": {"thread_id": rundir.run_id}, "recursion_limit": RECURSION_LIMIT}
@@ -265,13 +309,21 @@ def _drive_locked(rundir: Any, loaded: Any, settings: Any, options: RunOptions, 
         if initial is None and (snap.values.get("baseline") or {}).get("ms") is not None:
             deps.progress_call("baseline", snap.values["baseline"]["ms"])
         error = None
+        halted: RunHalted | None = None
         with _Signals(deps.stop_requested, rundir.run_id, handle_signals):
             try:
+                if _needs_device_now(evaluator):
+                    raise RunHalted(NO_DEVICE, "there is no CUDA device on this machine to measure candidates on",
+                                    f"run `cuda-llm resume {rundir.run_id}` on a machine with an NVIDIA GPU "
+                                    "(`cuda-llm doctor` checks one); nothing was spent")
                 for _ in graph.stream(initial, config, stream_mode="values", durability="sync"):
                     if deps.stop_requested.is_set():
                         break
             except KeyboardInterrupt:
                 deps.stop_requested.set()
+            except RunHalted as exc:   # a stop rule that needs a person: unfinished and resumable
+                halted = exc
+                tracer.event("decision", kind="halt", reason=exc.reason, text=exc.what, advice=exc.advice)
             except Exception as exc:  # an endpoint that is down, a full disk: resumable from the last step
                 from cuda_llm.agents.errors import LLMError
 
@@ -282,17 +334,21 @@ def _drive_locked(rundir: Any, loaded: Any, settings: Any, options: RunOptions, 
                 tracer.event("error", error=error[:1000])
         snap = graph.get_state(config)
         values = dict(snap.values)
-        finished = not snap.next
+        finished = bool(values) and not snap.next   # no checkpoint yet (halted before setup): not finished
         out = RunOutcome(run_id=rundir.run_id, root=Path(rundir.root), finished=finished,
-                         stop_reason=values.get("stop_reason"), interrupted=deps.stop_requested.is_set() and not finished,
-                         error=error, best=values.get("best") or {}, final=values.get("final") or {},
+                         stop_reason=values.get("stop_reason"),
+                         stop_text=reason_text(values.get("stop_reason"), Limits(**(values.get("limits") or {}))),
+                         interrupted=deps.stop_requested.is_set() and not finished,
+                         error=error, halt=halted.reason if halted else None,
+                         halt_text=f"{halted.what}. What to do: {halted.advice}" if halted else "", best=values.get("best") or {}, final=values.get("final") or {},
                          baseline=values.get("baseline") or {}, rounds=int(values.get("round") or 0),
                          tokens=values.get("tokens") or {}, elapsed_s=float(values.get("elapsed_s") or 0.0),
                          evaluations=int(values.get("evaluations") or 0))
         if values:   # a stopped run gets its report too: the rounds so far
             out = _report(rundir, values, out)
         tracer.event("run_end", finished=finished, interrupted=out.interrupted, stop_reason=out.stop_reason,
-                     error=error, best=out.best.get("id"), best_ms=out.best.get("ms"))
+                     error=error, halt=out.halt, halt_text=out.halt_text, best=out.best.get("id"),
+                     best_ms=out.best.get("ms"))
         deps.progress_call("finish", out)
         return out
     finally:
