@@ -94,6 +94,22 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     o.add_argument("--quiet", action="store_true", help="no progress lines (the final table is still printed)")
 
 
+def preflight_ok(command: str, settings, *, runs_dir: Path, arch: str | None, profile: bool, stream=None) -> bool:
+    """The doctor's checks; each failure and warning one line on stderr. False when the run must not start."""
+    from cuda_llm.graph.preflight import failures, run_checks
+
+    stream = stream or sys.stderr
+    checks = run_checks(settings, runs_dir=runs_dir, arch=arch, profile=profile)
+    bad = failures(checks)
+    for c in checks:
+        if c.level != "ok":
+            print(f"cuda-llm {command}: {c.line()}", file=stream)
+    if bad:
+        print(f"cuda-llm {command}: {len(bad)} preflight check(s) failed; nothing was started or spent "
+              "(`cuda-llm doctor` shows every check)", file=stream)
+    return not bad
+
+
 def _err(msg: str) -> int:
     print(f"cuda-llm optimize: {msg}", file=sys.stderr)
     return 2
@@ -162,12 +178,9 @@ def run(args: argparse.Namespace) -> int:
         loaded = load_task(args.task)
     except (TaskError, KeyError, FileNotFoundError, ValueError) as exc:
         return _err(f"{exc} (list the tasks with `cuda-llm tasks`)")
-    # 3. a GPU to measure on
-    from cuda_llm.tools.device_probe import has_cuda_device
-
-    if not has_cuda_device():
-        return _err("no CUDA device here: optimize measures every candidate on the GPU. Run it on a machine "
-                    "with an NVIDIA GPU and driver (`cuda-llm eval` can still compile and statically check a kernel).")
+    # 3. preflight: a GPU, nvcc, disk, the endpoint; nothing is created or spent when it fails
+    if not preflight_ok("optimize", settings, runs_dir=args.runs_dir, arch=args.arch, profile=not args.no_profile):
+        return 2
     from cuda_llm.report.progress import ConsoleProgress
 
     options = RunOptions(limits=limits, runs_dir=args.runs_dir, arch=args.arch, eval_time_budget_s=args.eval_time,

@@ -40,7 +40,13 @@ def run(args: argparse.Namespace) -> int:
     except LLMConfigError as exc:
         print(f"cuda-llm resume: {exc}", file=sys.stderr)
         return 2
+    from cuda_llm.commands.optimize_cmd import preflight_ok
     from cuda_llm.graph.run import RunBusyError
+
+    opts = config.get("options") or {}
+    if not preflight_ok("resume", settings, runs_dir=args.runs_dir, arch=opts.get("arch"),
+                        profile=bool(opts.get("profile", True))):
+        return 2
 
     try:
         out = resume_run(str(rundir.root), args.runs_dir, settings=settings,
