@@ -232,15 +232,54 @@ def test_console_progress_lines():
     pr.on_event({"event": "evaluation", "candidate": "r1c2", "status": "compile_error", "median_ms": None,
                  "note": "kernel.cu(3): error: expected a ;\n" + "x" * 300})
     pr.on_event({"event": "decision", "kind": "selection", "replaced": True, "candidate": "r1c1", "candidate_ms": 1.0})
-    pr.on_event({"event": "llm_call", "role": "coder"})  # not shown
+    pr.on_event({"event": "llm_call", "role": "coder", "candidate": "r1c0", "latency_s": 12.34, "input_tokens": 1500,
+                 "output_tokens": 700})
+    pr.on_event({"event": "profile", "candidate": "r1c1", "bottleneck": "memory-bound", "summary": "dram 80%"})
     pr.on_event({"event": "decision", "kind": "stop", "reason": "plateau", "text": "no gain for 3 rounds"})
     pr.round_end(1, 1.0, 2.0, 1, 2, "plateau")  # the stop is not repeated
     lines = out.getvalue().splitlines()
     assert lines[0] == "[      0s] run RUN1: optimizing softmax"
-    assert "c1: coalescing; c2: free choice" in lines[2]
+    assert "r1c0: coalescing; r1c1: free choice" in lines[2]
     assert lines[3] == "[   1m15s]   r1c1: ok, 1.000 ms, 2.00x vs parent"
     assert "expected a ;" in lines[4] and len(lines[4]) < 160
     assert lines[5].endswith("new best: r1c1 at 1.000 ms (2.00x over the baseline)")
-    assert lines[6].endswith("stopping: plateau (no gain for 3 rounds)")
-    assert lines[7].endswith("round 1 done: 1/2 passed; best 1.000 ms (2.00x over the baseline)")
-    assert len(lines) == 8
+    assert lines[6].endswith("llm coder r1c0: 12.3 s, 1,500 in / 700 out")
+    assert lines[7].endswith("profile r1c1: memory-bound: dram 80%")
+    assert lines[8].endswith("stopping: plateau (no gain for 3 rounds)")
+    assert "round 1 done: 1/2 passed; best 1.000 ms (2.00x over the baseline)" in lines[9]
+    assert len(lines) == 10
+
+
+def test_progress_budget_and_eta():
+    out = io.StringIO()
+    now = [0.0]
+    pr = ConsoleProgress(out, clock=lambda: now[0])
+    pr.start("RUN1", "softmax", limits={"time_budget_s": 3600, "token_budget": 1_000_000, "max_rounds": 4},
+             elapsed_s=600, tokens=200_000)
+    pr.round_start(2, [[]])
+    now[0] = 300                                   # a round of 5 minutes; 2 rounds left after it
+    pr.on_event({"event": "llm_call", "role": "coder", "latency_s": 1, "input_tokens": 40_000, "output_tokens": 10_000})
+    pr.on_event({"event": "llm_call", "role": "coder", "cached": True, "input_tokens": 9, "output_tokens": 9})
+    pr.round_end(2, 1.0, 2.0, 1, 1)
+    last = out.getvalue().splitlines()[-1]
+    assert "time 15m00s/1h00m00s, tokens 250k/1M, ETA <= 10m00s" in last
+    assert "replayed" in out.getvalue().splitlines()[-2]
+
+
+def test_make_progress_picks_the_display():
+    from cuda_llm.report.progress import LiveProgress, make_progress
+
+    assert make_progress(quiet=True) is None
+    assert type(make_progress(stream=io.StringIO())) is ConsoleProgress   # a log: plain lines
+
+    class Tty(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    tty = Tty()
+    live = make_progress(stream=tty)
+    assert isinstance(live, LiveProgress)
+    live.start("RUN1", "softmax", limits={"time_budget_s": 60})
+    live.baseline(2.0)
+    live.finish(None)
+    assert "naive baseline: 2.000 ms" in tty.getvalue()

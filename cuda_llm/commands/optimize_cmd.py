@@ -181,10 +181,10 @@ def run(args: argparse.Namespace) -> int:
     # 3. preflight: a GPU, nvcc, disk, the endpoint; nothing is created or spent when it fails
     if not preflight_ok("optimize", settings, runs_dir=args.runs_dir, arch=args.arch, profile=not args.no_profile):
         return 2
-    from cuda_llm.report.progress import ConsoleProgress
+    from cuda_llm.report.progress import make_progress
 
     options = RunOptions(limits=limits, runs_dir=args.runs_dir, arch=args.arch, eval_time_budget_s=args.eval_time,
                          profile=not args.no_profile, learn=not args.no_learn)
-    out = start_run(loaded, settings, options, progress=None if args.quiet else ConsoleProgress())
+    out = start_run(loaded, settings, options, progress=make_progress(args.quiet))
     print_outcome(out)
     return exit_code(out)

@@ -25,7 +25,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from cuda_llm.agents.errors import LLMConfigError
     from cuda_llm.commands.optimize_cmd import exit_code, print_outcome
-    from cuda_llm.report.progress import ConsoleProgress
+    from cuda_llm.report.progress import make_progress
     from cuda_llm.runs.rundir import RunDir, RunNotFoundError
     from cuda_llm.graph.run import resume_run, settings_from_config
 
@@ -50,7 +50,7 @@ def run(args: argparse.Namespace) -> int:
 
     try:
         out = resume_run(str(rundir.root), args.runs_dir, settings=settings,
-                         progress=None if args.quiet else ConsoleProgress())
+                         progress=make_progress(args.quiet))
     except (RunBusyError, RuntimeError) as exc:
         print(f"cuda-llm resume: {exc}", file=sys.stderr)
         return 2

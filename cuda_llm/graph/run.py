@@ -305,7 +305,11 @@ def _drive_locked(rundir: Any, loaded: Any, settings: Any, options: RunOptions, 
             initial["device"] = getattr(deps.device, "name", None)
         if progress is not None and hasattr(progress, "on_event"):
             tracer.add_listener(progress.on_event)
-        deps.progress_call("start", rundir.run_id, loaded.task.name, resumed=initial is None)
+        from cuda_llm.agents.usage import total_tokens
+
+        deps.progress_call("start", rundir.run_id, loaded.task.name, resumed=initial is None,
+                           limits=(snap.values.get("limits") if initial is None else None) or options.limits.model_dump(),
+                           elapsed_s=deps.elapsed_at_start, tokens=total_tokens(snap.values.get("tokens")))
         if initial is None and (snap.values.get("baseline") or {}).get("ms") is not None:
             deps.progress_call("baseline", snap.values["baseline"]["ms"])
         error = None
