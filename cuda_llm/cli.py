@@ -22,6 +22,7 @@ COMMANDS: dict[str, str] = {
     "features": "cuda_llm.commands.features_cmd",
     "profile": "cuda_llm.commands.profile_cmd",
     "doctor": "cuda_llm.commands.doctor_cmd",
+    "show": "cuda_llm.commands.show_cmd",
 }
 
 
