@@ -98,11 +98,13 @@ def latency_figure(data: ReportData) -> Any:
         fig.add_trace(go.Scatter(x=[0, *rounds], y=[s.baseline_ms, *[data.round_best[r] for r in rounds]],
                                  mode="lines+markers", name="best so far", line=dict(color="#0969da", width=3),
                                  hovertemplate="round %{x}: best %{y:.4g} ms<extra></extra>"))
+    last = max([*rounds, *(c.round for c in timed), 1])
     for label, ms, dash in (("naive baseline", s.baseline_ms, "dash"), ("library", s.library_ms, "dot"),
                             ("speed of light", data.sol_ms, "dashdot")):
-        if ms:
-            fig.add_hline(y=ms, line_dash=dash, line_color="#57606a", annotation_text=f"{label} {fmt_ms(ms)} ms",
-                          annotation_position="top left")
+        if ms:   # lines as traces, not shapes: shape annotations land off-scale on a log axis
+            fig.add_trace(go.Scatter(x=[0, last], y=[ms, ms], mode="lines", name=f"{label} {fmt_ms(ms)} ms",
+                                     line=dict(color="#57606a", dash=dash, width=1.5),
+                                     hovertemplate=f"{label}: %{{y:.4g}} ms<extra></extra>"))
     fig.update_layout(title="Latency per round (lower is better)", xaxis_title="round", yaxis_title="median ms",
                       yaxis_type="log", template="plotly_white", height=460, margin=dict(l=60, r=20, t=60, b=50),
                       legend=dict(orientation="h", y=-0.2))
