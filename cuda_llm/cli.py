@@ -23,6 +23,7 @@ COMMANDS: dict[str, str] = {
     "profile": "cuda_llm.commands.profile_cmd",
     "doctor": "cuda_llm.commands.doctor_cmd",
     "show": "cuda_llm.commands.show_cmd",
+    "check-task": "cuda_llm.commands.check_task_cmd",
 }
 
 
