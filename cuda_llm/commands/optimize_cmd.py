@@ -92,6 +92,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     o.add_argument("--no-profile", action="store_true", help="skip Nsight Compute profiling")
     o.add_argument("--no-learn", action="store_true", help="do not update the feature statistics")
     o.add_argument("--quiet", action="store_true", help="no progress lines (the final table is still printed)")
+    o.add_argument("--start-from", type=Path, metavar="KERNEL.cu",
+                   help="start from your kernel instead of the naive baseline (evaluated first; refused if it fails)")
 
 
 def preflight_ok(command: str, settings, *, runs_dir: Path, arch: str | None, profile: bool, stream=None) -> bool:
@@ -178,13 +180,15 @@ def run(args: argparse.Namespace) -> int:
         loaded = load_task(args.task)
     except (TaskError, KeyError, FileNotFoundError, ValueError) as exc:
         return _err(f"{exc} (list the tasks with `cuda-llm tasks`)")
+    if args.start_from is not None and not args.start_from.is_file():
+        return _err(f"--start-from {args.start_from}: no such file; give a .cu file defining {loaded.task.signature}")
     # 3. preflight: a GPU, nvcc, disk, the endpoint; nothing is created or spent when it fails
     if not preflight_ok("optimize", settings, runs_dir=args.runs_dir, arch=args.arch, profile=not args.no_profile):
         return 2
     from cuda_llm.report.progress import make_progress
 
     options = RunOptions(limits=limits, runs_dir=args.runs_dir, arch=args.arch, eval_time_budget_s=args.eval_time,
-                         profile=not args.no_profile, learn=not args.no_learn)
+                         profile=not args.no_profile, learn=not args.no_learn, start_from=args.start_from)
     out = start_run(loaded, settings, options, progress=make_progress(args.quiet))
     print_outcome(out)
     return exit_code(out)

@@ -137,10 +137,33 @@ def make_setup(deps: Deps) -> Callable[[GraphState], dict]:
             deps.event("baseline", status=res.status.value, median_ms=base.get("ms"), cached=not got.fresh,
                        note=base["note"])
             deps.progress_call("baseline", base.get("ms"))
-            return {"baseline": base, "best": best.model_dump(), "round": 0, "plateau_ref_ms": base.get("ms"),
+            if state.get("seed"):
+                best = _seed(deps) or best
+            return {"baseline": base, "best": best.model_dump(), "round": 0, "plateau_ref_ms": best.ms,
                     "plateau_count": 0, "critique": {}, "evaluations": 0, "stop_reason": None,
                     "elapsed_s": deps.elapsed(), "last_round_s": 0.0}
     return setup
+
+
+SEED_ID = "seed"
+
+
+def _seed(deps: Deps) -> BestSummary:
+    """The user's kernel (optimize --start-from), evaluated like a candidate: the first parent when it passes,
+    else the run halts with its verdict before any LLM call."""
+    source = Path(deps.rundir.candidate_path(SEED_ID)).read_text()
+    h = deps.put_source(source)
+    got = deps.evaluator.evaluate(deps.loaded, source, SEED_ID, Path(deps.rundir.root) / "work" / SEED_ID)
+    res: EvalResult = got.value
+    deps.rundir.write_result(SEED_ID, res)
+    deps.event("evaluation", candidate=SEED_ID, round=0, status=res.status.value, cached=not got.fresh,
+               median_ms=res.median_ms, note=short(failure_text.note(res), 300), purpose="start-from")
+    if res.status != Status.ok or res.timing is None:
+        raise stop_rules.RunHalted(stop_rules.SEED_FAILED, f"your kernel does not pass: {failure_text.describe(res, full=True)}",
+                                   "fix it (`cuda-llm eval TASK KERNEL.cu` shows every case) and start again, or start "
+                                   "from the naive baseline (no --start-from)")
+    lo, hi = interval(res.timing)
+    return BestSummary(id=SEED_ID, hash=h, ms=res.timing.median_ms, lo=lo, hi=hi)
 
 
 def baseline_halt(deps: Deps, res: EvalResult) -> stop_rules.RunHalted:

@@ -77,6 +77,32 @@ class RunOptions(BaseModel):
     profile: bool = True
     stats_path: Path | None = None     # feature statistics (default: the shared cache's)
     learn: bool = True                 # record feature statistics
+    start_from: Path | None = None     # the user's kernel to start from (evaluated first)
+
+
+class Extension(BaseModel):
+    """More budget for `cuda-llm resume`: each (relative, value) or None. Relative values count from what the run
+    has used: +5 rounds = five rounds more than it ran, +2h = two hours more than it spent."""
+
+    rounds: tuple[bool, int] | None = None
+    time_budget_s: tuple[bool, float] | None = None
+    token_budget: tuple[bool, int] | None = None
+
+    def apply(self, limits: Limits, *, rounds_done: int, elapsed_s: float, tokens_used: int) -> Limits:
+        upd: dict[str, Any] = {}
+        if self.rounds:
+            rel, v = self.rounds
+            upd["max_rounds"] = rounds_done + v if rel else v
+        if self.time_budget_s:
+            rel, v = self.time_budget_s
+            upd["time_budget_s"] = elapsed_s + v if rel else v
+        if self.token_budget:
+            rel, v = self.token_budget
+            upd["token_budget"] = tokens_used + v if rel else v
+        return Limits(**{**limits.model_dump(), **upd})
+
+    def __bool__(self) -> bool:
+        return any((self.rounds, self.time_budget_s, self.token_budget))
 
 
 class RunOutcome(BaseModel):
@@ -133,14 +159,18 @@ def start_run(task: Any, settings: Any, options: RunOptions | None = None, *, ev
     }
     rundir.save_config(config)
     initial = {"run_id": rundir.run_id, "task": loaded.task.name, "limits": options.limits.model_dump()}
+    if options.start_from is not None:
+        rundir.write_candidate("seed", Path(options.start_from).read_text())
+        initial["seed"] = True
     return _drive(rundir, loaded, settings, options, initial, evaluator=evaluator, model_factory=model_factory,
                   stages=stages, progress=progress, handle_signals=handle_signals)
 
 
 def resume_run(run_id: str, runs_dir: Path | str = "runs", *, settings: Any = None, evaluator: Evaluator | None = None,
                model_factory: ModelFactory | None = None, stages: Sequence[ToolStage] | None = None,
-               progress: Any = None, handle_signals: bool = True) -> RunOutcome:
-    """Continue a run from its last checkpoint (its saved task, budgets and models)."""
+               progress: Any = None, handle_signals: bool = True, extend: Extension | None = None) -> RunOutcome:
+    """Continue a run from its last checkpoint (its saved task, budgets and models). ``extend`` gives a finished
+    run more rounds, time or tokens and continues it with a new round."""
     from cuda_llm.runs.rundir import RunDir
 
     rundir = RunDir.open(run_id, Path(runs_dir))
@@ -152,7 +182,7 @@ def resume_run(run_id: str, runs_dir: Path | str = "runs", *, settings: Any = No
     if settings is None and model_factory is None:
         settings = settings_from_config(config.get("llm") or {})
     return _drive(rundir, loaded, settings, options, None, evaluator=evaluator, model_factory=model_factory,
-                  stages=stages, progress=progress, handle_signals=handle_signals)
+                  stages=stages, progress=progress, handle_signals=handle_signals, extend=extend)
 
 
 def settings_from_config(llm: dict[str, Any], *, api_key: str | None = None) -> Any:
@@ -259,7 +289,7 @@ def _stats(options: RunOptions) -> Any:
 
 def _drive(rundir: Any, loaded: Any, settings: Any, options: RunOptions, initial: dict | None, *,
            evaluator: Evaluator | None, model_factory: ModelFactory | None, stages: Sequence[ToolStage] | None,
-           progress: Any, handle_signals: bool) -> RunOutcome:
+           progress: Any, handle_signals: bool, extend: Extension | None = None) -> RunOutcome:
     from langgraph.checkpoint.sqlite import SqliteSaver
 
     from cuda_llm.feature_db.catalogue import load_catalogue
@@ -270,13 +300,13 @@ def _drive(rundir: Any, loaded: Any, settings: Any, options: RunOptions, initial
         return _drive_locked(rundir, loaded, settings, options, initial, evaluator=evaluator,
                              model_factory=model_factory, stages=stages, progress=progress,
                              handle_signals=handle_signals, open_trace=open_trace, load_catalogue=load_catalogue,
-                             compile_graph=compile_graph, SqliteSaver=SqliteSaver)
+                             compile_graph=compile_graph, SqliteSaver=SqliteSaver, extend=extend)
 
 
 def _drive_locked(rundir: Any, loaded: Any, settings: Any, options: RunOptions, initial: dict | None, *,
                   evaluator: Evaluator | None, model_factory: ModelFactory | None, stages: Sequence[ToolStage] | None,
                   progress: Any, handle_signals: bool, open_trace: Any, load_catalogue: Any, compile_graph: Any,
-                  SqliteSaver: Any) -> RunOutcome:
+                  SqliteSaver: Any, extend: Extension | None = None) -> RunOutcome:
     tracer = open_trace(rundir.trace_path)
     if evaluator is None:
         from cuda_llm.graph.evaluator import GpuEvaluator
@@ -298,6 +328,8 @@ def _drive_locked(rundir: Any, loaded: Any, settings: Any, options: RunOptions, 
             if not snap.values:
                 raise RuntimeError(f"run {rundir.run_id} has no checkpoint yet: start it again with `cuda-llm optimize`")
             deps.elapsed_at_start = float(snap.values.get("elapsed_s") or 0.0)
+            if extend:
+                snap = _extend(graph, config, snap, extend, rundir, tracer)
             tracer.event("run_resume", run_id=rundir.run_id, next=list(snap.next), elapsed_s=deps.elapsed_at_start)
         else:
             tracer.event("run_start", run_id=rundir.run_id, task=loaded.task.name, limits=options.limits.model_dump(),
@@ -360,6 +392,33 @@ def _drive_locked(rundir: Any, loaded: Any, settings: Any, options: RunOptions, 
         close = getattr(tracer, "close", None)
         if callable(close):
             close()
+
+
+class NotExtendable(RuntimeError):
+    """More budget was asked for a run that has not finished (it still has budget: resume it as it is)."""
+
+
+def _extend(graph: Any, config: dict, snap: Any, extend: Extension, rundir: Any, tracer: Any) -> Any:
+    """A finished run with more budget: new limits, the stop reason cleared, the next step a new round."""
+    from cuda_llm.agents.usage import total_tokens
+
+    values = snap.values
+    if snap.next:
+        raise NotExtendable(f"run {rundir.run_id} has not finished, so it still has budget: resume it without "
+                            "--rounds/--time-budget/--token-budget")
+    old = Limits(**(values.get("limits") or {}))
+    new = extend.apply(old, rounds_done=int(values.get("round") or 0), elapsed_s=float(values.get("elapsed_s") or 0.0),
+                       tokens_used=total_tokens(values.get("tokens")))
+    if new.time_budget_s <= float(values.get("elapsed_s") or 0.0) + new.reserve_s:
+        raise NotExtendable(f"--time-budget {new.time_budget_s:g}s leaves no time after the {values.get('elapsed_s', 0):.0f}s "
+                            f"already spent and the {new.reserve_s:g}s reserve; give more (e.g. +2h)")
+    graph.update_state(config, {"limits": new.model_dump(), "stop_reason": None, "round_done": True,
+                                "plateau_count": 0, "plateau_ref_ms": (values.get("best") or {}).get("ms")},
+                       as_node="critique")
+    tracer.event("decision", kind="extend", before=old.model_dump(), after=new.model_dump())
+    cfg = rundir.load_config()
+    rundir.save_config({**cfg, "limits": new.model_dump()})
+    return graph.get_state(config)
 
 
 def _report(rundir: Any, values: dict, out: RunOutcome) -> RunOutcome:

@@ -101,6 +101,7 @@ class BestSummary(BaseModel):
 class GraphState(TypedDict, total=False):
     run_id: str
     task: str
+    seed: bool                           # the run starts from the user's kernel, candidates/seed.cu
     device: str | None                   # GPU name (None without one)
     limits: dict[str, Any]               # Limits
     round: int                           # current round (1-based once planned)

@@ -24,7 +24,8 @@ NO_DEVICE = "no_device"
 BASELINE_FAILED = "baseline_failed"
 NO_CODE = "no_code"
 ENDPOINT_ERRORS = "endpoint_errors"
-HALTS = (NO_DEVICE, BASELINE_FAILED, NO_CODE, ENDPOINT_ERRORS)
+SEED_FAILED = "seed_failed"
+HALTS = (NO_DEVICE, BASELINE_FAILED, NO_CODE, ENDPOINT_ERRORS, SEED_FAILED)
 
 
 def reason_text(reason: str | None, limits: object = None) -> str:
@@ -42,6 +43,7 @@ def reason_text(reason: str | None, limits: object = None) -> str:
         BASELINE_FAILED: "the task's naive baseline does not pass",
         NO_CODE: "the coder answered without usable code too many times in a row",
         ENDPOINT_ERRORS: "the LLM endpoint failed too many times in a row",
+        SEED_FAILED: "the kernel given with --start-from does not pass",
     }
     return texts.get(reason or "", "")
 
