@@ -9,7 +9,7 @@
 #   TASKS=a,b           only these tasks in the harness and profiling benchmarks
 #   STEPS="tests harness profile loop features"   the steps to run (default: all)
 #   PYTEST_ARGS=...     extra pytest arguments (e.g. "-k adversarial")
-#   HARNESS_ARGS=...    extra harness_bench.py arguments (e.g. "--repeats 3 --time-budget 1")
+#   HARNESS_ARGS=...    extra harness_bench.py arguments (e.g. "--repeats 3 --eval-time 1")
 #   OUT=dir             where the results are copied (the device runner sets it)
 #   INSTALL_WHEELS=0    use the current Python environment instead of the carried .whl/ wheels
 #   DEADLINE_S=540      seconds for the whole script: each step is stopped (timeout) when they run out,
