@@ -120,3 +120,30 @@ def test_report_on_a_running_run_does_not_suggest_resume(finished, capsys):
     out = capsys.readouterr().out
     assert rc == 0 and "state:       running" in out
     assert "cuda-llm resume" not in out and "cuda-llm trace" in out
+
+
+def test_the_library_yardstick_reaches_the_report(tmp_path):
+    """The setup's library median (tasks with library.cu) is kept once it passed, and the report compares with it."""
+    from fake_gpu_evaluator import FakeGpuEvaluator
+
+    from cuda_llm.graph.evaluator import CachedEvaluator
+    from cuda_llm.report.markdown import render_report
+    from cuda_llm.report.summary import build_summary
+    from cuda_llm.runs.rundir import RunDir
+    from cuda_llm.tasks import load_task
+
+    class WithLibrary(FakeGpuEvaluator):
+        def library(self, loaded):
+            return self._measure(loaded, "// variant: lib\n" + loaded.task.library_path.read_text(), "library",
+                                 "library", {})
+
+    loaded = load_task("gemv")
+    inner = WithLibrary({"lib": 0.5}, compile=False)
+    cached = CachedEvaluator(inner, tmp_path / "cache")
+    assert cached.library(loaded).median_ms == pytest.approx(0.5, rel=0.02)
+    assert cached.library(loaded).median_ms == pytest.approx(0.5, rel=0.02) and len(inner.calls) == 1   # kept
+    assert CachedEvaluator(FakeGpuEvaluator({}), tmp_path / "c2").library(loaded) is None    # no such measurement
+    rd = RunDir.create(tmp_path / "runs", "gemv")
+    summary = build_summary(rd, {"task": "gemv", "baseline": {"ms": 2.0, "library_ms": 0.5}, "best": {"id": "r1c0", "ms": 1.0}})
+    assert summary.library_ms == 0.5
+    assert "Library baseline**: 0.5000 ms (best is 0.50x the library's speed)" in render_report(summary)

@@ -17,8 +17,14 @@ plateau (best latency not better by more than --plateau-threshold over --plateau
 --rounds rounds, or when the time or token budget is spent; time is kept back for the final check.
 
 Everything goes to RUNS_DIR/<run-id>/: trace.jsonl, checkpoint.sqlite, candidates/, prompts/,
-responses/, report.md and best.cu. Ctrl-C (or SIGTERM) stops after the current step; continue with
+answers/, report.md and best.cu. Ctrl-C (or SIGTERM) stops after the current step; continue with
 `cuda-llm resume RUN_ID`.
+
+Before anything is created or spent, the checks of `cuda-llm doctor` run (GPU, nvcc, disk, the endpoint);
+a failure is one line saying what to do (exit 2). A run halts, unfinished and resumable, instead of
+spending when the baseline (or the --start-from kernel) fails, when the coder writes no code N times in a
+row, or when the endpoint keeps failing (exit 3). Progress: a live display in a terminal, plain lines in
+a log, nothing with --quiet.
 
 LLM: --model/--base-url, else CUDA_LLM_MODEL / OPENAI_BASE_URL / OPENAI_API_KEY, else cuda-llm.toml.
 Per role: --planner-model, --coder-model, --critic-model."""

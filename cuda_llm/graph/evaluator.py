@@ -81,6 +81,12 @@ class GpuEvaluator:
             res = evaluate_candidate(loaded, src, candidate="baseline", options=self._options())
         return res
 
+    def library(self, loaded: Any) -> EvalResult | None:
+        """The task's library yardstick (library.cu), measured like the baseline; None when the task has none."""
+        from cuda_llm.tools.evaluate import baseline_result
+
+        return baseline_result(loaded, "library", self._options())
+
     def profile(self, loaded: Any, source: str, candidate_id: str, work_dir: Path, result: EvalResult) -> Any:
         if not self.do_profile or result.compile is None or not result.compile.so_path:
             return None
@@ -158,6 +164,17 @@ class CachedEvaluator:
         if res.status.passed:   # a failing baseline halts the run: measure it again once it is fixed
             _atomic_write(self._path("baseline", "naive"), res.model_dump_json())
         return Cached(res, True)
+
+    def library(self, loaded: Any) -> EvalResult | None:
+        """The library yardstick, when the inner evaluator measures one (kept once it passed)."""
+        hit = self._load("baseline", "library")
+        if hit is not None:
+            return hit
+        fn = getattr(self.inner, "library", None)
+        res = fn(loaded) if callable(fn) else None
+        if res is not None and res.status.passed:
+            _atomic_write(self._path("baseline", "library"), res.model_dump_json())
+        return res
 
     def profile(self, loaded: Any, source: str, candidate_id: str, work_dir: Path, result: EvalResult) -> Cached:
         from cuda_llm.tools.profile_models import ProfileResult

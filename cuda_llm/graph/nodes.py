@@ -137,6 +137,9 @@ def make_setup(deps: Deps) -> Callable[[GraphState], dict]:
             deps.event("baseline", status=res.status.value, median_ms=base.get("ms"), cached=not got.fresh,
                        note=base["note"])
             deps.progress_call("baseline", base.get("ms"))
+            lib = _library(deps)
+            if lib is not None:
+                base["library_ms"] = lib
             if state.get("seed"):
                 best = _seed(deps) or best
             return {"baseline": base, "best": best.model_dump(), "round": 0, "plateau_ref_ms": best.ms,
@@ -146,6 +149,21 @@ def make_setup(deps: Deps) -> Callable[[GraphState], dict]:
 
 
 SEED_ID = "seed"
+
+
+def _library(deps: Deps) -> float | None:
+    """The library yardstick's median (cuBLAS, CUB) for the report's "speedup over the library"; best effort."""
+    if deps.task.library_path is None:
+        return None
+    try:
+        res = deps.evaluator.library(deps.loaded)
+    except Exception as exc:  # noqa: BLE001 - a yardstick must never stop the run
+        deps.event("warning", where="library", error=short(str(exc), 300))
+        return None
+    if res is None or not res.status.passed or res.timing is None:
+        return None
+    deps.event("baseline", which="library", status=res.status.value, median_ms=res.timing.median_ms)
+    return res.timing.median_ms
 
 
 def _seed(deps: Deps) -> BestSummary:

@@ -52,7 +52,7 @@ def describe(ev: dict[str, Any], root: str | None = None) -> str:
             "stopped by an error: " + _short(ev.get("error"), 80) if ev.get("error") else "stopped (resumable)")
         return f"{how}; best {ev.get('best') or '-'} {_ms(ev.get('best_ms'))}"
     if kind == "baseline":
-        return f"naive baseline {ev.get('status')} {_ms(ev.get('median_ms'))}"
+        return f"{ev.get('which') or 'naive'} baseline {ev.get('status')} {_ms(ev.get('median_ms'))}"
     if kind == "llm_error":
         return f"{ev.get('role')} {ev.get('candidate') or ''}: call failed ({_short(ev.get('error'), 90)})"
     if kind == "llm_call":
