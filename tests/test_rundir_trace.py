@@ -243,7 +243,7 @@ def test_console_progress_lines():
     assert lines[3] == "[   1m15s]   r1c1: ok, 1.000 ms, 2.00x vs parent"
     assert "expected a ;" in lines[4] and len(lines[4]) < 160
     assert lines[5].endswith("new best: r1c1 at 1.000 ms (2.00x over the baseline)")
-    assert lines[6].endswith("llm coder r1c0: 12.3 s, 1,500 in / 700 out")
+    assert lines[6].endswith("llm coder r1c0: 12.3 s, 1,500 in / 700 out")      # no limits given: no budget
     assert lines[7].endswith("profile r1c1: memory-bound: dram 80%")
     assert lines[8].endswith("stopping: plateau (no gain for 3 rounds)")
     assert "round 1 done: 1/2 passed; best 1.000 ms (2.00x over the baseline)" in lines[9]
@@ -260,10 +260,13 @@ def test_progress_budget_and_eta():
     now[0] = 300                                   # a round of 5 minutes; 2 rounds left after it
     pr.on_event({"event": "llm_call", "role": "coder", "latency_s": 1, "input_tokens": 40_000, "output_tokens": 10_000})
     pr.on_event({"event": "llm_call", "role": "coder", "cached": True, "input_tokens": 9, "output_tokens": 9})
+    pr.on_event({"event": "evaluation", "candidate": "r2c0", "status": "ok", "median_ms": 1.0})
     pr.round_end(2, 1.0, 2.0, 1, 1)
+    assert out.getvalue().splitlines()[-2].endswith("r2c0: ok, 1.000 ms  [15m00s/1h00m00s, 250k/1M tokens]")
     last = out.getvalue().splitlines()[-1]
     assert "time 15m00s/1h00m00s, tokens 250k/1M, ETA <= 10m00s" in last
-    assert "replayed" in out.getvalue().splitlines()[-2]
+    assert "replayed" in out.getvalue().splitlines()[-3]
+    assert "llm coder: 1.0 s, 40,000 in / 10,000 out  [15m00s/1h00m00s, 250k/1M tokens]" in out.getvalue()
 
 
 def test_make_progress_picks_the_display():

@@ -41,6 +41,15 @@ class Budget:
         left_by_rounds = max(0, int(lim["max_rounds"]) - self.rounds_done) * per_round
         return left_by_rounds if left_by_time is None else min(left_by_rounds, left_by_time)
 
+    def short(self, elapsed_s: float) -> str:
+        """Time and tokens against the budgets, for the end of an event line."""
+        lim = self.limits
+        if not lim:
+            return ""
+        t = fmt_duration(elapsed_s) + (f"/{fmt_duration(lim['time_budget_s'])}" if lim.get("time_budget_s") else "")
+        tok = fmt_tokens(self.tokens) + (f"/{fmt_tokens(lim['token_budget'])}" if lim.get("token_budget") else "")
+        return f"{t}, {tok} tokens"
+
     def status(self, elapsed_s: float) -> str:
         lim = self.limits
         t = fmt_duration(elapsed_s) + (f"/{fmt_duration(lim['time_budget_s'])}" if lim.get("time_budget_s") else "")
@@ -80,6 +89,11 @@ class ConsoleProgress:
         with self._lock:
             self.emit(f"[{stamp:>8}] {text}")
 
+    def budget_suffix(self) -> str:
+        """' [time/budget, tokens/budget]' after an LLM or evaluation line (the live display has a status bar)."""
+        text = self.budget.short(self.elapsed())
+        return f"  [{text}]" if text else ""
+
     # -- called by the graph
     def start(self, run_id: str, task: str, *, resumed: bool = False, limits: dict | None = None,
               elapsed_s: float = 0.0, tokens: int = 0) -> None:
@@ -103,7 +117,7 @@ class ConsoleProgress:
         self.budget.tokens += 0 if cached else int(tokens_in) + int(tokens_out)
         about = f" {candidate}" if candidate else ""
         how = "replayed from the run's cache" if cached else f"{seconds:.1f} s, {tokens_in:,} in / {tokens_out:,} out"
-        self.line(f"  llm {role}{about}: {how}")
+        self.line(f"  llm {role}{about}: {how}{self.budget_suffix()}")
 
     def candidate(self, cid: str, status: str, median_ms: float | None = None, speedup: float | None = None,
                   note: str = "") -> None:
@@ -116,7 +130,7 @@ class ConsoleProgress:
         if note and status not in ("ok",):
             flat = " ".join(note.split())
             text += f" ({flat[:100]}{'...' if len(flat) > 100 else ''})"
-        self.line(text)
+        self.line(text + self.budget_suffix())
 
     def profiled(self, cid: str, bottleneck: str, summary: str = "", available: bool = True) -> None:
         flat = " ".join((summary or "").split())
@@ -219,6 +233,9 @@ class LiveProgress(ConsoleProgress):
     def round_start(self, index: int, features: Sequence[Sequence[str]] = ()) -> None:
         self._round = index
         super().round_start(index, features)
+
+    def budget_suffix(self) -> str:
+        return ""   # the status bar shows time, tokens and the ETA all the time
 
     def close(self) -> None:
         try:
