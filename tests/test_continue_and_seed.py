@@ -88,6 +88,20 @@ def test_start_from_a_passing_kernel(tmp_path):
     cands = json.loads((out.root / "rounds" / "r1" / "candidates.json").read_text())
     assert cands[0]["parent"] == "seed" and cands[0]["parent_ms"] == pytest.approx(4.0, rel=0.02)
     assert out.best["id"] == "r1c0"
+    # the report's tree hangs r1c0 under the seed, and show knows the seed
+    from cuda_llm.report.candidate_view import candidate_view, known_ids
+    from cuda_llm.report.html import build_report_data, candidate_tree
+    from cuda_llm.report.summary import build_summary
+    from cuda_llm.runs.run_info import read_values
+    from cuda_llm.runs.rundir import RunDir
+
+    rd = RunDir(out.root)
+    values = read_values(rd)
+    assert known_ids(rd, values)[:2] == ["baseline", "seed"]
+    assert candidate_view(rd, values, "seed").status == "ok"
+    tree = candidate_tree(build_report_data(rd, values, build_summary(rd, values)))
+    assert tree.index('data-candidate="seed"') < tree.index('data-candidate="r1c0"')
+    assert 'id="cand-seed"' in tree and "variant: seed" in tree
 
 
 def test_start_from_a_failing_kernel_is_refused_with_its_verdict(tmp_path):

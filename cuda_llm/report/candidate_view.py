@@ -19,6 +19,7 @@ from cuda_llm.runs.rundir import read_json
 from cuda_llm.tools import failure_text
 
 _CID = re.compile(r"^r(\d+)c(\d+)(?:f(\d+))?$")
+SEED = "seed"     # the kernel of optimize --start-from
 
 
 class Exchange(BaseModel):
@@ -110,7 +111,8 @@ def _critique(rundir: Any, cid: str) -> str:
 
 
 def known_ids(rundir: Any, values: dict[str, Any]) -> list[str]:
-    return ["baseline"] + [str(c["id"]) for c in candidate_rows(rundir, values)]
+    seed = [SEED] if Path(rundir.candidate_path(SEED)).is_file() else []
+    return ["baseline", *seed] + [str(c["id"]) for c in candidate_rows(rundir, values)]
 
 
 def candidate_view(rundir: Any, values: dict[str, Any], cid: str, *, folder: Path | None = None,
@@ -120,10 +122,14 @@ def candidate_view(rundir: Any, values: dict[str, Any], cid: str, *, folder: Pat
 
     rows = candidate_rows(rundir, values) if rows is None else rows
     row = next((c for c in rows if c.get("id") == cid), None)
+    if row is None and cid == SEED and Path(rundir.candidate_path(SEED)).is_file():   # optimize --start-from
+        seed_res = rundir.read_result(SEED)
+        row = {"id": SEED, "parent": "baseline", "status": seed_res.status.value if seed_res else "not_run",
+               "ms": seed_res.median_ms if seed_res else None}
     if row is None and cid != "baseline":
-        ids = [str(c["id"]) for c in rows]
+        ids = known_ids(rundir, values)
         raise KeyError(f"no candidate {cid!r} in run {rundir.run_id}; its candidates are: "
-                       f"{', '.join(['baseline', *ids]) if ids else 'baseline (no round has run)'}")
+                       f"{', '.join(ids) if len(ids) > 1 else 'baseline (no round has run)'}")
     row = row or {"id": "baseline", "status": (values.get("baseline") or {}).get("status", "not_run"),
                   "ms": (values.get("baseline") or {}).get("ms")}
     base_ms = (values.get("baseline") or {}).get("ms")

@@ -16,7 +16,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from cuda_llm.report.candidate_view import CandidateView, candidate_rows, candidate_view, task_folder
+from cuda_llm.report.candidate_view import SEED, CandidateView, candidate_rows, candidate_view, task_folder
 from cuda_llm.report.formats import fmt_duration, fmt_ms, fmt_tokens, fmt_x
 from cuda_llm.report.markdown import RunSummary, _headline
 
@@ -70,6 +70,8 @@ def build_report_data(rundir: Any, values: dict[str, Any], summary: RunSummary, 
     folder = task_folder(rundir)
     rows = candidate_rows(rundir, values)
     views = [candidate_view(rundir, values, "baseline", folder=folder, rows=rows)]
+    if Path(rundir.candidate_path(SEED)).is_file():
+        views.append(candidate_view(rundir, values, SEED, folder=folder, rows=rows))
     views += [candidate_view(rundir, values, str(r["id"]), folder=folder, rows=rows) for r in rows]
     sol = next((v.timing.get("sol_ms") for v in views if v.timing.get("sol_ms")), None)
     round_best = {int(ev["round"]): ev.get("best_ms") for ev in events
