@@ -91,6 +91,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     b.add_argument("--max-repairs", type=int, default=2, help="repair attempts per round when nothing passes (default 2)")
     b.add_argument("--reserve", type=parse_duration, default=120.0,
                    help="time kept back from the budget for the final validation (default 120s)")
+    b.add_argument("--max-no-code", type=int, default=8,
+                   help="halt after this many coder answers in a row without usable code (default 8; 0: never)")
+    b.add_argument("--max-endpoint-errors", type=int, default=3,
+                   help="halt after this many failed calls of one role in a row (default 3; 0: never)")
     o = p.add_argument_group("run")
     o.add_argument("--runs-dir", type=Path, default=Path("runs"), help="where runs are kept (default ./runs)")
     o.add_argument("--arch", help="GPU architecture, e.g. sm_90 (default: the device's)")
@@ -173,7 +177,8 @@ def run(args: argparse.Namespace) -> int:
     try:
         limits = Limits(max_rounds=args.rounds, n_candidates=args.candidates, time_budget_s=args.time_budget,
                         token_budget=args.token_budget, plateau_rounds=args.plateau_rounds,
-                        plateau_threshold=args.plateau_threshold, reserve_s=args.reserve, max_repairs=args.max_repairs)
+                        plateau_threshold=args.plateau_threshold, reserve_s=args.reserve, max_repairs=args.max_repairs,
+                        max_no_code=args.max_no_code, max_endpoint_errors=args.max_endpoint_errors)
     except ValidationError as exc:
         bad = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
         return _err(f"bad budget: {bad} (see `cuda-llm optimize --help`)")
