@@ -65,6 +65,16 @@ def test_a_finished_run_continues_with_more_rounds_time_and_tokens(tmp_path):
     assert lim["max_rounds"] == 3 and lim["time_budget_s"] > 7200 and lim["token_budget"] > 1_000_000
 
 
+def test_more_rounds_without_the_budget_that_ran_out_are_refused(tmp_path):
+    m = model()
+    out = start(tmp_path, m, max_rounds=5, plateau_rounds=5, token_budget=1)     # stops on tokens after round 1
+    assert out.finished and out.stop_reason == "token_budget"
+    calls = len(m.calls)
+    with pytest.raises(NotExtendable, match="token budget.*--token-budget"):
+        resume(tmp_path, out, m, Extension(rounds=(True, 2)))
+    assert len(m.calls) == calls
+
+
 def test_an_unfinished_run_is_not_extended(tmp_path):
     """A run halted at its baseline has not finished: more budget is refused; plain resume is the way."""
     m = model()

@@ -376,7 +376,8 @@ def _drive_locked(rundir: Any, loaded: Any, settings: Any, options: RunOptions, 
                          stop_text=reason_text(values.get("stop_reason"), Limits(**(values.get("limits") or {}))),
                          interrupted=deps.stop_requested.is_set() and not finished,
                          error=error, halt=halted.reason if halted else None,
-                         halt_text=f"{halted.what}. What to do: {halted.advice}" if halted else "", best=values.get("best") or {}, final=values.get("final") or {},
+                         halt_text=f"{halted.what}. What to do: {halted.advice}" if halted else "",
+                         best=values.get("best") or {}, final=values.get("final") or {},
                          baseline=values.get("baseline") or {}, rounds=int(values.get("round") or 0),
                          tokens=values.get("tokens") or {}, elapsed_s=float(values.get("elapsed_s") or 0.0),
                          evaluations=int(values.get("evaluations") or 0))
@@ -409,9 +410,16 @@ def _extend(graph: Any, config: dict, snap: Any, extend: Extension, rundir: Any,
     old = Limits(**(values.get("limits") or {}))
     new = extend.apply(old, rounds_done=int(values.get("round") or 0), elapsed_s=float(values.get("elapsed_s") or 0.0),
                        tokens_used=total_tokens(values.get("tokens")))
-    if new.time_budget_s <= float(values.get("elapsed_s") or 0.0) + new.reserve_s:
-        raise NotExtendable(f"--time-budget {new.time_budget_s:g}s leaves no time after the {values.get('elapsed_s', 0):.0f}s "
-                            f"already spent and the {new.reserve_s:g}s reserve; give more (e.g. +2h)")
+    from cuda_llm.graph.stop_rules import TIME, TOKENS, Budget, hard_stop
+
+    spent = hard_stop(elapsed_s=float(values.get("elapsed_s") or 0.0), tokens=total_tokens(values.get("tokens")),
+                      budget=Budget(max_rounds=new.max_rounds, time_budget_s=new.time_budget_s,
+                                    token_budget=new.token_budget, plateau_rounds=new.plateau_rounds,
+                                    reserve_s=new.reserve_s))
+    if spent is not None:   # another round would start with a budget already spent, and stop after it
+        flag = {TIME: "--time-budget +2h", TOKENS: "--token-budget +1M"}[spent]
+        raise NotExtendable(f"run {rundir.run_id} has spent its {'wall-clock' if spent == TIME else 'token'} budget "
+                            f"(the {new.reserve_s:g}s reserve for the final check included); give more, e.g. {flag}")
     graph.update_state(config, {"limits": new.model_dump(), "stop_reason": None, "round_done": True,
                                 "plateau_count": 0, "plateau_ref_ms": (values.get("best") or {}).get("ms")},
                        as_node="critique")
