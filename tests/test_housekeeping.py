@@ -122,3 +122,12 @@ def test_one_name_per_budget():
         build_parser().parse_args(["eval", "gelu", "k.cu", "--time-budget", "3"])   # wall-clock only, in optimize
     opt = build_parser().parse_args(["optimize", "gelu", "--time-budget", "2h", "--eval-time", "5"])
     assert opt.time_budget == 7200.0 and opt.eval_time == 5.0
+
+
+def test_the_readme_lists_every_command():
+    from cuda_llm.cli import COMMANDS
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    table = readme.split("| Command | What it does |", 1)[1].split("\n\n", 1)[0]
+    missing = [name for name in COMMANDS if f"`cuda-llm {name}" not in table]
+    assert not missing, f"README's command table lacks {missing}"
