@@ -159,7 +159,7 @@ def main() -> int:
     ap.add_argument("--tasks", default=os.environ.get("TASKS") or None,
                     help="comma-separated task names (default: $TASKS, else all)")
     ap.add_argument("--repeats", type=int, default=5)
-    ap.add_argument("--time-budget", type=float, default=2.0)
+    ap.add_argument("--eval-time", dest="time_budget", type=float, default=2.0, help="timing budget per evaluation (s)")
     ap.add_argument("--ncu-tasks", default=DEFAULT_NCU)
     ap.add_argument("--out", type=Path, default=ROOT / "bench-out")
     args = ap.parse_args()

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
+sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks")]
 
 N = 2
 PLATEAU_ROUNDS = 2
@@ -150,12 +150,9 @@ def variant_for(cid: str) -> str:
 
 
 def scripted_model(llm_log: Path | None = None) -> Any:
-    from fake_gpu_evaluator import coder_answer, critic_answer, plan_answer
-    from scripted_chat_model import ScriptedChatModel, detect_role
-    from test_graph_loop import candidate_of, offered_ids
+    from scripted_answers import ScriptedBenchModel, candidate_of, coder_answer, critic_answer, offered_ids, plan_answer
 
-    def respond(messages: list[Any]) -> str:
-        role = detect_role(messages)
+    def respond(role: str | None, messages: list[Any]) -> str:
         cid = candidate_of(messages) if role == "coder" else None
         if llm_log is not None:
             import hashlib
@@ -169,7 +166,7 @@ def scripted_model(llm_log: Path | None = None) -> Any:
             return critic_answer(("warp_shuffle", "vector_loads"))
         return coder_answer(kernel(variant_for(cid)))
 
-    return ScriptedChatModel(respond=respond)
+    return ScriptedBenchModel(respond=respond)
 
 
 def options(runs: Path, profile: bool, learn: bool = False) -> Any:
@@ -236,7 +233,7 @@ def checkpoint_growth(root: Path, rounds: int) -> tuple[float, int, int]:
 
 def _spawn(mode: str, work: Path, run_id: str, profile: bool) -> subprocess.Popen:
     env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), str(ROOT / "tests")] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), str(ROOT / "benchmarks")] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
     return subprocess.Popen([sys.executable, str(Path(__file__).resolve()), "--drive", mode, str(work), run_id,
                              "1" if profile else "0"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
@@ -294,7 +291,7 @@ def _lines(p: Path) -> list[dict]:
 
 
 def best_variant(out: dict) -> str | None:
-    from fake_gpu_evaluator import variant_of
+    from scripted_answers import variant_of
 
     p = Path(out["root"]) / "best.cu"
     return variant_of(p.read_text()) if p.is_file() else None

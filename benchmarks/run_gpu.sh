@@ -7,9 +7,11 @@
 # Environment:
 #   SKIP_TESTS=1        skip the pytest -m gpu run
 #   TASKS=a,b           only these tasks in the harness and profiling benchmarks
-#   STEPS="tests harness profile loop features"   the steps to run (default: all)
+#   STEPS="tests harness profile loop features doctor report"   the steps to run (default: all)
+#                       doctor: `cuda-llm doctor --no-llm` (bench-out/doctor.txt); report: the loop step's straight
+#                       run as report.html + report.json (bench-out/; screenshot it with benchmarks/report_shot.py)
 #   PYTEST_ARGS=...     extra pytest arguments (e.g. "-k adversarial")
-#   HARNESS_ARGS=...    extra harness_bench.py arguments (e.g. "--repeats 3 --time-budget 1")
+#   HARNESS_ARGS=...    extra harness_bench.py arguments (e.g. "--repeats 3 --eval-time 1")
 #   OUT=dir             where the results are copied (the device runner sets it)
 #   INSTALL_WHEELS=0    use the current Python environment instead of the carried .whl/ wheels
 #   DEADLINE_S=540      seconds for the whole script: each step is stopped (timeout) when they run out,
@@ -25,7 +27,7 @@ else
 fi
 export PYTHONUNBUFFERED=1
 export CUDA_LLM_CACHE="${CUDA_LLM_CACHE:-/tmp/cuda-llm-cache}"
-STEPS="${STEPS:-tests harness profile loop features}"
+STEPS="${STEPS:-doctor tests harness profile loop features report}"
 [ "${SKIP_TESTS:-0}" = "1" ] && STEPS="${STEPS//tests/}"
 BENCH=bench-out
 rm -rf "$BENCH"    # a summary must never show the logs of an earlier call (they went to that call's $OUT)
@@ -65,6 +67,9 @@ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu 
 pytest_args=(); harness_args=()
 [ -n "${PYTEST_ARGS:-}" ] && eval "pytest_args=(${PYTEST_ARGS})"
 [ -n "${HARNESS_ARGS:-}" ] && eval "harness_args=(${HARNESS_ARGS})"
+if wants doctor; then
+  step doctor "$BENCH/doctor.txt" python3 -m cuda_llm.cli doctor --no-llm --runs-dir "$BENCH/doctor-runs"
+fi
 if wants tests; then
   step tests "$BENCH/gpu-tests.log" python3 -m pytest -m gpu -q -rA ${pytest_args[@]+"${pytest_args[@]}"}
 fi
@@ -79,6 +84,11 @@ if wants loop && [ -f benchmarks/loop_bench.py ]; then
 fi
 if wants features; then
   step features "$BENCH/features.txt" python3 -m cuda_llm.cli features --arch sm_90
+fi
+if wants report && [ -d "$BENCH/loop-runs/straight/runs" ]; then
+  run_dir=$(ls -d "$BENCH"/loop-runs/straight/runs/*/ 2>/dev/null | tail -n 1)
+  step report "$BENCH/report.log" sh -c "python3 -m cuda_llm.cli report '$run_dir' --html && \
+    python3 -m cuda_llm.cli report '$run_dir' --json > '$BENCH/report.json' && cp '$run_dir/report.html' '$BENCH/report.html'"
 fi
 
 sync_out
@@ -101,4 +111,6 @@ fi
 [ -f "$BENCH/profile.md" ] && echo "profile:  $(grep -m1 -iE 'median|seconds per' "$BENCH/profile.md" | cut -c1-200)"
 [ -f "$BENCH/loop.md" ] && echo "loop:     $(grep -m1 -iE 'stop|speedup' "$BENCH/loop.md" | cut -c1-200)"
 [ -f "$BENCH/features.txt" ] && echo "features: $(grep -cE '^[a-z_]+ ' "$BENCH/features.txt") rows in features.txt"
+[ -f "$BENCH/doctor.txt" ] && echo "doctor:   $(grep -E '^(ok|warn|FAIL) ' "$BENCH/doctor.txt" | awk '{print $2"="$1}' | tr '\n' ' ')"
+[ -f "$BENCH/report.html" ] && echo "report:   report.html $(wc -c < "$BENCH/report.html") bytes"
 exit 0

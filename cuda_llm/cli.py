@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 
 COMMANDS: dict[str, str] = {
@@ -21,6 +22,9 @@ COMMANDS: dict[str, str] = {
     "trace": "cuda_llm.commands.trace_cmd",
     "features": "cuda_llm.commands.features_cmd",
     "profile": "cuda_llm.commands.profile_cmd",
+    "doctor": "cuda_llm.commands.doctor_cmd",
+    "show": "cuda_llm.commands.show_cmd",
+    "check-task": "cuda_llm.commands.check_task_cmd",
 }
 
 
@@ -33,6 +37,7 @@ def build_parser() -> argparse.ArgumentParser:
         ),
         epilog="Run 'cuda-llm COMMAND --help' for the options of one command.",
     )
+    parser.add_argument("--version", action="version", version=f"cuda-llm {_version()}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, module_name in COMMANDS.items():
         try:
@@ -52,6 +57,25 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("cuda-llm")
+    except PackageNotFoundError:   # run from a source tree that was not installed
+        return "unknown (not installed)"
+
+
+def _quiet_broken_pipe() -> int:
+    """`cuda-llm features | head`: the reader left; end quietly, like other command-line tools."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
+    return 141   # 128 + SIGPIPE, what a shell reports for a program ended by a closed pipe
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -59,7 +83,11 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return 2
     try:
-        return int(args._run(args) or 0)
+        code = int(args._run(args) or 0)
+        sys.stdout.flush()      # a closed pipe shows here, not in the interpreter's exit
+        return code
+    except BrokenPipeError:
+        return _quiet_broken_pipe()
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130

@@ -44,6 +44,9 @@ class FakeOpenAIServer:
     script: list[Reply] = field(default_factory=list)
     reject_json_schema: bool = False  # answer 400 to any request with response_format json_schema
     requests: list[Seen] = field(default_factory=list)
+    # GET /models: the served model ids (None: 404, like servers without the route), or a scripted reply
+    models: list[str] | None = None
+    models_reply: Reply | None = None
 
     def __post_init__(self) -> None:
         self._lock = threading.RLock()
@@ -58,6 +61,16 @@ class FakeOpenAIServer:
         class Handler(BaseHTTPRequestHandler):
             def log_message(self, *args: Any) -> None:  # keep test output clean
                 pass
+
+            def do_GET(self) -> None:  # noqa: N802
+                status, payload, delay_s, ctype = server._get(self.path)
+                if delay_s:
+                    time.sleep(delay_s)
+                self.send_response(status)
+                self.send_header("content-type", ctype)
+                self.send_header("content-length", str(len(payload)))
+                self.end_headers()
+                self.wfile.write(payload)
 
             def do_POST(self) -> None:  # noqa: N802
                 length = int(self.headers.get("content-length") or 0)
@@ -102,6 +115,21 @@ class FakeOpenAIServer:
         return self._url
 
     # -- behaviour
+    def _get(self, path: str) -> tuple[int, bytes, float, str]:
+        with self._lock:
+            r = self.models_reply
+            if r is not None:
+                payload = r.body if r.body is not None else (
+                    _error(r.error, "server_error") if r.status != 200 else _models(self.models or []))
+                ctype = "text/html" if payload.lstrip().startswith(b"<") else "application/json"
+                self._record(path, {}, r.status, payload)
+                return r.status, payload, r.delay_s, ctype
+            if not path.endswith("/models") or self.models is None:
+                self._record(path, {}, 404, b"")
+                return 404, _error(f"no route {path}", "not_found"), 0.0, "application/json"
+            self._record(path, {}, 200, b"")
+            return 200, _models(self.models), 0.0, "application/json"
+
     def _answer(self, path: str, body: dict[str, Any]) -> tuple[int, bytes, float]:
         with self._lock:
             delay = self.script[0].delay_s if self.script and path.endswith("/chat/completions") else 0.0
@@ -149,6 +177,11 @@ class _QuietServer(ThreadingHTTPServer):
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         pass  # a client that timed out and hung up is expected in tests
+
+
+def _models(ids: list[str]) -> bytes:
+    return json.dumps({"object": "list", "data": [{"id": m, "object": "model", "created": 0, "owned_by": "fake"}
+                                                  for m in ids]}).encode()
 
 
 def _error(message: str, kind: str) -> bytes:

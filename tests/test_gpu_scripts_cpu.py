@@ -89,3 +89,16 @@ def test_run_gpu_script_collects_and_summarizes(tmp_path):
     assert "test_stale" not in proc.stdout and "tests:" not in tail     # no tests step ran in this call
     assert (out / "features.txt").is_file() and "coalesced_access" in (out / "features.txt").read_text()
     assert (out / "harness.log").is_file() and "nope" in (out / "harness.log").read_text()
+
+
+def test_the_loop_benchmark_brings_its_own_scripted_answers():
+    """benchmarks/ must not import tests/: the loop benchmark's LLM answers live in benchmarks/scripted_answers.py."""
+    import ast
+
+    for name in ("loop_bench.py", "scripted_answers.py"):
+        tree = ast.parse((ROOT / "benchmarks" / name).read_text())
+        imported = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+        imported |= {n.module.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
+        tests_modules = {p.stem for p in (ROOT / "tests").glob("*.py")}
+        assert not imported & tests_modules, (name, imported & tests_modules)
+    assert '"tests"' not in (ROOT / "benchmarks" / "loop_bench.py").read_text()

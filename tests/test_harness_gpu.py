@@ -153,13 +153,13 @@ def test_eval_command_on_the_gpu(capsys) -> None:
     from cuda_llm.cli import main
 
     naive = load_task("gelu").task.baseline_path
-    rc = main(["eval", "gelu", str(naive), "--time-budget", "1", "--seed", "9"])
+    rc = main(["eval", "gelu", str(naive), "--eval-time", "1", "--seed", "9"])
     out = capsys.readouterr().out
     assert rc == 0, out
     assert "status           ok" in out or re.search(r"status\s+ok", out), out
     m = re.search(r"speedup vs naive\s+([0-9.]+)x", out)
     assert m is not None and 0.8 < float(m.group(1)) < 1.25, out    # the naive kernel against itself
     assert re.search(r"speed of light\s+[0-9.]+%", out), out
-    rc = main(["eval", "gelu", str(ADV / "off_by_one.cu"), "--time-budget", "1", "--json"])
+    rc = main(["eval", "gelu", str(ADV / "off_by_one.cu"), "--eval-time", "1", "--json"])
     data = json.loads(capsys.readouterr().out)
     assert rc == 1 and data["status"] == "wrong_answer"

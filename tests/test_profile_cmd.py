@@ -59,7 +59,7 @@ def test_profile_json_without_ncu(tmp_path, monkeypatch, capsys, nvcc_path):
     kernel = load_task("gelu").task.baseline_path
     rc = main(["profile", "gelu", str(kernel), "--json", "--no-time", "--out", str(tmp_path / "o")])
     report = json.loads(capsys.readouterr().out)
-    assert rc == 0
+    assert rc == 1                                    # nothing profiled: a script must see it
     assert report["profile"]["available"] is False
     assert "ncu not found" in report["profile"]["reason"]
     assert report["diagnosis"]["bottleneck"] == "unknown"
@@ -84,3 +84,17 @@ def test_compile_error_exits_1(tmp_path, capsys, monkeypatch, nvcc_path):
     bad.write_text('extern "C" void solve(const float* x, float* y, int n) { undefined_thing(); }\n')
     assert main(["profile", "gelu", str(bad), "--no-time"]) == 1
     assert "compilation failed" in capsys.readouterr().err
+
+
+def test_empty_file_and_wrong_signature_are_refused_once(tmp_path, capsys, monkeypatch, nvcc_path):
+    monkeypatch.setenv("CUDA_LLM_CACHE", str(tmp_path / "cache"))
+    empty = tmp_path / "empty.cu"
+    empty.write_text("\n")
+    assert main(["profile", "gelu", str(empty), "--no-time"]) == 2
+    assert "is empty" in capsys.readouterr().err
+    wrong = tmp_path / "wrong.cu"
+    wrong.write_text('__global__ void k(float* y) { y[0] = 1; }\n'
+                     'extern "C" void solve(float* y, int n) { k<<<1, 1>>>(y); }\n')
+    assert main(["profile", "gelu", str(wrong), "--no-time"]) == 1
+    cap = capsys.readouterr()
+    assert "refused before compiling" in cap.err and "regs" not in cap.out + cap.err

@@ -30,7 +30,7 @@ def test_create_names_and_lays_out_the_run(tmp_path):
     rd = RunDir.create(tmp_path / "runs", "softmax")
     assert re.fullmatch(r"\d{8}-\d{6}-softmax-[0-9a-f]{4}", rd.run_id)
     assert rd.root == tmp_path / "runs" / rd.run_id
-    assert all((rd.root / d).is_dir() for d in ("candidates", "prompts", "responses"))
+    assert all((rd.root / d).is_dir() for d in ("candidates", "prompts", "answers"))
     assert (rd.trace_path.name, rd.checkpoint_path.name, rd.config_path.name, rd.best_path.name,
             rd.report_path.name) == ("trace.jsonl", "checkpoint.sqlite", "config.json", "best.cu", "report.md")
     other = RunDir.create(tmp_path / "runs", "/some/folder/my task/")
@@ -77,12 +77,20 @@ def test_candidates_results_prompts_and_config_round_trip(tmp_path):
 
     from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
 
-    pp = rd.write_prompt("coder", "coder-0001", [SystemMessage(content="rules"), HumanMessage(content="write it")])
-    rp = rd.write_response("coder", "coder-0001", "```cuda\n...\n```")
-    assert pp == rd.root / "prompts" / "coder" / "coder-0001.md"
+    from cuda_llm.runs.rundir import exchange_name
+
+    pp = rd.write_prompt(exchange_name("coder", "r1c0"), [SystemMessage(content="rules"), HumanMessage(content="write it")])
+    rp = rd.write_answer(exchange_name("coder", "r1c0"), "```cuda\n...\n```")
+    rd.write_answer(exchange_name("coder", "r1c0", 2), "second try")
+    rd.write_answer(exchange_name("coder", "r1c01"), "another candidate's")
+    assert pp == rd.root / "prompts" / "coder-r1c0.md"
+    assert rp == rd.root / "answers" / "coder-r1c0.md"
     assert "## system\n\nrules" in pp.read_text() and "## human\n\nwrite it" in pp.read_text()
     assert rp.read_text() == "```cuda\n...\n```\n"
-    assert "## ai" in rd.write_prompt("critic", "c1", [AIMessage(content="hm")]).read_text()
+    assert "## ai" in rd.write_prompt(exchange_name("critic", "r1c0"), [AIMessage(content="hm")]).read_text()
+    assert [n for n, _, _ in rd.exchanges("r1c0")] == ["coder-r1c0", "coder-r1c0-2", "critic-r1c0"]
+    with pytest.raises(ValueError, match="file name"):
+        exchange_name("coder", "../x")
 
     rd.save_config({"task": "gelu", "limits": {"rounds": 3}, "path": tmp_path})
     assert rd.load_config() == {"task": "gelu", "limits": {"rounds": 3}, "path": str(tmp_path)}
@@ -224,15 +232,57 @@ def test_console_progress_lines():
     pr.on_event({"event": "evaluation", "candidate": "r1c2", "status": "compile_error", "median_ms": None,
                  "note": "kernel.cu(3): error: expected a ;\n" + "x" * 300})
     pr.on_event({"event": "decision", "kind": "selection", "replaced": True, "candidate": "r1c1", "candidate_ms": 1.0})
-    pr.on_event({"event": "llm_call", "role": "coder"})  # not shown
+    pr.on_event({"event": "llm_call", "role": "coder", "candidate": "r1c0", "latency_s": 12.34, "input_tokens": 1500,
+                 "output_tokens": 700})
+    pr.on_event({"event": "profile", "candidate": "r1c1", "bottleneck": "memory-bound", "summary": "dram 80%"})
     pr.on_event({"event": "decision", "kind": "stop", "reason": "plateau", "text": "no gain for 3 rounds"})
     pr.round_end(1, 1.0, 2.0, 1, 2, "plateau")  # the stop is not repeated
     lines = out.getvalue().splitlines()
     assert lines[0] == "[      0s] run RUN1: optimizing softmax"
-    assert "c1: coalescing; c2: free choice" in lines[2]
+    assert "r1c0: coalescing; r1c1: free choice" in lines[2]
     assert lines[3] == "[   1m15s]   r1c1: ok, 1.000 ms, 2.00x vs parent"
     assert "expected a ;" in lines[4] and len(lines[4]) < 160
     assert lines[5].endswith("new best: r1c1 at 1.000 ms (2.00x over the baseline)")
-    assert lines[6].endswith("stopping: plateau (no gain for 3 rounds)")
-    assert lines[7].endswith("round 1 done: 1/2 passed; best 1.000 ms (2.00x over the baseline)")
-    assert len(lines) == 8
+    assert lines[6].endswith("llm coder r1c0: 12.3 s, 1,500 in / 700 out")      # no limits given: no budget
+    assert lines[7].endswith("profile r1c1: memory-bound: dram 80%")
+    assert lines[8].endswith("stopping: plateau (no gain for 3 rounds)")
+    assert "round 1 done: 1/2 passed; best 1.000 ms (2.00x over the baseline)" in lines[9]
+    assert len(lines) == 10
+
+
+def test_progress_budget_and_eta():
+    out = io.StringIO()
+    now = [0.0]
+    pr = ConsoleProgress(out, clock=lambda: now[0])
+    pr.start("RUN1", "softmax", limits={"time_budget_s": 3600, "token_budget": 1_000_000, "max_rounds": 4},
+             elapsed_s=600, tokens=200_000)
+    pr.round_start(2, [[]])
+    now[0] = 300                                   # a round of 5 minutes; 2 rounds left after it
+    pr.on_event({"event": "llm_call", "role": "coder", "latency_s": 1, "input_tokens": 40_000, "output_tokens": 10_000})
+    pr.on_event({"event": "llm_call", "role": "coder", "cached": True, "input_tokens": 9, "output_tokens": 9})
+    pr.on_event({"event": "evaluation", "candidate": "r2c0", "status": "ok", "median_ms": 1.0})
+    pr.round_end(2, 1.0, 2.0, 1, 1)
+    assert out.getvalue().splitlines()[-2].endswith("r2c0: ok, 1.000 ms  [15m00s/1h00m00s, 250k/1M tokens]")
+    last = out.getvalue().splitlines()[-1]
+    assert "time 15m00s/1h00m00s, tokens 250k/1M, ETA <= 10m00s" in last
+    assert "replayed" in out.getvalue().splitlines()[-3]
+    assert "llm coder: 1.0 s, 40,000 in / 10,000 out  [15m00s/1h00m00s, 250k/1M tokens]" in out.getvalue()
+
+
+def test_make_progress_picks_the_display():
+    from cuda_llm.report.progress import LiveProgress, make_progress
+
+    assert make_progress(quiet=True) is None
+    assert type(make_progress(stream=io.StringIO())) is ConsoleProgress   # a log: plain lines
+
+    class Tty(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    tty = Tty()
+    live = make_progress(stream=tty)
+    assert isinstance(live, LiveProgress)
+    live.start("RUN1", "softmax", limits={"time_budget_s": 60})
+    live.baseline(2.0)
+    live.finish(None)
+    assert "naive baseline: 2.000 ms" in tty.getvalue()

@@ -14,7 +14,7 @@ EVENTS = [
     {"timestamp": T.format(2), "event": "decision", "kind": "features", "round": 1, "by": "planner",
      "candidates": {"r1c0": ["warp_shuffle"], "r1c1": ["vector_loads", "grid_stride_loop"]}},
     {"timestamp": T.format(3), "event": "llm_call", "role": "coder", "input_tokens": 1200, "output_tokens": 300,
-     "latency_s": 4.25, "response": "/runs/x/responses/coder/c1.md"},
+     "latency_s": 4.25, "candidate": "r1c0", "response": "/runs/x/answers/coder-r1c0.md"},
     {"timestamp": T.format(5), "event": "evaluation", "candidate": "r1c0", "round": 1, "status": "ok",
      "median_ms": 0.2482, "speedup_over_parent": 7.5, "note": "passed 9/9 cases"},
     {"timestamp": T.format(6), "event": "evaluation", "candidate": "r1c1", "round": 1, "status": "compile_error",
@@ -27,7 +27,7 @@ EVENTS = [
     {"timestamp": T.format(10), "event": "round_end", "round": 1, "best": "r1c0", "best_ms": 0.2482, "speedup": 7.5,
      "passed": 1, "candidates": 2, "plateau_count": 0, "tokens": 12345},
     {"timestamp": T.format(11), "event": "llm_call", "role": "planner", "input_tokens": 900, "output_tokens": 50,
-     "latency_s": 1.0, "cached": True, "response": "/runs/x/responses/planner/p2.md"},
+     "latency_s": 1.0, "cached": True, "response": "/runs/x/answers/planner-r2.md"},
     {"timestamp": T.format(12), "event": "decision", "kind": "stop", "round": 2, "reason": "plateau", "text": "no gain"},
     {"timestamp": T.format(13), "event": "run_end", "finished": True, "stop_reason": "plateau", "best": "r1c0",
      "best_ms": 0.2482},
@@ -40,12 +40,12 @@ def test_every_event_reads_as_one_line():
     assert len(lines) == len(EVENTS) - 2                     # node start/end left out by default
     assert lines[0].startswith("    +0.0s") and "softmax on NVIDIA H100 (sm_90): up to 3 rounds x 2 candidates" in lines[0]
     assert "r1c0 warp_shuffle; r1c1 vector_loads, grid_stride_loop" in text
-    assert "coder: 1,200 in / 300 out, 4.2 s  responses/coder/c1.md" in text          # path relative to the run
+    assert "coder: 1,200 in / 300 out, 4.2 s  answers/coder-r1c0.md" in text          # path relative to the run
     assert "r1c0 ok 0.2482 ms (7.50x over parent): passed 9/9 cases" in text
     assert "r1c1 compile_error -: kernel.cu(12): error" in text
     assert "r1c0 0.2482 ms replaces baseline 1.860 ms: confirmed" in text
     assert "round 1: best r1c0 0.2482 ms (7.50x), 1/2 passed, plateau 0, 12,345 tokens" in text
-    assert "(cached)" in text and "stop: plateau: no gain" in text
+    assert "(cached)" in text and "stop: plateau (no gain)" in text
     assert lines[-1].endswith("finished: plateau; best r1c0 0.2482 ms") and "+13.0s" in lines[-1]
     assert len(render(EVENTS, nodes=True).splitlines()) == len(EVENTS)
     assert "select 0.50 s" in render(EVENTS, nodes=True)
@@ -55,7 +55,7 @@ def test_filters_by_round_candidate_and_event_name():
     # the cached planner call after round 1 ended still belongs to round 1 (the last round named)
     assert [ev["event"] for _, ev in select(EVENTS, round_=2)] == ["decision", "run_end"]
     about = [ev.get("candidate") or ev.get("kind") or ev["event"] for _, ev in select(EVENTS, candidate="r1c0")]
-    assert about == ["features", "r1c0", "r1c0-confirm", "r1c0", "round_end", "run_end"]
+    assert about == ["features", "r1c0", "r1c0", "r1c0-confirm", "r1c0", "round_end", "run_end"]   # its LLM call too
     assert {ev["event"] for _, ev in select(EVENTS, kinds=("evaluation",))} == {"evaluation"}
     assert select([], kinds=("evaluation",)) == []
 

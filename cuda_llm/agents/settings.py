@@ -25,6 +25,7 @@ CONFIG_ENV = "CUDA_LLM_CONFIG"
 PLACEHOLDER_API_KEY = "not-needed"
 DEFAULT_TIMEOUT_S = 300.0
 DEFAULT_MAX_RETRIES = 4
+KNOWN_TABLES = {"llm"}   # top-level tables of cuda-llm.toml
 _TOML_KEYS = {"model", "base_url", "api_key_env", "timeout_s", "max_retries", "temperature"}
 
 
@@ -80,6 +81,10 @@ def _read_config(path: Path | None, env: Mapping[str, str]) -> tuple[dict[str, A
         data = tomllib.loads(path.read_text())
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise LLMConfigError(f"{path}: not valid TOML: {exc}") from None
+    unknown_tables = sorted(set(data) - KNOWN_TABLES)
+    if unknown_tables:
+        raise LLMConfigError(f"{path}: unknown table(s) or key(s) {unknown_tables}; cuda-llm.toml holds "
+                             f"{', '.join(f'[{t}]' for t in sorted(KNOWN_TABLES))} (see docs/llm.md)")
     llm = data.get("llm", {})
     if not isinstance(llm, dict):
         raise LLMConfigError(f"{path}: [llm] must be a table")

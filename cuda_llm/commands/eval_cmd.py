@@ -34,7 +34,7 @@ Exit codes: 0 passed; 1 failed or suspect; 2 bad usage or no device.
 Examples:
   cuda-llm eval gelu my_gelu.cu
   cuda-llm eval softmax softmax_v3.cu --json > result.json
-  cuda-llm eval sgemm gemm.cu --arch sm_90 --time-budget 5
+  cuda-llm eval sgemm gemm.cu --arch sm_90 --eval-time 5
   cuda-llm eval sgemm cuda_llm/tasks/suite/sgemm/library.cu --library   # measure a library yardstick"""
 
 _ADVICE: dict[str, str] = {
@@ -72,7 +72,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--arch", help="GPU architecture for nvcc, e.g. sm_90 (default: the local GPU, else sm_90)")
     p.add_argument("--library", "--allow-libraries", dest="library", action="store_true",
                    help="allow library calls (cuBLAS, CUB) and link the task's libraries: for yardsticks only")
-    p.add_argument("--time-budget", type=float, default=10.0, metavar="S",
+    p.add_argument("--eval-time", dest="time_budget", type=float, default=10.0, metavar="S",
                    help="seconds of timing repetitions at most (default 10)")
     p.add_argument("--timeout", type=float, default=120.0, metavar="S",
                    help="seconds before a hanging evaluation is killed (default 120)")
@@ -113,7 +113,7 @@ def run(args: argparse.Namespace) -> int:
         _err(f"cannot read {kernel}: {exc}")
         return 2
     if args.time_budget <= 0 or args.timeout <= 0:
-        _err("--time-budget and --timeout must be positive numbers of seconds")
+        _err("--eval-time and --timeout must be positive numbers of seconds")
         return 2
 
     from cuda_llm.tools.compile import CompileSetupError, resolve_arch

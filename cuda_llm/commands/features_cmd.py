@@ -31,6 +31,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=int, default=0, help="seed of the bandit's draw (with --category)")
     p.add_argument("--show", metavar="ID", help="print one feature in full")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    p.add_argument("--reset", action="store_true", help="delete the learned statistics (asks first; --yes to skip)")
+    p.add_argument("--yes", action="store_true", help="with --reset: do not ask")
 
 
 def _default_arch() -> str:
@@ -43,6 +45,27 @@ def _default_arch() -> str:
 
 def _speedup(st) -> float | None:
     return round(math.exp(st.mean_log_speedup), 3) if st.n_speedups else None
+
+
+def _reset(path: Path, yes: bool) -> int:
+    """Delete the statistics file (and SQLite's side files) after confirmation."""
+    from cuda_llm.commands.confirm import confirm
+    from cuda_llm.feature_db import StatsStore, StatsStoreError
+
+    if not path.exists():
+        print(f"no statistics at {path}: nothing to reset")
+        return 0
+    try:
+        n = StatsStore(path).n_events()
+    except StatsStoreError:
+        n = "an unreadable number of"
+    if not confirm(f"Delete the feature statistics learned from {n} measured candidates ({path})?", yes=yes,
+                   command="features --reset"):
+        return 1
+    for p in (path, Path(f"{path}-wal"), Path(f"{path}-shm"), Path(f"{path}-journal")):
+        p.unlink(missing_ok=True)
+    print(f"deleted {path}; runs start learning again from nothing")
+    return 0
 
 
 def run(args: argparse.Namespace) -> int:
@@ -80,6 +103,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"error: no statistics file at {args.db}; runs create it when they record results, "
               f"or leave out --db to use {default_path()}", file=sys.stderr)
         return 2
+    if args.reset:
+        return _reset(path, args.yes)
     n_events = 0
     try:
         if path.exists():

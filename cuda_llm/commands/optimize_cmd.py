@@ -17,8 +17,14 @@ plateau (best latency not better by more than --plateau-threshold over --plateau
 --rounds rounds, or when the time or token budget is spent; time is kept back for the final check.
 
 Everything goes to RUNS_DIR/<run-id>/: trace.jsonl, checkpoint.sqlite, candidates/, prompts/,
-responses/, report.md and best.cu. Ctrl-C (or SIGTERM) stops after the current step; continue with
+answers/, report.md and best.cu. Ctrl-C (or SIGTERM) stops after the current step; continue with
 `cuda-llm resume RUN_ID`.
+
+Before anything is created or spent, the checks of `cuda-llm doctor` run (GPU, nvcc, disk, the endpoint);
+a failure is one line saying what to do (exit 2). A run halts, unfinished and resumable, instead of
+spending when the baseline (or the --start-from kernel) fails, when the coder writes no code N times in a
+row, or when the endpoint keeps failing (exit 3). Progress: a live display in a terminal, plain lines in
+a log, nothing with --quiet.
 
 LLM: --model/--base-url, else CUDA_LLM_MODEL / OPENAI_BASE_URL / OPENAI_API_KEY, else cuda-llm.toml.
 Per role: --planner-model, --coder-model, --critic-model."""
@@ -85,6 +91,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     b.add_argument("--max-repairs", type=int, default=2, help="repair attempts per round when nothing passes (default 2)")
     b.add_argument("--reserve", type=parse_duration, default=120.0,
                    help="time kept back from the budget for the final validation (default 120s)")
+    b.add_argument("--max-no-code", type=int, default=8,
+                   help="halt after this many coder answers in a row without usable code (default 8; 0: never)")
+    b.add_argument("--max-endpoint-errors", type=int, default=3,
+                   help="halt after this many failed calls of one role in a row (default 3; 0: never)")
     o = p.add_argument_group("run")
     o.add_argument("--runs-dir", type=Path, default=Path("runs"), help="where runs are kept (default ./runs)")
     o.add_argument("--arch", help="GPU architecture, e.g. sm_90 (default: the device's)")
@@ -92,6 +102,24 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     o.add_argument("--no-profile", action="store_true", help="skip Nsight Compute profiling")
     o.add_argument("--no-learn", action="store_true", help="do not update the feature statistics")
     o.add_argument("--quiet", action="store_true", help="no progress lines (the final table is still printed)")
+    o.add_argument("--start-from", type=Path, metavar="KERNEL.cu",
+                   help="start from your kernel instead of the naive baseline (evaluated first; refused if it fails)")
+
+
+def preflight_ok(command: str, settings, *, runs_dir: Path, arch: str | None, profile: bool, stream=None) -> bool:
+    """The doctor's checks; each failure and warning one line on stderr. False when the run must not start."""
+    from cuda_llm.graph.preflight import failures, run_checks
+
+    stream = stream or sys.stderr
+    checks = run_checks(settings, runs_dir=runs_dir, arch=arch, profile=profile)
+    bad = failures(checks)
+    for c in checks:
+        if c.level != "ok":
+            print(f"cuda-llm {command}: {c.line()}", file=stream)
+    if bad:
+        print(f"cuda-llm {command}: {len(bad)} preflight check(s) failed; nothing was started or spent "
+              "(`cuda-llm doctor` shows every check)", file=stream)
+    return not bad
 
 
 def _err(msg: str) -> int:
@@ -104,10 +132,14 @@ def print_outcome(out, stream=None) -> None:
     if out.table:
         print(out.table, file=stream)
     if out.finished:
-        print(f"stop reason: {out.stop_reason}", file=stream)
+        reason = out.stop_reason or "done"
+        print(f"stop reason: {reason}" + (f" ({out.stop_text})" if out.stop_text else ""), file=stream)
         print(f"best kernel: {out.root / 'best.cu'}", file=stream)
         if out.report_path:
             print(f"report:      {out.report_path}", file=stream)
+    elif out.halt:
+        print(f"stopped ({out.halt}): {out.halt_text}", file=stream)
+        print(f"the run is not finished; continue with `cuda-llm resume {out.run_id}`", file=stream)
     elif out.error:
         print(f"stopped by an error: {out.error}\ncontinue with `cuda-llm resume {out.run_id}`", file=stream)
     else:
@@ -117,10 +149,14 @@ def print_outcome(out, stream=None) -> None:
     print(f"trace:       {out.root / 'trace.jsonl'}", file=stream)
 
 
+EXIT_FINISHED, EXIT_USAGE, EXIT_STOPPED, EXIT_INTERRUPTED = 0, 2, 3, 130
+
+
 def exit_code(out) -> int:
+    """0 finished; 3 stopped by an error or a halt (resumable); 130 interrupted (resumable)."""
     if out.finished:
-        return 0
-    return 3 if out.error else 130
+        return EXIT_FINISHED
+    return EXIT_STOPPED if (out.error or out.halt) else EXIT_INTERRUPTED
 
 
 def run(args: argparse.Namespace) -> int:
@@ -141,7 +177,8 @@ def run(args: argparse.Namespace) -> int:
     try:
         limits = Limits(max_rounds=args.rounds, n_candidates=args.candidates, time_budget_s=args.time_budget,
                         token_budget=args.token_budget, plateau_rounds=args.plateau_rounds,
-                        plateau_threshold=args.plateau_threshold, reserve_s=args.reserve, max_repairs=args.max_repairs)
+                        plateau_threshold=args.plateau_threshold, reserve_s=args.reserve, max_repairs=args.max_repairs,
+                        max_no_code=args.max_no_code, max_endpoint_errors=args.max_endpoint_errors)
     except ValidationError as exc:
         bad = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
         return _err(f"bad budget: {bad} (see `cuda-llm optimize --help`)")
@@ -154,16 +191,15 @@ def run(args: argparse.Namespace) -> int:
         loaded = load_task(args.task)
     except (TaskError, KeyError, FileNotFoundError, ValueError) as exc:
         return _err(f"{exc} (list the tasks with `cuda-llm tasks`)")
-    # 3. a GPU to measure on
-    from cuda_llm.tools.device_probe import has_cuda_device
-
-    if not has_cuda_device():
-        return _err("no CUDA device here: optimize measures every candidate on the GPU. Run it on a machine "
-                    "with an NVIDIA GPU and driver (`cuda-llm eval` can still compile and statically check a kernel).")
-    from cuda_llm.report.progress import ConsoleProgress
+    if args.start_from is not None and not args.start_from.is_file():
+        return _err(f"--start-from {args.start_from}: no such file; give a .cu file defining {loaded.task.signature}")
+    # 3. preflight: a GPU, nvcc, disk, the endpoint; nothing is created or spent when it fails
+    if not preflight_ok("optimize", settings, runs_dir=args.runs_dir, arch=args.arch, profile=not args.no_profile):
+        return 2
+    from cuda_llm.report.progress import make_progress
 
     options = RunOptions(limits=limits, runs_dir=args.runs_dir, arch=args.arch, eval_time_budget_s=args.eval_time,
-                         profile=not args.no_profile, learn=not args.no_learn)
-    out = start_run(loaded, settings, options, progress=None if args.quiet else ConsoleProgress())
+                         profile=not args.no_profile, learn=not args.no_learn, start_from=args.start_from)
+    out = start_run(loaded, settings, options, progress=make_progress(args.quiet))
     print_outcome(out)
     return exit_code(out)

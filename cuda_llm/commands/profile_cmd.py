@@ -20,6 +20,8 @@ The ncu report (.ncu-rep), its raw CSV page and profile.json go to --out (defaul
 directory, profiles/<task>-<source hash>/). Open the report in Nsight Compute's GUI for the details.
 Without ncu, or without permission for the GPU counters (ERR_NVGPUCTRPERM), the command still prints
 the timing, the compile report and a roofline-only diagnosis, and says why there is no profile.
+Exit code 0 for a profile of a passing kernel; 1 when the kernel is refused, fails, or no profile could
+be made (no GPU, no ncu, no counter permission); 2 for bad arguments.
 $CUDA_LLM_NCU names the ncu to use ("none" switches profiling off)."""
 
 
@@ -180,6 +182,16 @@ def run(args: argparse.Namespace) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     source = args.kernel.read_text()
+    if not source.strip():
+        print(f"error: {args.kernel} is empty. Give a .cu file defining {task.signature}.", file=sys.stderr)
+        return 2
+    from cuda_llm.tools.static_check import check_source
+
+    issues = check_source(source, task)
+    if issues:   # the harness would refuse it: say so once, before any compile line
+        lines = "\n".join(f"  [{i.rule}] {i.message}" + (f" (line {i.line})" if i.line else "") for i in issues[:8])
+        print(f"refused before compiling:\n{lines}", file=sys.stderr)
+        return 1
     # this command prints why there is no profile itself: keep the runner's one-time warning quiet
     logging.getLogger("cuda_llm.tools.ncu").setLevel(logging.ERROR)
     seconds: dict[str, float] = {}
@@ -242,4 +254,7 @@ def run(args: argparse.Namespace) -> int:
         print(report.model_dump_json(indent=1))
     else:
         print(render(report, profile, diag))
-    return 0
+    # 0 only for a profile of a kernel that passed (or was not tested): a refusal, a failing kernel or no profile
+    # at all (no GPU, no ncu, no permission) is a failure a script must see
+    failed = report.status is not None and report.status not in ("ok", "suspect")
+    return 0 if profile.available and not failed else 1

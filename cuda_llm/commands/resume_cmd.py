@@ -12,7 +12,11 @@ DESCRIPTION = """Continue RUN_ID (an id in --runs-dir, a unique prefix of one, "
 The run keeps its task, budgets and models (from its config.json); API keys come from the environment
 (OPENAI_API_KEY) or --api-key. LLM answers and measurements already made are read back from the run
 directory, not asked or measured again. Time spent while the run was stopped does not count against its
-wall-clock budget."""
+wall-clock budget.
+
+A finished run continues with more budget: --rounds +5 (five rounds more than it ran), --time-budget +2h
+(two more hours of wall-clock time), --token-budget +1M (a million more tokens); without the '+' the value
+is the new total. The plateau count starts again, so the run goes on until a budget or a new plateau."""
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -20,12 +24,38 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--runs-dir", type=Path, default=Path("runs"), help="where runs are kept (default ./runs)")
     p.add_argument("--api-key", help="API key when the environment has none")
     p.add_argument("--quiet", action="store_true", help="no progress lines")
+    b = p.add_argument_group("more budget for a finished run ('+N' adds to what was used; 'N' is the new total)")
+    b.add_argument("--rounds", type=_relative(int_arg), metavar="[+]N", help="e.g. +5")
+    b.add_argument("--time-budget", type=_relative("duration"), metavar="[+]DURATION", help="wall-clock, e.g. +2h")
+    b.add_argument("--token-budget", type=_relative("tokens"), metavar="[+]TOKENS", help="e.g. +1M")
+
+
+def int_arg(text: str) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of rounds; write e.g. +5") from None
+    if v <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: give a positive number of rounds")
+    return v
+
+
+def _relative(kind):
+    """'+5' -> (True, 5); '5' -> (False, 5), with the value parsed as optimize parses it."""
+    def parse(text: str):
+        from cuda_llm.commands.optimize_cmd import parse_duration, parse_tokens
+
+        fn = {"duration": parse_duration, "tokens": parse_tokens}.get(kind, kind) if isinstance(kind, str) else kind
+        t = str(text).strip()
+        rel = t.startswith("+")
+        return rel, fn(t[1:] if rel else t)
+    return parse
 
 
 def run(args: argparse.Namespace) -> int:
     from cuda_llm.agents.errors import LLMConfigError
     from cuda_llm.commands.optimize_cmd import exit_code, print_outcome
-    from cuda_llm.report.progress import ConsoleProgress
+    from cuda_llm.report.progress import make_progress
     from cuda_llm.runs.rundir import RunDir, RunNotFoundError
     from cuda_llm.graph.run import resume_run, settings_from_config
 
@@ -40,11 +70,20 @@ def run(args: argparse.Namespace) -> int:
     except LLMConfigError as exc:
         print(f"cuda-llm resume: {exc}", file=sys.stderr)
         return 2
+    from cuda_llm.commands.optimize_cmd import preflight_ok
     from cuda_llm.graph.run import RunBusyError
 
+    opts = config.get("options") or {}
+    if not preflight_ok("resume", settings, runs_dir=args.runs_dir, arch=opts.get("arch"),
+                        profile=bool(opts.get("profile", True))):
+        return 2
+
+    from cuda_llm.graph.run import Extension
+
+    extend = Extension(rounds=args.rounds, time_budget_s=args.time_budget, token_budget=args.token_budget)
     try:
-        out = resume_run(str(rundir.root), args.runs_dir, settings=settings,
-                         progress=None if args.quiet else ConsoleProgress())
+        out = resume_run(str(rundir.root), args.runs_dir, settings=settings, progress=make_progress(args.quiet),
+                         extend=extend or None)
     except (RunBusyError, RuntimeError) as exc:
         print(f"cuda-llm resume: {exc}", file=sys.stderr)
         return 2

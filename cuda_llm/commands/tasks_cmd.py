@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 
 HELP = "list the built-in tasks and those in your task folders"
 DESCRIPTION = """List every task: its entry signature, family and the benchmark shape.
 
 Tasks come from the built-in suite, from folders named in $CUDA_LLM_TASKS (separated by ':'),
-and from --tasks-dir. A folder holds task.toml, reference.py and naive.cu (see docs/tasks.md)."""
+and from --tasks-dir. A folder holds task.toml, reference.py and naive.cu (see docs/tasks.md).
+A task that does not load is named with its error after the list (exit code 1); `cuda-llm check-task DIR`
+checks one folder in depth."""
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -21,21 +24,29 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from cuda_llm.report.formats import render_table
-    from cuda_llm.tasks import load_all
+    from cuda_llm.tasks import TaskError
+    from cuda_llm.tasks.loader import load_all_reporting
 
-    tasks = [lt.task for lt in load_all(args.tasks_dir)]
+    try:
+        good, bad = load_all_reporting(args.tasks_dir)
+    except TaskError as exc:      # a tasks folder that does not exist
+        print(f"cuda-llm tasks: {exc}", file=sys.stderr)
+        return 2
+    tasks = [lt.task for lt in good]
     if args.json:
         print(json.dumps([t.model_dump(mode="json") for t in tasks], indent=2))
-        return 0
-    rows = []
-    for t in tasks:
-        bench = ", ".join(f"{k}={v}" for k, v in t.benchmark.items())
-        row = [t.name, t.domain, t.family, t.bound, bench, "yes" if t.library_path else "-"]
+    else:
+        rows = []
+        for t in tasks:
+            bench = ", ".join(f"{k}={v}" for k, v in t.benchmark.items())
+            row = [t.name, t.domain, t.family, t.bound, bench, "yes" if t.library_path else "-"]
+            if args.verbose:
+                row.append(t.signature)
+            rows.append(row)
+        headers = ["task", "domain", "family", "bound", "benchmark shape", "library"]
         if args.verbose:
-            row.append(t.signature)
-        rows.append(row)
-    headers = ["task", "domain", "family", "bound", "benchmark shape", "library"]
-    if args.verbose:
-        headers.append("signature")
-    print(render_table(headers, rows))
-    return 0
+            headers.append("signature")
+        print(render_table(headers, rows))
+    for exc in bad:
+        print(f"cuda-llm tasks: not loaded: {exc}", file=sys.stderr)
+    return 1 if bad else 0

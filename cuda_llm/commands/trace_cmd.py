@@ -17,7 +17,7 @@ plan to its measurement. --follow keeps printing new events while the run goes o
 watching; the run itself is not touched). For every field of every event, read the JSON lines directly
 (e.g. with jq)."""
 
-EVENT_NAMES = ("run_start", "run_resume", "run_end", "baseline", "llm_call", "candidate", "evaluation", "profile",
+EVENT_NAMES = ("run_start", "run_resume", "run_end", "baseline", "llm_call", "llm_error", "candidate", "evaluation", "profile",
                "decision", "round_end", "final", "error", "warning", "node_start", "node_end")
 
 

@@ -30,6 +30,13 @@ class Deps:
     started: float = field(default_factory=time.monotonic)
     stop_requested: threading.Event = field(default_factory=threading.Event)
     precompile: bool = True           # compile in the coder's thread (parallel) so evaluation finds it cached
+    no_code_streak: int = 0           # candidates in a row (this session) whose answer held no code
+    _streak_lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def count_code(self, has_code: bool) -> None:
+        """One more coder answer: with code it resets the streak, without it adds to it (parallel coders)."""
+        with self._streak_lock:
+            self.no_code_streak = 0 if has_code else self.no_code_streak + 1
 
     @property
     def task(self) -> Any:

@@ -24,6 +24,7 @@ from cuda_llm.graph.state import (
     MAX_HISTORY, BestSummary, Candidate, GraphState, Limits, RESET, candidate_id, round_cands, short,
 )
 from cuda_llm.results import EvalResult, Status
+from cuda_llm.runs.llm_cache import call_label
 from cuda_llm.tools import failure_text
 
 REPAIRABLE = {Status.compile_error.value, Status.wrong_answer.value, Status.runtime_error.value,
@@ -123,6 +124,10 @@ def make_setup(deps: Deps) -> Callable[[GraphState], dict]:
             got = deps.evaluator.baseline(deps.loaded)
             res: EvalResult = got.value
             deps.rundir.write_result("baseline", res)
+            if not res.status.passed:   # nothing to compare with: stop before any LLM call
+                deps.event("baseline", status=res.status.value, median_ms=None, cached=not got.fresh,
+                           note=short(failure_text.note(res), 300))
+                raise baseline_halt(deps, res)
             base: dict[str, Any] = {"status": res.status.value, "note": short(res.message)}
             best = BestSummary(id="baseline", hash=h)
             if res.timing is not None:
@@ -132,10 +137,76 @@ def make_setup(deps: Deps) -> Callable[[GraphState], dict]:
             deps.event("baseline", status=res.status.value, median_ms=base.get("ms"), cached=not got.fresh,
                        note=base["note"])
             deps.progress_call("baseline", base.get("ms"))
-            return {"baseline": base, "best": best.model_dump(), "round": 0, "plateau_ref_ms": base.get("ms"),
+            lib = _library(deps)
+            if lib is not None:
+                base["library_ms"] = lib
+            if state.get("seed"):
+                best = _seed(deps) or best
+            return {"baseline": base, "best": best.model_dump(), "round": 0, "plateau_ref_ms": best.ms,
                     "plateau_count": 0, "critique": {}, "evaluations": 0, "stop_reason": None,
                     "elapsed_s": deps.elapsed(), "last_round_s": 0.0}
     return setup
+
+
+SEED_ID = "seed"
+
+
+def _library(deps: Deps) -> float | None:
+    """The library yardstick's median (cuBLAS, CUB) for the report's "speedup over the library"; best effort."""
+    if deps.task.library_path is None:
+        return None
+    try:
+        res = deps.evaluator.library(deps.loaded)
+    except Exception as exc:  # noqa: BLE001 - a yardstick must never stop the run
+        deps.event("warning", where="library", error=short(str(exc), 300))
+        return None
+    if res is None or not res.status.passed or res.timing is None:
+        return None
+    deps.event("baseline", which="library", status=res.status.value, median_ms=res.timing.median_ms)
+    return res.timing.median_ms
+
+
+def _seed(deps: Deps) -> BestSummary:
+    """The user's kernel (optimize --start-from), evaluated like a candidate: the first parent when it passes,
+    else the run halts with its verdict before any LLM call."""
+    source = Path(deps.rundir.candidate_path(SEED_ID)).read_text()
+    h = deps.put_source(source)
+    got = deps.evaluator.evaluate(deps.loaded, source, SEED_ID, Path(deps.rundir.root) / "work" / SEED_ID)
+    res: EvalResult = got.value
+    deps.rundir.write_result(SEED_ID, res)
+    deps.event("evaluation", candidate=SEED_ID, round=0, status=res.status.value, cached=not got.fresh,
+               median_ms=res.median_ms, note=short(failure_text.note(res), 300), purpose="start-from")
+    if res.status != Status.ok or res.timing is None:
+        raise stop_rules.RunHalted(stop_rules.SEED_FAILED, f"your kernel does not pass: {failure_text.describe(res, full=True)}",
+                                   "fix it (`cuda-llm eval TASK KERNEL.cu` shows every case) and start again, or start "
+                                   "from the naive baseline (no --start-from)")
+    lo, hi = interval(res.timing)
+    return BestSummary(id=SEED_ID, hash=h, ms=res.timing.median_ms, lo=lo, hi=hi)
+
+
+def baseline_halt(deps: Deps, res: EvalResult) -> stop_rules.RunHalted:
+    """Why the naive baseline stops the run, and what the user does about it."""
+    if res.status == Status.no_device:
+        return stop_rules.RunHalted(stop_rules.NO_DEVICE, "there is no CUDA device to measure the baseline on",
+                                    f"run `cuda-llm resume {deps.rundir.run_id}` on a machine with an NVIDIA GPU "
+                                    "(`cuda-llm doctor` checks one)")
+    folder = deps.task.folder
+    return stop_rules.RunHalted(
+        stop_rules.BASELINE_FAILED,
+        f"the naive baseline of {deps.task.name} fails ({failure_text.note(res)})",
+        f"fix {folder}/naive.cu or {folder}/reference.py (`cuda-llm check-task {folder}` runs the reference on the "
+        f"CPU; `cuda-llm eval {deps.task.name} {folder}/naive.cu` shows every case), then "
+        f"`cuda-llm resume {deps.rundir.run_id}`; nothing was spent on the LLM")
+
+
+def check_no_code(deps: Deps, lim: Limits) -> None:
+    """Halt before asking for more code when the coder's last answers held none."""
+    if stop_rules.no_code_halt(deps.no_code_streak, lim.max_no_code):
+        raise stop_rules.RunHalted(
+            stop_rules.NO_CODE,
+            f"the last {deps.no_code_streak} coder answers held no usable ```cuda block with the entry point",
+            f"read them (`cuda-llm show {deps.rundir.run_id} CANDIDATE`, answers/coder-*.md); use a coder model "
+            f"that writes CUDA, or resume (`cuda-llm resume {deps.rundir.run_id}`) to give it {lim.max_no_code} more tries")
 
 
 # ---------------------------------------------------------------- plan
@@ -145,7 +216,8 @@ def make_plan(deps: Deps) -> Callable[[GraphState], dict]:
     def plan(state: GraphState) -> dict:
         lim = _limits(state)
         round_ = int(state.get("round", 0)) + 1
-        with deps.tracer.node("plan", round=round_):
+        check_no_code(deps, lim)
+        with deps.tracer.node("plan", round=round_), call_label(f"r{round_}"):
             ranked = _rank(deps, round_)
             offered = [OfferedFeature.from_ranked(r) for r in ranked]
             crit = state.get("critique") or {}
@@ -211,7 +283,7 @@ def make_code(deps: Deps) -> Callable[[dict], dict]:
 
     def code(job: dict) -> dict:
         cid = job["cid"]
-        with deps.tracer.node("code", candidate=cid, round=job["round"], attempt=job.get("attempt", 0)):
+        with deps.tracer.node("code", candidate=cid, round=job["round"], attempt=job.get("attempt", 0)), call_label(cid):
             best, history = _read_coder_context(deps, job["round"])
             repair = None
             if job.get("repair_of"):
@@ -226,8 +298,10 @@ def make_code(deps: Deps) -> Callable[[dict], dict]:
                 answer = write_kernel(deps.models["coder"], ctx)
             except LLMAnswerError as exc:
                 deps.event("candidate", candidate=cid, status="no_code", note=short(str(exc), 300))
+                deps.count_code(False)
                 cand = cand.model_copy(update={"status": "no_code", "note": short(str(exc))})
                 return {"cands": {cid: cand.model_dump(exclude_defaults=True)}, "tokens": {"coder": _usage(exc.usage)}}
+            deps.count_code(True)
             h = deps.put_source(answer.source)
             path = deps.rundir.write_candidate(cid, answer.source)
             compiled = _precompile(deps, answer.source) if deps.precompile else None
@@ -356,7 +430,7 @@ def make_critique(deps: Deps) -> Callable[[GraphState], dict]:
                                sum(c.status in PASSED for c in cands), len(cands))
             if update.get("stop_reason"):
                 deps.event("decision", kind="stop", reason=update["stop_reason"],
-                           text=stop_rules.REASON_TEXT.get(update["stop_reason"], ""))
+                           text=stop_rules.reason_text(update["stop_reason"], lim))
             update["elapsed_s"] = elapsed
             return update
     return critique_node
@@ -405,7 +479,8 @@ def _critique_one(deps: Deps, state: GraphState, c: Candidate, CriticContext: An
         diff=make_diff(parent_src, deps.source(c.hash), parent=best.id, child=c.id),
         diagnosis=diag, catalogue=briefs)
     fallback = critique_from_diagnosis(diag, [b.id for b in briefs])
-    return critique(deps.models["critic"], ctx, fallback)
+    with call_label(c.id):
+        return critique(deps.models["critic"], ctx, fallback)
 
 
 def _safe_supports(supports: Any, f: Any, arch: str) -> bool:
@@ -436,6 +511,7 @@ def make_repair(deps: Deps) -> Callable[[GraphState], dict]:
         lim = _limits(state)
         attempt = int(state.get("repair_attempt", 0)) + 1
         round_ = int(state.get("round", 0))
+        check_no_code(deps, lim)
         with deps.tracer.node("repair", round=round_, attempt=attempt):
             cands = round_cands(state)
             latest = max((c.attempt for c in cands), default=0)

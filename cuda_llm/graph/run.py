@@ -25,6 +25,7 @@ from cuda_llm.graph.evaluator import CachedEvaluator, Evaluator
 from cuda_llm.runs.llm_cache import CachedChatModel
 from cuda_llm.graph.stages import ToolStage
 from cuda_llm.graph.state import Limits
+from cuda_llm.graph.stop_rules import ENDPOINT_ERRORS, NO_DEVICE, RunHalted, endpoint_halt, reason_text
 
 ModelFactory = Callable[[str], Any]
 RECURSION_LIMIT = 100_000
@@ -76,6 +77,32 @@ class RunOptions(BaseModel):
     profile: bool = True
     stats_path: Path | None = None     # feature statistics (default: the shared cache's)
     learn: bool = True                 # record feature statistics
+    start_from: Path | None = None     # the user's kernel to start from (evaluated first)
+
+
+class Extension(BaseModel):
+    """More budget for `cuda-llm resume`: each (relative, value) or None. Relative values count from what the run
+    has used: +5 rounds = five rounds more than it ran, +2h = two hours more than it spent."""
+
+    rounds: tuple[bool, int] | None = None
+    time_budget_s: tuple[bool, float] | None = None
+    token_budget: tuple[bool, int] | None = None
+
+    def apply(self, limits: Limits, *, rounds_done: int, elapsed_s: float, tokens_used: int) -> Limits:
+        upd: dict[str, Any] = {}
+        if self.rounds:
+            rel, v = self.rounds
+            upd["max_rounds"] = rounds_done + v if rel else v
+        if self.time_budget_s:
+            rel, v = self.time_budget_s
+            upd["time_budget_s"] = elapsed_s + v if rel else v
+        if self.token_budget:
+            rel, v = self.token_budget
+            upd["token_budget"] = tokens_used + v if rel else v
+        return Limits(**{**limits.model_dump(), **upd})
+
+    def __bool__(self) -> bool:
+        return any((self.rounds, self.time_budget_s, self.token_budget))
 
 
 class RunOutcome(BaseModel):
@@ -83,8 +110,11 @@ class RunOutcome(BaseModel):
     root: Path
     finished: bool
     stop_reason: str | None = None
+    stop_text: str = ""                  # the stop reason in words, with the run's numbers
     interrupted: bool = False
     error: str | None = None
+    halt: str | None = None              # a stop rule that needs a person (stop_rules.HALTS)
+    halt_text: str = ""                  # what happened and what to do
     best: dict[str, Any] = Field(default_factory=dict)
     final: dict[str, Any] = Field(default_factory=dict)
     baseline: dict[str, Any] = Field(default_factory=dict)
@@ -129,14 +159,18 @@ def start_run(task: Any, settings: Any, options: RunOptions | None = None, *, ev
     }
     rundir.save_config(config)
     initial = {"run_id": rundir.run_id, "task": loaded.task.name, "limits": options.limits.model_dump()}
+    if options.start_from is not None:
+        rundir.write_candidate("seed", Path(options.start_from).read_text())
+        initial["seed"] = True
     return _drive(rundir, loaded, settings, options, initial, evaluator=evaluator, model_factory=model_factory,
                   stages=stages, progress=progress, handle_signals=handle_signals)
 
 
 def resume_run(run_id: str, runs_dir: Path | str = "runs", *, settings: Any = None, evaluator: Evaluator | None = None,
                model_factory: ModelFactory | None = None, stages: Sequence[ToolStage] | None = None,
-               progress: Any = None, handle_signals: bool = True) -> RunOutcome:
-    """Continue a run from its last checkpoint (its saved task, budgets and models)."""
+               progress: Any = None, handle_signals: bool = True, extend: Extension | None = None) -> RunOutcome:
+    """Continue a run from its last checkpoint (its saved task, budgets and models). ``extend`` gives a finished
+    run more rounds, time or tokens and continues it with a new round."""
     from cuda_llm.runs.rundir import RunDir
 
     rundir = RunDir.open(run_id, Path(runs_dir))
@@ -148,7 +182,7 @@ def resume_run(run_id: str, runs_dir: Path | str = "runs", *, settings: Any = No
     if settings is None and model_factory is None:
         settings = settings_from_config(config.get("llm") or {})
     return _drive(rundir, loaded, settings, options, None, evaluator=evaluator, model_factory=model_factory,
-                  stages=stages, progress=progress, handle_signals=handle_signals)
+                  stages=stages, progress=progress, handle_signals=handle_signals, extend=extend)
 
 
 def settings_from_config(llm: dict[str, Any], *, api_key: str | None = None) -> Any:
@@ -195,14 +229,54 @@ class _Signals:
             signal.signal(s, h)
 
 
-def _make_models(rundir: Any, settings: Any, factory: ModelFactory | None, tracer: Any) -> dict[str, Any]:
+class _EndpointGuard:
+    """Counts each role's LLM calls that failed at the endpoint in a row (this session) and halts the run at
+    the limit: a planner's or coder's failure already stops the run, but the critic falls back to rules, so
+    without this a dead critic endpoint would be paid for (timeouts, retries) round after round."""
+
+    def __init__(self, tracer: Any, limit: int, run_id: str):
+        self.tracer, self.limit, self.run_id = tracer, limit, run_id
+        self.streak: dict[str, int] = {}
+        self._lock = threading.Lock()
+
+    def ok(self, event: dict[str, Any]) -> None:
+        with self._lock:
+            self.streak[str(event.get("role"))] = 0
+        self.tracer.event("llm_call", **event)
+
+    def failed(self, info: dict[str, Any], exc: BaseException) -> None:
+        from cuda_llm.agents.structured import _is_api_error
+
+        if not _is_api_error(exc):
+            return
+        role = str(info.get("role"))
+        with self._lock:
+            streak = self.streak[role] = self.streak.get(role, 0) + 1
+        self.tracer.event("llm_error", **info, error=f"{type(exc).__name__}: {exc}"[:500], streak=streak)
+        if endpoint_halt(streak, self.limit):
+            raise RunHalted(ENDPOINT_ERRORS, f"the last {streak} {role} calls failed at the endpoint "
+                            f"({type(exc).__name__}: {str(exc)[:200]})",
+                            f"check the endpoint with `cuda-llm doctor`, then `cuda-llm resume {self.run_id}`") from exc
+
+
+def _make_models(rundir: Any, settings: Any, factory: ModelFactory | None, tracer: Any,
+                 limits: Limits | None = None) -> dict[str, Any]:
     if factory is None:
         from cuda_llm.agents.llm import make_chat_model
 
         factory = lambda role: make_chat_model(settings, role)  # noqa: E731
     cache = Path(rundir.root) / "cache" / "llm"
-    on_call = lambda ev: tracer.event("llm_call", **ev)  # noqa: E731
-    return {role: CachedChatModel(factory(role), role, cache, on_call=on_call, rundir=rundir) for role in ROLES}
+    guard = _EndpointGuard(tracer, (limits or Limits()).max_endpoint_errors, rundir.run_id)
+    return {role: CachedChatModel(factory(role), role, cache, on_call=guard.ok, on_error=guard.failed, rundir=rundir)
+            for role in ROLES}
+
+
+def _needs_device_now(evaluator: Any) -> bool:
+    """The real evaluator on a machine without a CUDA device: every measurement would be wasted."""
+    from cuda_llm.graph.evaluator import GpuEvaluator
+    from cuda_llm.tools.device_probe import has_cuda_device
+
+    return isinstance(evaluator, GpuEvaluator) and not has_cuda_device()
 
 
 def _stats(options: RunOptions) -> Any:
@@ -215,7 +289,7 @@ def _stats(options: RunOptions) -> Any:
 
 def _drive(rundir: Any, loaded: Any, settings: Any, options: RunOptions, initial: dict | None, *,
            evaluator: Evaluator | None, model_factory: ModelFactory | None, stages: Sequence[ToolStage] | None,
-           progress: Any, handle_signals: bool) -> RunOutcome:
+           progress: Any, handle_signals: bool, extend: Extension | None = None) -> RunOutcome:
     from langgraph.checkpoint.sqlite import SqliteSaver
 
     from cuda_llm.feature_db.catalogue import load_catalogue
@@ -226,13 +300,13 @@ def _drive(rundir: Any, loaded: Any, settings: Any, options: RunOptions, initial
         return _drive_locked(rundir, loaded, settings, options, initial, evaluator=evaluator,
                              model_factory=model_factory, stages=stages, progress=progress,
                              handle_signals=handle_signals, open_trace=open_trace, load_catalogue=load_catalogue,
-                             compile_graph=compile_graph, SqliteSaver=SqliteSaver)
+                             compile_graph=compile_graph, SqliteSaver=SqliteSaver, extend=extend)
 
 
 def _drive_locked(rundir: Any, loaded: Any, settings: Any, options: RunOptions, initial: dict | None, *,
                   evaluator: Evaluator | None, model_factory: ModelFactory | None, stages: Sequence[ToolStage] | None,
                   progress: Any, handle_signals: bool, open_trace: Any, load_catalogue: Any, compile_graph: Any,
-                  SqliteSaver: Any) -> RunOutcome:
+                  SqliteSaver: Any, extend: Extension | None = None) -> RunOutcome:
     tracer = open_trace(rundir.trace_path)
     if evaluator is None:
         from cuda_llm.graph.evaluator import GpuEvaluator
@@ -245,7 +319,7 @@ def _drive_locked(rundir: Any, loaded: Any, settings: Any, options: RunOptions, 
         saver = SqliteSaver(conn, serde=CompressedSerializer())
         deps = Deps(loaded=loaded, rundir=rundir, tracer=tracer,
                     evaluator=CachedEvaluator(evaluator, Path(rundir.root) / "cache"),
-                    models=_make_models(rundir, settings, model_factory, tracer), stats=_stats(options),
+                    models=_make_models(rundir, settings, model_factory, tracer, options.limits), stats=_stats(options),
                     catalogue=load_catalogue(), progress=progress)
         graph = compile_graph(deps, saver, stages)
         config = {"configurable": {"thread_id": rundir.run_id}, "recursion_limit": RECURSION_LIMIT}
@@ -254,6 +328,8 @@ def _drive_locked(rundir: Any, loaded: Any, settings: Any, options: RunOptions, 
             if not snap.values:
                 raise RuntimeError(f"run {rundir.run_id} has no checkpoint yet: start it again with `cuda-llm optimize`")
             deps.elapsed_at_start = float(snap.values.get("elapsed_s") or 0.0)
+            if extend:
+                snap = _extend(graph, config, snap, extend, rundir, tracer)
             tracer.event("run_resume", run_id=rundir.run_id, next=list(snap.next), elapsed_s=deps.elapsed_at_start)
         else:
             tracer.event("run_start", run_id=rundir.run_id, task=loaded.task.name, limits=options.limits.model_dump(),
@@ -261,17 +337,29 @@ def _drive_locked(rundir: Any, loaded: Any, settings: Any, options: RunOptions, 
             initial["device"] = getattr(deps.device, "name", None)
         if progress is not None and hasattr(progress, "on_event"):
             tracer.add_listener(progress.on_event)
-        deps.progress_call("start", rundir.run_id, loaded.task.name, resumed=initial is None)
+        from cuda_llm.agents.usage import total_tokens
+
+        deps.progress_call("start", rundir.run_id, loaded.task.name, resumed=initial is None,
+                           limits=(snap.values.get("limits") if initial is None else None) or options.limits.model_dump(),
+                           elapsed_s=deps.elapsed_at_start, tokens=total_tokens(snap.values.get("tokens")))
         if initial is None and (snap.values.get("baseline") or {}).get("ms") is not None:
             deps.progress_call("baseline", snap.values["baseline"]["ms"])
         error = None
+        halted: RunHalted | None = None
         with _Signals(deps.stop_requested, rundir.run_id, handle_signals):
             try:
+                if _needs_device_now(evaluator):
+                    raise RunHalted(NO_DEVICE, "there is no CUDA device on this machine to measure candidates on",
+                                    f"run `cuda-llm resume {rundir.run_id}` on a machine with an NVIDIA GPU "
+                                    "(`cuda-llm doctor` checks one); nothing was spent")
                 for _ in graph.stream(initial, config, stream_mode="values", durability="sync"):
                     if deps.stop_requested.is_set():
                         break
             except KeyboardInterrupt:
                 deps.stop_requested.set()
+            except RunHalted as exc:   # a stop rule that needs a person: unfinished and resumable
+                halted = exc
+                tracer.event("decision", kind="halt", reason=exc.reason, text=exc.what, advice=exc.advice)
             except Exception as exc:  # an endpoint that is down, a full disk: resumable from the last step
                 from cuda_llm.agents.errors import LLMError
 
@@ -282,17 +370,22 @@ def _drive_locked(rundir: Any, loaded: Any, settings: Any, options: RunOptions, 
                 tracer.event("error", error=error[:1000])
         snap = graph.get_state(config)
         values = dict(snap.values)
-        finished = not snap.next
+        finished = bool(values) and not snap.next   # no checkpoint yet (halted before setup): not finished
         out = RunOutcome(run_id=rundir.run_id, root=Path(rundir.root), finished=finished,
-                         stop_reason=values.get("stop_reason"), interrupted=deps.stop_requested.is_set() and not finished,
-                         error=error, best=values.get("best") or {}, final=values.get("final") or {},
+                         stop_reason=values.get("stop_reason"),
+                         stop_text=reason_text(values.get("stop_reason"), Limits(**(values.get("limits") or {}))),
+                         interrupted=deps.stop_requested.is_set() and not finished,
+                         error=error, halt=halted.reason if halted else None,
+                         halt_text=f"{halted.what}. What to do: {halted.advice}" if halted else "",
+                         best=values.get("best") or {}, final=values.get("final") or {},
                          baseline=values.get("baseline") or {}, rounds=int(values.get("round") or 0),
                          tokens=values.get("tokens") or {}, elapsed_s=float(values.get("elapsed_s") or 0.0),
                          evaluations=int(values.get("evaluations") or 0))
         if values:   # a stopped run gets its report too: the rounds so far
             out = _report(rundir, values, out)
         tracer.event("run_end", finished=finished, interrupted=out.interrupted, stop_reason=out.stop_reason,
-                     error=error, best=out.best.get("id"), best_ms=out.best.get("ms"))
+                     error=error, halt=out.halt, halt_text=out.halt_text, best=out.best.get("id"),
+                     best_ms=out.best.get("ms"))
         deps.progress_call("finish", out)
         return out
     finally:
@@ -300,6 +393,40 @@ def _drive_locked(rundir: Any, loaded: Any, settings: Any, options: RunOptions, 
         close = getattr(tracer, "close", None)
         if callable(close):
             close()
+
+
+class NotExtendable(RuntimeError):
+    """More budget was asked for a run that has not finished (it still has budget: resume it as it is)."""
+
+
+def _extend(graph: Any, config: dict, snap: Any, extend: Extension, rundir: Any, tracer: Any) -> Any:
+    """A finished run with more budget: new limits, the stop reason cleared, the next step a new round."""
+    from cuda_llm.agents.usage import total_tokens
+
+    values = snap.values
+    if snap.next:
+        raise NotExtendable(f"run {rundir.run_id} has not finished, so it still has budget: resume it without "
+                            "--rounds/--time-budget/--token-budget")
+    old = Limits(**(values.get("limits") or {}))
+    new = extend.apply(old, rounds_done=int(values.get("round") or 0), elapsed_s=float(values.get("elapsed_s") or 0.0),
+                       tokens_used=total_tokens(values.get("tokens")))
+    from cuda_llm.graph.stop_rules import TIME, TOKENS, Budget, hard_stop
+
+    spent = hard_stop(elapsed_s=float(values.get("elapsed_s") or 0.0), tokens=total_tokens(values.get("tokens")),
+                      budget=Budget(max_rounds=new.max_rounds, time_budget_s=new.time_budget_s,
+                                    token_budget=new.token_budget, plateau_rounds=new.plateau_rounds,
+                                    reserve_s=new.reserve_s))
+    if spent is not None:   # another round would start with a budget already spent, and stop after it
+        flag = {TIME: "--time-budget +2h", TOKENS: "--token-budget +1M"}[spent]
+        raise NotExtendable(f"run {rundir.run_id} has spent its {'wall-clock' if spent == TIME else 'token'} budget "
+                            f"(the {new.reserve_s:g}s reserve for the final check included); give more, e.g. {flag}")
+    graph.update_state(config, {"limits": new.model_dump(), "stop_reason": None, "round_done": True,
+                                "plateau_count": 0, "plateau_ref_ms": (values.get("best") or {}).get("ms")},
+                       as_node="critique")
+    tracer.event("decision", kind="extend", before=old.model_dump(), after=new.model_dump())
+    cfg = rundir.load_config()
+    rundir.save_config({**cfg, "limits": new.model_dump()})
+    return graph.get_state(config)
 
 
 def _report(rundir: Any, values: dict, out: RunOutcome) -> RunOutcome:

@@ -128,6 +128,11 @@ class EvaluateStage:
                 continue
             got = deps.evaluator.evaluate(deps.loaded, deps.source(c.hash), c.id, ctx.work_dir(c.id))
             res: EvalResult = got.value
+            if res.status == Status.no_device:   # the GPU went away: stop unfinished, resumable on a GPU machine
+                from cuda_llm.graph.stop_rules import NO_DEVICE, RunHalted
+
+                raise RunHalted(NO_DEVICE, f"no CUDA device to measure {c.id} on",
+                                f"run `cuda-llm resume {deps.rundir.run_id}` on a machine with an NVIDIA GPU")
             deps.rundir.write_result(c.id, res)
             n_eval += 1
             fields: dict[str, Any] = {"status": res.status.value}

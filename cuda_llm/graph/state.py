@@ -59,6 +59,8 @@ class Limits(BaseModel):
     reserve_s: float = Field(default=120.0, ge=0)   # kept back for the final validation
     max_repairs: int = Field(default=2, ge=0)        # repair attempts per round
     features_per_candidate: int = Field(default=2, ge=1, le=3)
+    max_no_code: int = Field(default=8, ge=0)        # halt after this many candidates in a row without code (0: never)
+    max_endpoint_errors: int = Field(default=3, ge=0)  # halt after this many failed LLM calls in a row (0: never)
 
 
 class Candidate(BaseModel):
@@ -99,6 +101,7 @@ class BestSummary(BaseModel):
 class GraphState(TypedDict, total=False):
     run_id: str
     task: str
+    seed: bool                           # the run starts from the user's kernel, candidates/seed.cu
     device: str | None                   # GPU name (None without one)
     limits: dict[str, Any]               # Limits
     round: int                           # current round (1-based once planned)

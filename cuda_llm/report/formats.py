@@ -25,6 +25,18 @@ def fmt_x(x: float | None) -> str:
     return "-" if x is None else f"{x:.2f}x"
 
 
+def fmt_tokens(n: float | None) -> str:
+    """1234 -> 1.2k, 2000000 -> 2M: token counts beside budgets."""
+    if n is None:
+        return "-"
+    n = float(n)
+    for size, unit in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if abs(n) >= size:
+            v = n / size
+            return f"{v:.1f}".rstrip("0").rstrip(".") + unit
+    return f"{int(n)}"
+
+
 def fmt_duration(seconds: float) -> str:
     s = int(round(seconds))
     h, rem = divmod(s, 3600)

@@ -50,6 +50,7 @@ class RunSummary(BaseModel):
     best_profile: str = ""                # the best kernel's profile in one line (bottleneck and evidence)
     final_check: str = ""                 # outcome of the final re-validation and timing
     best_path: str | None = None
+    state: str = ""                       # running, stopped... when known (a running run is not resumed)
 
     @property
     def best_speedup(self) -> float | None:
@@ -82,7 +83,8 @@ def _headline(summary: RunSummary) -> list[tuple[str, str]]:
         ("Run", summary.run_id),
         ("Device", summary.device or "unknown"),
         ("Stop reason", summary.stop_reason
-         or f"not finished (continue with `cuda-llm resume {summary.run_id}`)"),
+         or (f"not finished: running now (watch it with `cuda-llm trace {summary.run_id} --follow`)"
+             if summary.state == "running" else f"not finished (continue with `cuda-llm resume {summary.run_id}`)")),
         ("Baseline (naive)", f"{fmt_ms(summary.baseline_ms)} ms"),
         ("Best", f"{best}: {fmt_ms(summary.best_ms)} ms, {fmt_x(summary.best_speedup)} over the baseline"),
         ("Speed of light", "-" if summary.best_pct_of_sol is None else f"{summary.best_pct_of_sol:.1f}% of the bound"),
@@ -126,7 +128,7 @@ def render_report(summary: RunSummary) -> str:
     parts += ["", "## LLM usage (tokens)", ""]
     tok = _tokens_rows(summary)
     parts.append(md_table(["role", "tokens"], tok) if tok else "No LLM calls.")
-    parts += ["", "Trace: `trace.jsonl` (one JSON event per line); prompts and answers: `prompts/`, `responses/`.", ""]
+    parts += ["", "Trace: `trace.jsonl` (one JSON event per line); prompts and answers: `prompts/`, `answers/`; one candidate whole: `cuda-llm show RUN CANDIDATE`.", ""]
     return "\n".join(parts)
 
 

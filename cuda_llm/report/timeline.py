@@ -48,10 +48,13 @@ def describe(ev: dict[str, Any], root: str | None = None) -> str:
         return f"resumed at {', '.join(ev.get('next') or []) or 'the end'} after {ev.get('elapsed_s', 0):.0f} s of work"
     if kind == "run_end":
         how = ("finished: " + str(ev.get("stop_reason"))) if ev.get("finished") else (
+            f"halted ({ev['halt']}, resumable)" if ev.get("halt") else
             "stopped by an error: " + _short(ev.get("error"), 80) if ev.get("error") else "stopped (resumable)")
         return f"{how}; best {ev.get('best') or '-'} {_ms(ev.get('best_ms'))}"
     if kind == "baseline":
-        return f"naive baseline {ev.get('status')} {_ms(ev.get('median_ms'))}"
+        return f"{ev.get('which') or 'naive'} baseline {ev.get('status')} {_ms(ev.get('median_ms'))}"
+    if kind == "llm_error":
+        return f"{ev.get('role')} {ev.get('candidate') or ''}: call failed ({_short(ev.get('error'), 90)})"
     if kind == "llm_call":
         cached = " (cached)" if ev.get("cached") else ""
         return (f"{ev.get('role')}: {ev.get('input_tokens', 0):,} in / {ev.get('output_tokens', 0):,} out, "
@@ -92,6 +95,8 @@ def _decision(ev: dict[str, Any]) -> str:
         per = "; ".join(f"{cid} {', '.join(f)}" for cid, f in (ev.get("candidates") or {}).items())
         return f"features for round {ev.get('round')} (by {ev.get('by')}): {per}"
     if kind == "selection":
+        if not ev.get("candidate"):
+            return f"best unchanged: {_short(ev.get('why'), 100)}"
         verb = "replaces" if ev.get("replaced") else "does not replace"
         return (f"{ev.get('candidate')} {_ms(ev.get('candidate_ms'))} {verb} {ev.get('best_before')} "
                 f"{_ms(ev.get('best_before_ms'))}: {_short(ev.get('why'), 80)}")
@@ -100,7 +105,13 @@ def _decision(ev: dict[str, Any]) -> str:
         who = "rules" if ev.get("rule_based") else "critic"
         return f"{who} on {ev.get('candidate')}: {ev.get('bottleneck')}; next {nxt}: {_short(ev.get('summary'), 80)}"
     if kind == "stop":
-        return f"stop: {ev.get('reason')}: {_short(ev.get('text'), 100)}"
+        return f"stop: {ev.get('reason')}" + (f" ({_short(ev.get('text'), 100)})" if ev.get("text") else "")
+    if kind == "halt":
+        return f"halted ({ev.get('reason')}): {_short(ev.get('text'), 100)}; {_short(ev.get('advice'), 100)}"
+    if kind == "extend":
+        a, b = ev.get("before") or {}, ev.get("after") or {}
+        return (f"more budget: rounds {a.get('max_rounds')} -> {b.get('max_rounds')}, time {a.get('time_budget_s')} -> "
+                f"{b.get('time_budget_s')} s, tokens {a.get('token_budget')} -> {b.get('token_budget')}")
     rest = {k: v for k, v in ev.items() if k not in ("timestamp", "event", "kind")}
     return f"{kind}: {_short(rest, 120)}"
 

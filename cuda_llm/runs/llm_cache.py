@@ -4,24 +4,42 @@ Wrapping each role's chat model this way makes a resumed run replay the answers 
 paid for, instead of asking again: the key is the role, the model name, the kind of call (text or JSON
 schema) and every message sent. The wrapper forwards everything else to the real model, so the agents
 (which call ``invoke`` and ``with_structured_output``) cannot tell the difference.
+
+Each exchange is also written for people as prompts/<role>-<label>.md and answers/<role>-<label>.md,
+where the label (the candidate, or the round for the planner) is set by the node around its call with
+``call_label``; a failed call is reported to ``on_error`` (which may raise to stop the run).
 """
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import hashlib
 import json
 import os
 import threading
 import time
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 from langchain_core.messages import AIMessage, BaseMessage
 from pydantic import BaseModel
 
-from cuda_llm.runs.rundir import message_text, read_json
+from cuda_llm.runs.rundir import exchange_name, message_text, read_json
 
 OnCall = Callable[[dict[str, Any]], None]
+OnError = Callable[[dict[str, Any], BaseException], None]
+_LABEL: contextvars.ContextVar[str | None] = contextvars.ContextVar("cuda_llm_call_label", default=None)
+
+
+@contextlib.contextmanager
+def call_label(label: str) -> Iterator[None]:
+    """Name the LLM calls made inside the block after ``label`` (a candidate id, or a round such as r2)."""
+    token = _LABEL.set(label)
+    try:
+        yield
+    finally:
+        _LABEL.reset(token)
 
 
 def prompt_key(role: str, model: str, kind: str, messages: Sequence[BaseMessage], schema: Any = None) -> str:
@@ -59,13 +77,33 @@ class CachedChatModel:
     """A chat model in front of ``inner`` that answers repeated prompts from ``cache_dir``."""
 
     def __init__(self, inner: Any, role: str, cache_dir: Path, *, on_call: OnCall | None = None,
-                 rundir: Any = None):
+                 rundir: Any = None, on_error: OnError | None = None):
         self._inner = inner
         self._role = role
         self._dir = Path(cache_dir)
         self._on_call = on_call
+        self._on_error = on_error
         self._rundir = rundir
         self._lock = threading.Lock()
+        self._calls: dict[str, int] = {}    # label -> calls made about it in this session
+
+    def _name(self, key: str) -> str:
+        """prompts/answers file stem: role-label[-n], or role-<prompt hash> for a call made outside a node."""
+        label = _LABEL.get()
+        if not label:
+            return f"{self._role}-{key[:10]}"
+        with self._lock:
+            n = self._calls[label] = self._calls.get(label, 0) + 1
+        return exchange_name(self._role, label, n)
+
+    def _call_inner(self, fn: Callable[[], Any]) -> Any:
+        """The real model's call; a failure goes to on_error first (which may replace it by its own exception)."""
+        try:
+            return fn()
+        except Exception as exc:
+            if self._on_error is not None:
+                self._on_error({"role": self._role, "model": self.model_label, "candidate": _LABEL.get()}, exc)
+            raise
 
     def __getattr__(self, name: str) -> Any:  # model_name, openai_api_base, ... of the real model
         return getattr(self._inner, name)
@@ -88,24 +126,21 @@ class CachedChatModel:
         os.replace(tmp, p)
 
     def _record(self, key: str, kind: str, messages: Sequence[BaseMessage], ai: Any, cached: bool, seconds: float) -> None:
-        call_id = f"{self._role}-{key[:10]}"
-        prompt_path = response_path = None
+        call_id = self._name(key)
+        prompt_path = answer_path = None
         if self._rundir is not None:
-            try:
-                if not cached:
-                    prompt_path = self._rundir.write_prompt(self._role, call_id, list(messages))
-                    response_path = self._rundir.write_response(self._role, call_id, message_text(getattr(ai, "content", "")))
-                else:  # written when the answer was first received
-                    prompt_path = self._rundir.root / "prompts" / self._role / f"{call_id}.md"
-                    response_path = self._rundir.root / "responses" / self._role / f"{call_id}.md"
+            try:   # written again on a cached replay: the same name and text, so a kill between never loses them
+                prompt_path = self._rundir.write_prompt(call_id, list(messages))
+                answer_path = self._rundir.write_answer(call_id, message_text(getattr(ai, "content", "")))
             except Exception:  # noqa: BLE001 - files are for people; never fail a call over them
                 pass
         if self._on_call is not None:
             tin, tout = _tokens(ai)
             self._on_call({"role": self._role, "model": self.model_label, "kind": kind, "cached": cached,
                            "latency_s": round(seconds, 3), "input_tokens": tin, "output_tokens": tout,
-                           "call_id": call_id, "prompt": str(prompt_path) if prompt_path else None,
-                           "response": str(response_path) if response_path else None})
+                           "call_id": call_id, "candidate": _LABEL.get(),
+                           "prompt": str(prompt_path) if prompt_path else None,
+                           "response": str(answer_path) if answer_path else None})
 
     def invoke(self, messages: Sequence[BaseMessage], config: Any = None, **kw: Any) -> AIMessage:
         messages = list(messages)
@@ -116,7 +151,8 @@ class CachedChatModel:
             self._record(key, "text", messages, ai, True, 0.0)
             return ai
         t0 = time.perf_counter()
-        ai = self._inner.invoke(messages, config, **kw) if config is not None else self._inner.invoke(messages, **kw)
+        ai = self._call_inner(lambda: self._inner.invoke(messages, config, **kw) if config is not None
+                              else self._inner.invoke(messages, **kw))
         dt = time.perf_counter() - t0
         self._put(key, {"message": _dump_ai(ai)})
         self._record(key, "text", messages, ai, False, dt)
@@ -144,7 +180,8 @@ class _CachedStructured:
                 return hit["parsed"]
             return {"raw": raw, "parsed": hit["parsed"], "parsing_error": hit["parsing_error"]}
         t0 = time.perf_counter()
-        out = self._inner.invoke(messages, config, **kw) if config is not None else self._inner.invoke(messages, **kw)
+        out = o._call_inner(lambda: self._inner.invoke(messages, config, **kw) if config is not None
+                            else self._inner.invoke(messages, **kw))
         dt = time.perf_counter() - t0
         if isinstance(out, dict) and "raw" in out:
             raw, parsed, err = out.get("raw"), out.get("parsed"), out.get("parsing_error")

@@ -64,6 +64,8 @@ def session_state(events: Iterable[dict[str, Any]], holder: str | None = None) -
         return "killed", last_error or "the process ended without closing the run"
     if last.get("finished"):
         return "finished", str(last.get("stop_reason") or "")
+    if last.get("halt"):
+        return "stopped", f"{last['halt']}: {last.get('halt_text') or ''}".rstrip(": ")
     if last.get("error"):
         return "failed", str(last["error"])
     return "stopped", "stopped at a step boundary" if last.get("interrupted") else ""

@@ -5,8 +5,9 @@
       trace.jsonl          structlog JSON events (cuda_llm.runs.trace)
       checkpoint.sqlite    LangGraph checkpoints
       candidates/<id>.cu   every candidate, with <id>.json (its EvalResult) and <id>.compile.log
-      prompts/<role>/<call>.md, responses/<role>/<call>.md   every LLM exchange, readable
-      best.cu, report.md   written at the end
+      prompts/<role>-<label>.md, answers/<role>-<label>.md   every LLM exchange, readable, named by
+                           role and candidate (coder-r2c1.md; planner-r2.md; a second call -2.md)
+      best.cu, report.md, report.html   written at the end
 
 Every write is atomic (a temporary file renamed into place), so a run killed at any instant leaves
 either the old file or the new one, never half of one: resume can trust what it finds.
@@ -54,6 +55,14 @@ def _check_id(kind: str, value: str) -> str:
     if not _ID_OK.match(value or ""):
         raise ValueError(f"{kind} {value!r} is not usable as a file name (letters, digits, '_', '-', '.'; no '/')")
     return value
+
+
+def exchange_name(role: str, label: str, call: int = 1) -> str:
+    """The file stem of one LLM exchange: the role and what it was about (a candidate id such as r2c1, or the
+    round r2 for the planner), and the call's number for that pair after the first: coder-r2c1, coder-r2c1-2.
+    The one naming rule for prompts/, answers/ and pending prompts."""
+    stem = f"{_check_id('role', role)}-{_check_id('label', label)}"
+    return stem if call <= 1 else f"{stem}-{call}"
 
 
 def atomic_write(path: Path, data: str | bytes) -> Path:
@@ -146,7 +155,7 @@ class RunDir:
                     raise FileExistsError(f"run {run_id} already exists in {runs_dir}; resume it with "
                                           f"`cuda-llm resume {run_id}` or choose another id") from None
                 continue
-            for sub in ("candidates", "prompts", "responses"):
+            for sub in ("candidates", "prompts", "answers"):
                 (root / sub).mkdir()
             return cls(root)
         raise FileExistsError(f"could not find a free run id in {runs_dir}")  # pragma: no cover
@@ -235,13 +244,37 @@ class RunDir:
         except (FileNotFoundError, ValidationError, ValueError, UnicodeDecodeError):
             return None
 
-    def write_prompt(self, role: str, call_id: str, messages: Sequence[Any]) -> Path:
-        p = self.root / "prompts" / _check_id("role", role) / f"{_check_id('call id', call_id)}.md"
-        return atomic_write(p, render_messages(messages))
+    def prompt_path(self, name: str) -> Path:
+        """prompts/<name>.md, ``name`` from exchange_name."""
+        return self.root / "prompts" / f"{_check_id('exchange', name)}.md"
 
-    def write_response(self, role: str, call_id: str, text: str) -> Path:
-        p = self.root / "responses" / _check_id("role", role) / f"{_check_id('call id', call_id)}.md"
-        return atomic_write(p, text if text.endswith("\n") else text + "\n")
+    def answer_path(self, name: str) -> Path:
+        """answers/<name>.md, ``name`` from exchange_name."""
+        return self.root / "answers" / f"{_check_id('exchange', name)}.md"
+
+    def write_prompt(self, name: str, messages: Sequence[Any]) -> Path:
+        return atomic_write(self.prompt_path(name), render_messages(messages))
+
+    def write_answer(self, name: str, text: str) -> Path:
+        return atomic_write(self.answer_path(name), text if text.endswith("\n") else text + "\n")
+
+    def exchanges(self, label: str) -> list[tuple[str, Path | None, Path | None]]:
+        """Every LLM exchange about ``label`` (a candidate or a round): (name, prompt, answer), in call order."""
+        found: dict[str, tuple[Path | None, Path | None]] = {}
+        pat = re.compile(rf"^[A-Za-z0-9_]+-{re.escape(label)}(-\d+)?$")
+        for folder, i in (("prompts", 0), ("answers", 1)):
+            d = self.root / folder
+            for f in sorted(d.glob("*.md")) if d.is_dir() else []:
+                if pat.match(f.stem):
+                    pair = list(found.get(f.stem, (None, None)))
+                    pair[i] = f
+                    found[f.stem] = (pair[0], pair[1])
+
+        def order(name: str) -> tuple[str, int]:
+            role, rest = name.split("-", 1)
+            return role, 1 if rest == label else int(rest[len(label) + 1:])
+
+        return [(n, *found[n]) for n in sorted(found, key=order)]
 
     # -- config
     def save_config(self, config: dict[str, Any]) -> Path:

@@ -55,10 +55,17 @@ def make_case_inputs(loaded: LoadedTask, sizes: Sizes, rng: np.random.Generator)
     return out
 
 
+def scalar_inputs(task: Task, sizes: Sizes) -> dict[str, np.generic]:
+    """Every scalar parameter's value at ``sizes``, typed as the kernel gets it (np.float32(2.5), np.int32(n))."""
+    return {p.name: np.dtype(p.dtype.numpy).type(scalar_value(p, sizes)) for p in task.params if p.kind == "scalar"}
+
+
 def reference_outputs(loaded: LoadedTask, inputs: dict[str, np.ndarray], sizes: Sizes) -> dict[str, np.ndarray]:
-    """Run the reference on copies (so it cannot mutate the inputs) and check what it returns."""
+    """Run the reference on copies (so it cannot mutate the inputs) and check what it returns. The reference's
+    inputs also hold every scalar parameter (a float ``alpha`` included) under its name."""
     task = loaded.task
-    result = loaded.reference({k: v.copy() for k, v in inputs.items()}, dict(sizes))
+    given = {**scalar_inputs(task, sizes), **{k: v.copy() for k, v in inputs.items()}}
+    result = loaded.reference(given, dict(sizes))
     out: dict[str, np.ndarray] = {}
     for p in task.outputs:
         if p.name not in result:

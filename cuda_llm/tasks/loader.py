@@ -100,12 +100,16 @@ def load_task_folder(folder: Path) -> LoadedTask:
 
 
 def task_dirs(extra: list[Path] | None = None) -> list[Path]:
-    """Folders searched for tasks: the built-in suite, $CUDA_LLM_TASKS (os.pathsep list), then extra."""
+    """Folders searched for tasks: the built-in suite, $CUDA_LLM_TASKS (os.pathsep list), then extra.
+    A folder that does not exist is an error (a typo would otherwise hide the user's tasks silently)."""
     dirs = [SUITE_DIR]
     env = os.environ.get(TASKS_PATH_ENV)
-    if env:
-        dirs += [Path(p) for p in env.split(os.pathsep) if p]
-    dirs += list(extra or [])
+    named = [(Path(p).expanduser(), f"${TASKS_PATH_ENV}") for p in (env or "").split(os.pathsep) if p]
+    named += [(Path(p).expanduser(), "--tasks-dir") for p in extra or []]
+    for d, origin in named:
+        if not d.is_dir():
+            raise TaskError(d, f"no such folder (given by {origin}); fix the path or remove it")
+        dirs.append(d)
     return dirs
 
 
@@ -141,3 +145,15 @@ def load_task(name_or_path: str | Path, extra: list[Path] | None = None) -> Load
 
 def load_all(extra: list[Path] | None = None) -> list[LoadedTask]:
     return [load_task_folder(p) for _, p in sorted(_candidates(task_dirs(extra)).items())]
+
+
+def load_all_reporting(extra: list[Path] | None = None) -> tuple[list[LoadedTask], list[TaskError]]:
+    """Every task that loads, and an error for each one that does not (the others are still listed)."""
+    good: list[LoadedTask] = []
+    bad: list[TaskError] = []
+    for _, p in sorted(_candidates(task_dirs(extra)).items()):
+        try:
+            good.append(load_task_folder(p))
+        except TaskError as exc:
+            bad.append(exc)
+    return good, bad

@@ -1,0 +1,72 @@
+"""`cuda-llm check-task DIR`: is a task folder ready for a run?"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+HELP = "check a task folder: task.toml, the reference on the CPU for every shape, naive.cu compiled"
+DESCRIPTION = """Check a task folder (task.toml, reference.py, naive.cu) before spending GPU or LLM time on it:
+
+  - task.toml and reference.py load (every field validated; errors name the file and the field)
+  - the reference runs on the CPU for every correctness shape, every held-out shape and the benchmark
+    shape: it returns every output with the declared number of elements, numbers, finite values, and the
+    same answer twice on the same inputs
+  - naive.cu passes the static checks and compiles (and on a GPU machine passes every case)
+  - a warning when the benchmark shape is too small to fill a GPU
+
+Exit code 1 when something must be fixed. Held-out shapes are named only as such."""
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("folder", type=Path, help="the task folder (holding task.toml)")
+    p.add_argument("--arch", help="compile for this architecture (default: the device's, else sm_90)")
+    p.add_argument("--no-benchmark", action="store_true", help="skip the reference at the (large) benchmark shape")
+    p.add_argument("--no-compile", action="store_true", help="skip compiling naive.cu")
+
+
+def compile_baseline(loaded, arch: str | None = None) -> tuple[bool, str]:
+    """naive.cu through the harness (static checks and nvcc; the tests and timing too where there is a GPU)."""
+    from cuda_llm.results import Status
+    from cuda_llm.tools import failure_text
+    from cuda_llm.tools.evaluate import EvalOptions, evaluate_candidate
+
+    source = loaded.task.baseline_path.read_text()
+    res = evaluate_candidate(loaded, source, candidate="naive", options=EvalOptions(arch=arch))
+    if res.status == Status.no_device:
+        return True, "compiled and passed the static checks (no GPU here: not run)"
+    if res.status.passed:
+        return True, res.message
+    return False, failure_text.describe(res, full=True)
+
+
+def run(args: argparse.Namespace) -> int:
+    from cuda_llm.tasks import TaskError, load_task_folder
+    from cuda_llm.tasks.check import benchmark_size_warning, check_reference
+
+    if not args.folder.is_dir():
+        print(f"cuda-llm check-task: {args.folder}: no such folder", file=sys.stderr)
+        return 2
+    try:
+        loaded = load_task_folder(args.folder)
+    except TaskError as exc:
+        print(f"FAIL  task.toml/reference.py: {exc}")
+        return 1
+    print(f"ok    {loaded.task.name}: task.toml and reference.py load; {loaded.task.signature}")
+    bad = 0
+    for c in check_reference(loaded, benchmark=not args.no_benchmark):
+        bad += not c.ok
+        print(f"{'ok  ' if c.ok else 'FAIL'}  reference at {c.label} ({c.seconds:.2f} s)" + (f": {c.problem}" if c.problem else ""))
+    warning = benchmark_size_warning(loaded)
+    if warning:
+        print(f"warn  {warning}")
+    if not args.no_compile:
+        try:
+            ok, text = compile_baseline(loaded, args.arch)
+        except Exception as exc:  # noqa: BLE001 - no nvcc, a bad --arch: say so, as a failure of this check
+            ok, text = False, f"{type(exc).__name__}: {exc}"
+        bad += not ok
+        print(f"{'ok  ' if ok else 'FAIL'}  naive.cu: " + text.replace("\n", "\n      "))
+    print(f"\n{bad} problem(s) to fix" if bad else "\nready: `cuda-llm optimize " + str(args.folder) + "`")
+    return 1 if bad else 0

@@ -1,0 +1,41 @@
+"""`cuda-llm show RUN CANDIDATE`: one candidate whole."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+HELP = "show one candidate whole: prompt and answer, source, diff, compile log, results, timing, profile"
+DESCRIPTION = """Print everything about CANDIDATE (e.g. r2c1, r1c0f1 for a repair, or baseline) of RUN_ID:
+the prompts and answers that produced it (and the critic's exchange about it), its source and the diff
+against its parent, the compile log, the result of every test case (held-out shapes redacted), the timing
+samples, the Nsight Compute profile and the diagnosis. Nothing is run.
+
+RUN_ID is an id in --runs-dir, a unique prefix of one, "latest", or a run folder."""
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("run_id", help="run id, unique prefix, 'latest', or a run folder")
+    p.add_argument("candidate", help="candidate id, e.g. r2c1 (see `cuda-llm report RUN`)")
+    p.add_argument("--runs-dir", type=Path, default=Path("runs"), help="where runs are kept (default ./runs)")
+    p.add_argument("--json", action="store_true", help="print JSON instead of text")
+
+
+def run(args: argparse.Namespace) -> int:
+    from cuda_llm.report.candidate_view import candidate_view, render_text
+    from cuda_llm.runs.run_info import read_values
+    from cuda_llm.runs.rundir import RunDir, RunNotFoundError
+
+    try:
+        rundir = RunDir.open(args.run_id, args.runs_dir)
+    except RunNotFoundError as exc:
+        print(f"cuda-llm show: {exc}", file=sys.stderr)
+        return 2
+    try:
+        view = candidate_view(rundir, read_values(rundir), args.candidate)
+    except KeyError as exc:
+        print(f"cuda-llm show: {exc.args[0]}", file=sys.stderr)
+        return 2
+    print(view.model_dump_json(indent=1) if args.json else render_text(view), end="" if not args.json else "\n")
+    return 0

@@ -1,0 +1,213 @@
+"""One candidate whole, read from its run directory: source, diff against its parent, the LLM exchanges that
+produced it (and the critic's on it), compile log, per-case results, timing samples, profile and diagnosis.
+
+`cuda-llm show RUN CANDIDATE` prints it; the HTML report and `report --json` embed it for every candidate.
+Held-out shapes stay redacted: per-case text comes only from the one failure formatter
+(tools/failure_text.py), which names a held-out case by its kind of failure and nothing else.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from cuda_llm.runs.rundir import read_json
+from cuda_llm.tools import failure_text
+
+_CID = re.compile(r"^r(\d+)c(\d+)(?:f(\d+))?$")
+SEED = "seed"     # the kernel of optimize --start-from
+
+
+class Exchange(BaseModel):
+    name: str                      # role-label[-n], e.g. coder-r2c1
+    role: str
+    prompt: str = ""
+    answer: str = ""
+
+
+class CandidateView(BaseModel):
+    id: str
+    round: int = 0
+    parent: str | None = None
+    features: list[str] = Field(default_factory=list)
+    repair_of: str | None = None
+    status: str = "not_run"
+    median_ms: float | None = None
+    speedup: float | None = None           # over the naive baseline
+    note: str = ""
+    source: str = ""
+    diff: str = ""
+    exchanges: list[Exchange] = Field(default_factory=list)
+    compile_log: str = ""
+    cases: list[str] = Field(default_factory=list)     # one line each; held-out cases redacted
+    failure: str = ""                                   # the repair text (failure_text.describe, full)
+    timing: dict[str, Any] = Field(default_factory=dict)
+    profile: dict[str, Any] = Field(default_factory=dict)
+    diagnosis: dict[str, Any] = Field(default_factory=dict)
+    critique: str = ""                                  # the critic's words on this candidate
+
+
+def candidate_rows(rundir: Any, values: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every candidate of the run as state knew it: finished rounds from rounds/r<N>/candidates.json, the round in
+    progress from the checkpoint's state."""
+    rows: list[dict[str, Any]] = []
+    n = int(values.get("round") or 0)
+    for r in range(1, n + 1):
+        data = read_json(Path(rundir.root) / "rounds" / f"r{r}" / "candidates.json")
+        if data is None and r == n:
+            data = [{"id": cid, **c} for cid, c in sorted((values.get("cands") or {}).items())]
+        rows += [dict(c) for c in data or []]
+    return rows
+
+
+def _cases(res: Any) -> list[str]:
+    lines: list[str] = []
+    for label, v in (("tests", res.validation), ("fresh inputs after timing", res.revalidation)):
+        if v is None:
+            continue
+        shown = [c for c in v.cases if not c.held_out]
+        for c in shown:
+            lines.append(f"{label}: {'pass' if c.passed else 'FAIL'} {failure_text.case_where(c)}"
+                         + ("" if c.passed else f": {failure_text.case_failure(c)}"))
+        held = [c for c in v.cases if c.held_out]
+        if held:
+            bad = next((c for c in held if not c.passed), None)
+            lines.append(f"{label}: held-out shapes: " + ("passed" if bad is None else failure_text.case_failure(bad)))
+    return lines
+
+
+def _parent_source(rundir: Any, parent: str | None, task_folder: Path | None) -> str | None:
+    if parent and parent != "baseline":
+        p = Path(rundir.root) / "candidates" / f"{parent}.cu"
+        return p.read_text() if p.is_file() else None
+    if task_folder is not None and (task_folder / "naive.cu").is_file():
+        return (task_folder / "naive.cu").read_text()
+    return None
+
+
+def task_folder(rundir: Any) -> Path | None:
+    """The run's task folder (None when the task cannot be found any more)."""
+    try:
+        task = rundir.load_config().get("task")
+        from cuda_llm.tasks import load_task
+
+        return Path(load_task(str(task)).task.folder)
+    except Exception:  # noqa: BLE001 - a moved or broken task: the view goes on without the naive source
+        return None
+
+
+def _critique(rundir: Any, cid: str) -> str:
+    from cuda_llm.runs.trace import read_trace
+
+    for ev in reversed(read_trace(rundir.trace_path)):
+        if ev.get("event") == "decision" and ev.get("kind") == "critique" and ev.get("candidate") == cid:
+            nxt = ", ".join(ev.get("next_features") or [])
+            return f"{ev.get('bottleneck')}: {ev.get('summary') or ''}" + (f" Next: {nxt}." if nxt else "")
+    return ""
+
+
+def known_ids(rundir: Any, values: dict[str, Any]) -> list[str]:
+    seed = [SEED] if Path(rundir.candidate_path(SEED)).is_file() else []
+    return ["baseline", *seed] + [str(c["id"]) for c in candidate_rows(rundir, values)]
+
+
+def candidate_view(rundir: Any, values: dict[str, Any], cid: str, *, folder: Path | None = None,
+                   rows: list[dict[str, Any]] | None = None) -> CandidateView:
+    """Everything about ``cid`` (or "baseline"); KeyError naming the known ids when there is no such candidate."""
+    from cuda_llm.agents.context import make_diff
+
+    rows = candidate_rows(rundir, values) if rows is None else rows
+    row = next((c for c in rows if c.get("id") == cid), None)
+    if row is None and cid == SEED and Path(rundir.candidate_path(SEED)).is_file():   # optimize --start-from
+        seed_res = rundir.read_result(SEED)
+        row = {"id": SEED, "parent": "baseline", "status": seed_res.status.value if seed_res else "not_run",
+               "ms": seed_res.median_ms if seed_res else None}
+    if row is None and cid != "baseline":
+        ids = known_ids(rundir, values)
+        raise KeyError(f"no candidate {cid!r} in run {rundir.run_id}; its candidates are: "
+                       f"{', '.join(ids) if len(ids) > 1 else 'baseline (no round has run)'}")
+    row = row or {"id": "baseline", "status": (values.get("baseline") or {}).get("status", "not_run"),
+                  "ms": (values.get("baseline") or {}).get("ms")}
+    base_ms = (values.get("baseline") or {}).get("ms")
+    m = _CID.match(cid)
+    view = CandidateView(id=cid, round=int(m.group(1)) if m else 0, parent=row.get("parent") if cid != "baseline" else None,
+                         features=list(row.get("features") or []), repair_of=row.get("repair_of"),
+                         status=str(row.get("status") or "not_run"), median_ms=row.get("ms"),
+                         speedup=(base_ms / row["ms"]) if base_ms and row.get("ms") else None,
+                         note=str(row.get("note") or ""))
+    folder = folder if folder is not None else task_folder(rundir)
+    src = Path(rundir.root) / "candidates" / f"{cid}.cu"
+    if src.is_file():
+        view.source = src.read_text()
+    elif cid == "baseline" and folder is not None and (folder / "naive.cu").is_file():
+        view.source = (folder / "naive.cu").read_text()
+    if cid != "baseline" and view.source:
+        parent_src = _parent_source(rundir, view.parent, folder)
+        view.diff = make_diff(parent_src, view.source, parent=view.parent or "baseline", child=cid) if parent_src else ""
+    for name, prompt, answer in rundir.exchanges(cid):
+        view.exchanges.append(Exchange(name=name, role=name.split("-", 1)[0],
+                                       prompt=prompt.read_text() if prompt else "", answer=answer.read_text() if answer else ""))
+    log = Path(rundir.root) / "candidates" / f"{cid}.compile.log"
+    view.compile_log = log.read_text() if log.is_file() else ""
+    res = rundir.read_result(cid)
+    if res is not None:
+        view.cases = _cases(res)
+        view.failure = "" if res.status.passed else failure_text.describe(res, full=True)
+        if res.timing is not None:
+            view.timing = res.timing.model_dump(mode="json", include={"median_ms", "min_ms", "mean_ms", "iqr_ms", "rse",
+                                                                      "samples_ms", "repetitions", "stop_reason",
+                                                                      "sol_ms", "pct_of_sol", "suspect_reason"})
+    prof = read_json(Path(rundir.root) / "profiles" / f"{cid}.json") or {}
+    view.profile = {k: v for k, v in (prof.get("profile") or {}).items() if k in ("available", "reason", "kernels",
+                                                                                   "duration_ms", "metrics")}
+    if prof.get("roofline"):
+        view.profile["roofline"] = prof["roofline"]
+    view.diagnosis = prof.get("diagnosis") or {}
+    view.critique = _critique(rundir, cid)
+    return view
+
+
+def render_text(v: CandidateView) -> str:
+    """`cuda-llm show`: the candidate's sections, in the order a person reads them."""
+    from cuda_llm.report.formats import fmt_ms, fmt_x
+
+    head = [f"candidate {v.id}" + (f" (round {v.round})" if v.round else ""),
+            f"status:    {v.status}" + (f", {fmt_ms(v.median_ms)} ms, {fmt_x(v.speedup)} over the baseline"
+                                        if v.median_ms is not None else "") + (f": {v.note}" if v.note else ""),
+            f"parent:    {v.parent or '-'}" + (f" (repair of {v.repair_of})" if v.repair_of else ""),
+            f"features:  {', '.join(v.features) or '-'}"]
+    parts = ["\n".join(head)]
+
+    def section(title: str, body: str) -> None:
+        if body.strip():
+            parts.append(f"== {title}\n{body.rstrip()}")
+
+    for ex in v.exchanges:
+        section(f"prompt ({ex.name})", ex.prompt)
+        section(f"answer ({ex.name})", ex.answer)
+    section("source", v.source)
+    section(f"diff against {v.parent or 'baseline'}", v.diff)
+    section("compile log", v.compile_log)
+    section("per-case results (held-out shapes redacted)", "\n".join(v.cases))
+    section("what failed", v.failure)
+    if v.timing:
+        t = v.timing
+        samples = ", ".join(f"{s:.4g}" for s in t.get("samples_ms") or [])
+        body = (f"median {fmt_ms(t.get('median_ms'))} ms, min {fmt_ms(t.get('min_ms'))}, iqr {fmt_ms(t.get('iqr_ms'))}, "
+                f"{t.get('repetitions')} repetitions ({t.get('stop_reason')})")
+        if t.get("pct_of_sol") is not None:
+            body += f"; {t['pct_of_sol']:.1f}% of speed of light"
+        section("timing", body + (f"\nsamples (ms): {samples}" if samples else ""))
+    if v.profile:
+        section("profile", json.dumps(v.profile, indent=1)[:6000])
+    if v.diagnosis:
+        d = v.diagnosis
+        ev = "\n".join(f"- {e}" for e in d.get("evidence") or [])
+        section("diagnosis", f"{d.get('bottleneck')}: {d.get('summary') or ''}\n{ev}\nsuggested: "
+                f"{', '.join(d.get('suggested_features') or []) or '-'}")
+    section("critic", v.critique)
+    return "\n\n".join(parts) + "\n"

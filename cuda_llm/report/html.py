@@ -1,0 +1,238 @@
+"""The morning report as one self-contained HTML file (runs/<id>/report.html), and its data for scripts.
+
+Everything is inside the file: the styles, the Plotly library (inlined, so it opens with no network), the
+plot data, and every candidate's code, diff, prompts, answers, results, profile and diagnosis, each
+behind a click (<details>). The plot comes from Plotly: latency per round, every candidate and the best so
+far, against the naive baseline, the library and the speed-of-light bound. The candidate tree hangs each
+candidate under its parent (a repair under the candidate it repairs). A run whose answers came from a
+scripted model (tests, benchmarks) says so at the top.
+"""
+
+from __future__ import annotations
+
+import html
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from cuda_llm.report.candidate_view import SEED, CandidateView, candidate_rows, candidate_view, task_folder
+from cuda_llm.report.formats import fmt_duration, fmt_ms, fmt_tokens, fmt_x
+from cuda_llm.report.markdown import RunSummary, _headline
+
+PASSED = ("ok", "suspect")
+STATUS_COLORS = {"ok": "#1a7f37", "suspect": "#9a6700", "wrong_answer": "#cf222e", "compile_error": "#8250df",
+                 "static_error": "#8250df", "runtime_error": "#cf222e", "timeout": "#cf222e", "no_code": "#6e7781",
+                 "rejected": "#9a6700", "no_device": "#6e7781", "not_run": "#6e7781"}
+
+
+class ReportData(BaseModel):
+    """What the HTML report shows, and `report --json` prints."""
+
+    summary: RunSummary
+    state: str = ""                       # running, finished, stopped ... (runs/run_info)
+    models: dict[str, str] = Field(default_factory=dict)      # role -> model that answered
+    scripted: bool = False                # the answers came from a scripted model, not an LLM
+    sol_ms: float | None = None           # speed-of-light bound at the benchmark shape
+    round_best: dict[int, float | None] = Field(default_factory=dict)
+    candidates: list[CandidateView] = Field(default_factory=list)
+
+    def for_json(self) -> dict[str, Any]:
+        """The report for scripts: the summary and each candidate's numbers (the long texts stay in the files)."""
+        heavy = {"source", "diff", "exchanges", "compile_log", "failure"}
+        return {"summary": self.summary.model_dump(mode="json") | {"best_speedup": self.summary.best_speedup},
+                "state": self.state, "models": self.models, "scripted": self.scripted, "sol_ms": self.sol_ms,
+                "round_best": self.round_best,
+                "candidates": [c.model_dump(mode="json", exclude=heavy) | {"exchanges": [e.name for e in c.exchanges]}
+                               for c in self.candidates]}
+
+
+def _models(rundir: Any, events: list[dict[str, Any]]) -> dict[str, str]:
+    seen: dict[str, str] = {}
+    for ev in events:
+        if ev.get("event") == "llm_call" and ev.get("role") and ev.get("model"):
+            seen.setdefault(str(ev["role"]), str(ev["model"]))
+    if not seen:
+        try:
+            llm = rundir.load_config().get("llm") or {}
+            seen = {role: str(v.get("model")) for role, v in llm.items() if isinstance(v, dict) and v.get("model")}
+        except (OSError, ValueError):
+            pass
+    return seen
+
+
+def build_report_data(rundir: Any, values: dict[str, Any], summary: RunSummary, state: str = "") -> ReportData:
+    from cuda_llm.runs.trace import read_trace
+
+    events = read_trace(rundir.trace_path)
+    models = _models(rundir, events)
+    scripted = any("scripted" in m.lower() for m in models.values())
+    folder = task_folder(rundir)
+    rows = candidate_rows(rundir, values)
+    views = [candidate_view(rundir, values, "baseline", folder=folder, rows=rows)]
+    if Path(rundir.candidate_path(SEED)).is_file():
+        views.append(candidate_view(rundir, values, SEED, folder=folder, rows=rows))
+    views += [candidate_view(rundir, values, str(r["id"]), folder=folder, rows=rows) for r in rows]
+    sol = next((v.timing.get("sol_ms") for v in views if v.timing.get("sol_ms")), None)
+    round_best = {int(ev["round"]): ev.get("best_ms") for ev in events
+                  if ev.get("event") == "round_end" and isinstance(ev.get("round"), int)}
+    return ReportData(summary=summary, state=state, models=models, scripted=scripted, sol_ms=sol,
+                      round_best=round_best, candidates=views)
+
+
+# ------------------------------------------------------------------------------------------- plot
+def latency_figure(data: ReportData) -> Any:
+    """Latency per round: every candidate that was timed (by status), the best so far, and the yardsticks."""
+    import plotly.graph_objects as go
+
+    s = data.summary
+    fig = go.Figure()
+    timed = [c for c in data.candidates if c.id != "baseline" and c.median_ms is not None]
+    for status in sorted({c.status for c in timed}):
+        cs = [c for c in timed if c.status == status]
+        fig.add_trace(go.Scatter(
+            x=[c.round for c in cs], y=[c.median_ms for c in cs], mode="markers", name=f"candidates: {status}",
+            marker=dict(size=10, color=STATUS_COLORS.get(status, "#6e7781"), opacity=0.8),
+            text=[f"{c.id} ({', '.join(c.features) or '-'})" for c in cs],
+            hovertemplate="%{text}<br>%{y:.4g} ms<extra></extra>"))
+    rounds = sorted(data.round_best)
+    if rounds:
+        fig.add_trace(go.Scatter(x=[0, *rounds], y=[s.baseline_ms, *[data.round_best[r] for r in rounds]],
+                                 mode="lines+markers", name="best so far", line=dict(color="#0969da", width=3),
+                                 hovertemplate="round %{x}: best %{y:.4g} ms<extra></extra>"))
+    last = max([*rounds, *(c.round for c in timed), 1])
+    for label, ms, dash in (("naive baseline", s.baseline_ms, "dash"), ("library", s.library_ms, "dot"),
+                            ("speed of light", data.sol_ms, "dashdot")):
+        if ms:   # lines as traces, not shapes: shape annotations land off-scale on a log axis
+            fig.add_trace(go.Scatter(x=[0, last], y=[ms, ms], mode="lines", name=f"{label} {fmt_ms(ms)} ms",
+                                     line=dict(color="#57606a", dash=dash, width=1.5),
+                                     hovertemplate=f"{label}: %{{y:.4g}} ms<extra></extra>"))
+    fig.update_layout(title="Latency per round (lower is better)", xaxis_title="round", yaxis_title="median ms",
+                      yaxis_type="log", template="plotly_white", height=460, margin=dict(l=60, r=20, t=60, b=50),
+                      legend=dict(orientation="h", y=-0.2))
+    fig.update_xaxes(dtick=1)
+    return fig
+
+
+# ------------------------------------------------------------------------------------------- HTML
+def _e(text: Any) -> str:
+    return html.escape(str(text if text is not None else ""))
+
+
+def _pre(title: str, body: str, cls: str = "") -> str:
+    if not (body or "").strip():
+        return ""
+    return f'<details class="part {cls}"><summary>{_e(title)}</summary><pre>{_e(body)}</pre></details>'
+
+
+def _candidate_body(c: CandidateView) -> str:
+    parts = [_pre("source", c.source, "source"), _pre(f"diff against {c.parent or 'baseline'}", c.diff, "diff")]
+    for ex in c.exchanges:
+        parts.append(_pre(f"prompt ({ex.name})", ex.prompt, "prompt"))
+        parts.append(_pre(f"answer ({ex.name})", ex.answer, "answer"))
+    parts.append(_pre("compile log", c.compile_log))
+    parts.append(_pre("per-case results (held-out shapes redacted)", "\n".join(c.cases)))
+    parts.append(_pre("what failed", c.failure))
+    if c.timing:
+        t = c.timing
+        samples = ", ".join(f"{x:.4g}" for x in t.get("samples_ms") or [])
+        parts.append(_pre("timing", f"median {fmt_ms(t.get('median_ms'))} ms, min {fmt_ms(t.get('min_ms'))} ms, "
+                                    f"{t.get('repetitions')} repetitions\nsamples (ms): {samples}"))
+    if c.profile:
+        import json
+
+        parts.append(_pre("profile (Nsight Compute)", json.dumps(c.profile, indent=1)[:20000]))
+    if c.diagnosis:
+        d = c.diagnosis
+        ev = "\n".join(f"- {x}" for x in d.get("evidence") or [])
+        parts.append(_pre("diagnosis", f"{d.get('bottleneck')}: {d.get('summary') or ''}\n{ev}"))
+    if c.critique:
+        parts.append(f'<p class="critic"><b>critic:</b> {_e(c.critique)}</p>')
+    return "".join(parts)
+
+
+def _node_label(c: CandidateView, best: str | None) -> str:
+    color = STATUS_COLORS.get(c.status, "#6e7781")
+    ms = f"{fmt_ms(c.median_ms)} ms, {fmt_x(c.speedup)}" if c.median_ms is not None else ""
+    star = ' <span class="best">best</span>' if c.id == best else ""
+    feats = ", ".join(c.features) or ("naive" if c.id == "baseline" else "-")
+    note = f' <span class="note">{_e(c.note[:120])}</span>' if c.note and c.status not in PASSED else ""
+    return (f'<b>{_e(c.id)}</b>{star} <span class="status" style="background:{color}">{_e(c.status)}</span> '
+            f'<span class="feat">{_e(feats)}</span> <span class="ms">{_e(ms)}</span>{note}')
+
+
+def candidate_tree(data: ReportData) -> str:
+    """Nested lists: each candidate under its parent (a repair under the candidate it repairs)."""
+    ids = {c.id for c in data.candidates}
+    children: dict[str, list[CandidateView]] = {}
+    for c in data.candidates:
+        if c.id == "baseline":
+            continue
+        up = c.repair_of if c.repair_of in ids else (c.parent if c.parent in ids else "baseline")
+        children.setdefault(up, []).append(c)
+    by_id = {c.id: c for c in data.candidates}
+    best = data.summary.best_candidate
+
+    def node(cid: str, depth: int) -> str:
+        c = by_id[cid]
+        kids = "".join(node(k.id, depth + 1) for k in children.get(cid, []))
+        return (f'<li data-candidate="{_e(cid)}"><details class="cand" id="cand-{_e(cid)}"><summary>'
+                f'{_node_label(c, best)}</summary>{_candidate_body(c)}</details>'
+                + (f"<ul>{kids}</ul>" if kids else "") + "</li>")
+
+    return f'<ul id="tree">{node("baseline", 0)}</ul>' if "baseline" in by_id else '<p>No candidate.</p>'
+
+
+CSS = """
+body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:24px auto;max-width:1200px;color:#1f2328;padding:0 16px}
+h1{font-size:1.5em} h2{font-size:1.2em;margin-top:1.6em;border-bottom:1px solid #d0d7de;padding-bottom:4px}
+table.head td{padding:2px 12px 2px 0;vertical-align:top} table.head td:first-child{font-weight:600;white-space:nowrap}
+.banner{background:#fff8c5;border:1px solid #d4a72c;padding:8px 12px;border-radius:6px;margin:12px 0}
+#tree,#tree ul{list-style:none;padding-left:22px;border-left:1px dotted #d0d7de} #tree{padding-left:0;border:0}
+#tree li{margin:4px 0} details.cand>summary{cursor:pointer} .status{color:#fff;border-radius:10px;padding:0 8px;font-size:.85em}
+.best{background:#0969da;color:#fff;border-radius:10px;padding:0 8px;font-size:.85em} .feat{color:#57606a} .ms{font-variant-numeric:tabular-nums}
+.note{color:#cf222e;font-size:.85em} details.part{margin:4px 0 4px 16px} details.part>summary{cursor:pointer;color:#0969da}
+pre{background:#f6f8fa;border:1px solid #d0d7de;border-radius:6px;padding:8px;overflow:auto;max-height:480px;font-size:12px}
+.critic{margin-left:16px} table.tok td{padding:2px 16px 2px 0}
+"""
+
+
+def render_html(data: ReportData) -> str:
+    s = data.summary
+    fig = latency_figure(data)
+    plot = fig.to_html(full_html=False, include_plotlyjs=True, div_id="latency-plot",
+                       config={"displaylogo": False, "responsive": True})
+    head = "".join(f"<tr><td>{_e(k)}</td><td>{_e(v)}</td></tr>" for k, v in _headline(s))
+    if data.state:
+        head += f"<tr><td>State</td><td>{_e(data.state)}</td></tr>"
+    if data.models:
+        head += f"<tr><td>Models</td><td>{_e(', '.join(f'{r}: {m}' for r, m in sorted(data.models.items())))}</td></tr>"
+    banner = ('<div class="banner" id="scripted">These figures come from a <b>scripted model</b> (canned answers for '
+              'tests and benchmarks), not from an LLM.</div>') if data.scripted else ""
+    tok = "".join(f"<tr><td>{_e(r)}</td><td>{n:,}</td></tr>" for r, n in sorted(s.tokens_by_role.items()))
+    total = sum(s.tokens_by_role.values())
+    critic = [c for c in data.candidates if c.critique]
+    critic_html = "".join(f"<li><b>{_e(c.id)}</b>: {_e(c.critique)}</li>" for c in critic) or "<li>none</li>"
+    return f"""<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>cuda-llm {_e(s.run_id)}: {_e(s.task)}</title>
+<meta name="viewport" content="width=device-width, initial-scale=1"><style>{CSS}</style></head>
+<body>
+<h1>cuda-llm run {_e(s.run_id)}: {_e(s.task)}</h1>
+{banner}
+<table class="head">{head}</table>
+<h2>Latency per round</h2>
+{plot}
+<h2>Candidates</h2>
+<p>Each candidate under its parent (a repair under the candidate it repairs). Click one for its code, diff,
+prompts and answers, results, profile and diagnosis.</p>
+{candidate_tree(data)}
+<h2>What the critic said</h2>
+<ul>{critic_html}</ul>
+<h2>LLM usage</h2>
+<table class="tok">{tok}<tr><td><b>total</b></td><td><b>{total:,}</b> ({fmt_tokens(total)}) in {fmt_duration(s.seconds)}</td></tr></table>
+</body></html>
+"""
+
+
+def write_html(rundir: Any, data: ReportData) -> Path:
+    return Path(rundir.write_text("report.html", render_html(data)))

@@ -1,0 +1,77 @@
+"""The HTML report in a real headless browser (Debian's chromium through Playwright; .ci/run installs both):
+it loads from the file with no network and no console error, the Plotly plot and the candidate tree render,
+a click opens a candidate's code, and a screenshot is written and is not blank.
+
+Skipped only where chromium or the playwright package is absent."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import struct
+import zlib
+from pathlib import Path
+
+import pytest
+
+from test_show_report import finished  # noqa: F401 - the run the report is built from (a module fixture)
+
+from cuda_llm.cli import main
+
+CHROMIUM = os.environ.get("CUDA_LLM_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
+try:
+    import playwright.sync_api  # noqa: F401
+    HAVE_PLAYWRIGHT = True
+except ImportError:
+    HAVE_PLAYWRIGHT = False
+
+pytestmark = pytest.mark.skipif(not (HAVE_PLAYWRIGHT and os.access(CHROMIUM, os.X_OK)),
+                                reason="needs chromium (apt install chromium) and the playwright package")
+
+
+def png_colours(data: bytes, limit: int = 64) -> int:
+    """Distinct byte values in a PNG's decoded pixel rows (1 or 2 for a blank image), up to ``limit``."""
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    pos, idat = 8, b""
+    while pos < len(data):
+        length, kind = struct.unpack(">I4s", data[pos:pos + 8])
+        if kind == b"IDAT":
+            idat += data[pos + 8:pos + 8 + length]
+        pos += 12 + length
+    raw = zlib.decompress(idat)
+    return min(limit, len(set(raw[::7])))
+
+
+def test_the_report_renders_offline_in_chromium(finished, tmp_path, capsys):  # noqa: F811
+    from playwright.sync_api import sync_playwright
+
+    assert main(["report", finished.run_id, "--runs-dir", str(finished.root.parent), "--html"]) == 0
+    capsys.readouterr()
+    page_path = finished.root / "report.html"
+    shot = Path(os.environ.get("CUDA_LLM_SCREENSHOT", tmp_path / "report.png"))
+    errors: list[str] = []
+    requests: list[str] = []
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+        try:
+            page = browser.new_page(viewport={"width": 1280, "height": 1600})
+            page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+            page.on("pageerror", lambda e: errors.append(str(e)))
+            page.on("request", lambda r: requests.append(r.url))
+            page.goto(page_path.as_uri())
+            page.wait_for_selector("#latency-plot .main-svg", timeout=30_000)
+            assert page.locator("#latency-plot .scatterlayer .point").count() >= 4   # candidates and the best line
+            assert page.locator("#tree li").count() == 5
+            assert page.locator("#scripted").is_visible()
+            source = page.locator("#cand-r2c0 > details.source pre")
+            assert not source.is_visible()
+            page.locator("#cand-r2c0 > summary").click()
+            page.locator("#cand-r2c0 > details.source > summary").click()
+            assert source.is_visible() and "variant: v2" in source.inner_text()
+            shot.parent.mkdir(parents=True, exist_ok=True)
+            page.screenshot(path=str(shot), full_page=True)
+        finally:
+            browser.close()
+    assert errors == []
+    assert [u for u in requests if not u.startswith("file://")] == []
+    assert shot.stat().st_size > 20_000 and png_colours(shot.read_bytes()) > 8

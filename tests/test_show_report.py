@@ -1,0 +1,149 @@
+"""`cuda-llm show` and `cuda-llm report --html/--json` on a real run directory: a graph run on the CPU with
+the scripted chat model and the GPU double (real nvcc, invented timings). Its figures are scripted."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from fake_gpu_evaluator import FakeGpuEvaluator, coder_answer, critic_answer, plan_answer, softmax_source, variant_of
+from scripted_chat_model import ScriptedChatModel, detect_role
+
+from cuda_llm.cli import main
+from cuda_llm.graph.run import RunOptions, start_run
+from cuda_llm.graph.state import Limits
+
+KERNELS = {"r1c0": "v5", "r1c1": "vbad", "r2c0": "v2", "r2c1": "v6"}
+
+
+@pytest.fixture(scope="module")
+def finished(tmp_path_factory):
+    import os
+    import re
+
+    tmp = tmp_path_factory.mktemp("show")
+    old = os.environ.get("CUDA_LLM_CACHE")
+    os.environ["CUDA_LLM_CACHE"] = str(tmp / "cache")
+
+    def respond(messages):
+        role = detect_role(messages)
+        if role == "planner":
+            return plan_answer(2)
+        if role == "critic":
+            return critic_answer()
+        cid = re.search(r"(?:Write candidate|Candidate) `([^`]+)`", "\n".join(str(m.content) for m in messages)).group(1)
+        return coder_answer(softmax_source(KERNELS[cid]))
+
+    model = ScriptedChatModel(respond=respond)
+    ev = FakeGpuEvaluator({"baseline": 10.0, "v5": 5.0, "vbad": "wrong_answer", "v2": 2.0, "v6": 6.0})
+    out = start_run("softmax", None, RunOptions(limits=Limits(n_candidates=2, max_rounds=2, plateau_rounds=5),
+                                                runs_dir=tmp / "runs", learn=False),
+                    evaluator=ev, model_factory=lambda role: model, handle_signals=False)
+    yield out
+    if old is None:
+        os.environ.pop("CUDA_LLM_CACHE", None)
+    else:
+        os.environ["CUDA_LLM_CACHE"] = old
+
+
+def show(out, cid: str, capsys, *extra: str) -> tuple[int, str, str]:
+    rc = main(["show", out.run_id, cid, "--runs-dir", str(out.root.parent), *extra])
+    cap = capsys.readouterr()
+    return rc, cap.out, cap.err
+
+
+def test_prompt_and_answer_files_are_named_by_role_and_candidate(finished):
+    prompts = sorted(p.name for p in (finished.root / "prompts").glob("*.md"))
+    answers = sorted(p.name for p in (finished.root / "answers").glob("*.md"))
+    assert {"planner-r1.md", "planner-r2.md", "coder-r1c0.md", "coder-r2c1.md", "critic-r1c0.md"} <= set(prompts)
+    assert prompts == answers
+
+
+def test_show_a_failed_candidate_whole_with_held_out_cases_redacted(finished, capsys):
+    rc, text, _ = show(finished, "r1c1", capsys)
+    assert rc == 0
+    for section in ("== prompt (coder-r1c1)", "== answer (coder-r1c1)", "== source", "== diff against baseline",
+                    "== per-case results (held-out shapes redacted)", "== what failed"):
+        assert section in text, section
+    assert "variant: vbad" in text and "+// variant: vbad" in text
+    assert "held-out shapes: a held-out shape" in text
+    for secret in ("0.75", "[0, 3]", "rows=5", "rows=301"):      # the held-out failure's values and sizes
+        assert secret not in text
+
+
+def test_show_a_passing_candidate_has_timing_and_the_critic(finished, capsys):
+    rc, text, _ = show(finished, "r2c0", capsys)
+    assert rc == 0 and "== timing" in text and "samples (ms):" in text
+    assert "== critic" in text and "memory-bound" in text
+    assert "diff against r1c0" in text
+
+
+def test_show_json_and_unknown_candidate(finished, capsys):
+    rc, text, _ = show(finished, "r1c0", capsys, "--json")
+    data = json.loads(text)
+    assert rc == 0 and data["status"] == "ok" and data["exchanges"][0]["name"] == "coder-r1c0"
+    rc, _, err = show(finished, "r9c9", capsys)
+    assert rc == 2 and "r9c9" in err and "r1c0" in err and "baseline" in err
+
+
+def test_report_json_for_scripts(finished, capsys):
+    rc = main(["report", finished.run_id, "--runs-dir", str(finished.root.parent), "--json"])
+    data = json.loads(capsys.readouterr().out)
+    assert rc == 0 and data["scripted"] is True and data["state"].startswith("finished")
+    assert data["summary"]["best_candidate"] == "r2c0"
+    assert [c["id"] for c in data["candidates"]] == ["baseline", "r1c0", "r1c1", "r2c0", "r2c1"]
+    assert "source" not in data["candidates"][1] and data["candidates"][1]["exchanges"] == ["coder-r1c0", "critic-r1c0"]
+
+
+def test_report_html_is_self_contained(finished, capsys):
+    rc = main(["report", finished.run_id, "--runs-dir", str(finished.root.parent), "--html"])
+    out = capsys.readouterr().out
+    path = finished.root / "report.html"
+    assert rc == 0 and f"html:        {path}" in out
+    page = path.read_text()
+    import re
+
+    tags = re.findall(r"<(?:script|link|img)\b([^>]*)>", page)
+    assert tags and not [t for t in tags if "src=" in t or "href=" in t]     # nothing fetched from the network
+    assert "plotly.js v" in page and 'id="latency-plot"' in page
+    assert page.count('<li data-candidate=') == 5 and 'id="scripted"' in page
+    assert "variant: v2" in page and "## human" in page                       # code and prompts on click
+
+
+def test_report_on_a_running_run_does_not_suggest_resume(finished, capsys):
+    from cuda_llm.graph.run import _RunLock
+
+    with _RunLock(finished.root):
+        rc = main(["report", finished.run_id, "--runs-dir", str(finished.root.parent)])
+    out = capsys.readouterr().out
+    assert rc == 0 and "state:       running" in out
+    assert "cuda-llm resume" not in out and "cuda-llm trace" in out
+
+
+def test_the_library_yardstick_reaches_the_report(tmp_path):
+    """The setup's library median (tasks with library.cu) is kept once it passed, and the report compares with it."""
+    from fake_gpu_evaluator import FakeGpuEvaluator
+
+    from cuda_llm.graph.evaluator import CachedEvaluator
+    from cuda_llm.report.markdown import render_report
+    from cuda_llm.report.summary import build_summary
+    from cuda_llm.runs.rundir import RunDir
+    from cuda_llm.tasks import load_task
+
+    class WithLibrary(FakeGpuEvaluator):
+        def library(self, loaded):
+            return self._measure(loaded, "// variant: lib\n" + loaded.task.library_path.read_text(), "library",
+                                 "library", {})
+
+    loaded = load_task("gemv")
+    inner = WithLibrary({"lib": 0.5}, compile=False)
+    cached = CachedEvaluator(inner, tmp_path / "cache")
+    assert cached.library(loaded).median_ms == pytest.approx(0.5, rel=0.02)
+    assert cached.library(loaded).median_ms == pytest.approx(0.5, rel=0.02) and len(inner.calls) == 1   # kept
+    assert CachedEvaluator(FakeGpuEvaluator({}), tmp_path / "c2").library(loaded) is None    # no such measurement
+    rd = RunDir.create(tmp_path / "runs", "gemv")
+    summary = build_summary(rd, {"task": "gemv", "baseline": {"ms": 2.0, "library_ms": 0.5}, "best": {"id": "r1c0", "ms": 1.0}})
+    assert summary.library_ms == 0.5
+    assert "Library baseline**: 0.5000 ms (best is 0.50x the library's speed)" in render_report(summary)
