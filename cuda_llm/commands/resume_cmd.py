@@ -9,10 +9,14 @@ from pathlib import Path
 HELP = "continue a stopped or killed optimize run from its last checkpoint"
 DESCRIPTION = """Continue RUN_ID (an id in --runs-dir, a unique prefix of one, "latest", or a run folder).
 
-The run keeps its task, budgets and models (from its config.json); API keys come from the environment
-(OPENAI_API_KEY) or --api-key. LLM answers and measurements already made are read back from the run
-directory, not asked or measured again. Time spent while the run was stopped does not count against its
-wall-clock budget."""
+The run keeps its task, budgets and each role's settings (provider, model, endpoint, temperature, token
+budget, from its config.json); API keys come from the environment (OPENAI_API_KEY) or --api-key. LLM
+answers and measurements already made are read back from the run directory, not asked or measured again.
+Time spent while the run was stopped does not count against its wall-clock budget.
+
+A run waiting for answers (a role played manually) goes on once the answer files exist
+(answers/<name>.md, or `cuda-llm answer RUN NAME FILE`). --planner/--coder/--critic change who plays a
+role from now on (e.g. --coder manual to write the next kernels yourself), --ROLE-model its model."""
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -20,6 +24,22 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--runs-dir", type=Path, default=Path("runs"), help="where runs are kept (default ./runs)")
     p.add_argument("--api-key", help="API key when the environment has none")
     p.add_argument("--quiet", action="store_true", help="no progress lines")
+    from cuda_llm.commands.optimize_cmd import add_role_arguments
+
+    add_role_arguments(p)
+    for role in ("planner", "coder", "critic"):
+        p.add_argument(f"--{role}-model", help=f"from now on, the {role}'s model (with --{role} llm)")
+
+
+def overrides(args: argparse.Namespace) -> dict[str, dict]:
+    """role -> the settings the user changes on resume."""
+    out: dict[str, dict] = {}
+    for role in ("planner", "coder", "critic"):
+        o = {"provider": getattr(args, role, None), "model": getattr(args, f"{role}_model", None)}
+        o = {k: v for k, v in o.items() if v is not None}
+        if o:
+            out[role] = o
+    return out
 
 
 def run(args: argparse.Namespace) -> int:
@@ -35,11 +55,14 @@ def run(args: argparse.Namespace) -> int:
     except (RunNotFoundError, FileNotFoundError, ValueError) as exc:
         print(f"cuda-llm resume: {exc}", file=sys.stderr)
         return 2
+    changes = overrides(args)
     try:
-        settings = settings_from_config(config.get("llm") or {}, api_key=args.api_key)
+        settings = settings_from_config(config.get("llm") or {}, api_key=args.api_key, overrides=changes)
     except LLMConfigError as exc:
         print(f"cuda-llm resume: {exc}", file=sys.stderr)
         return 2
+    if changes:   # later resumes keep who plays each role now
+        rundir.save_config({**config, "llm": settings.redacted()})
     from cuda_llm.graph.run import RunBusyError
 
     try:

@@ -30,6 +30,7 @@ class Deps:
     started: float = field(default_factory=time.monotonic)
     stop_requested: threading.Event = field(default_factory=threading.Event)
     precompile: bool = True           # compile in the coder's thread (parallel) so evaluation finds it cached
+    settings: Any = None              # LLMSettings (prompt budgets, the coder's temperatures); None: defaults
 
     @property
     def task(self) -> Any:
@@ -42,6 +43,12 @@ class Deps:
     @property
     def device(self) -> Any:
         return self.evaluator.device
+
+    def prompt_budget(self, role: str) -> int:
+        """The role's prompt size budget in characters (settings, else the role's default)."""
+        from cuda_llm.agents.settings import DEFAULT_PROMPT_BUDGET
+
+        return self.settings.prompt_budget(role) if self.settings is not None else DEFAULT_PROMPT_BUDGET[role]
 
     def elapsed(self) -> float:
         return round(self.elapsed_at_start + (time.monotonic() - self.started), 3)

@@ -1,7 +1,9 @@
 """Starting and resuming runs: the run directory, the SQLite checkpointer, signals, the final report.
 
 A run is one LangGraph thread whose checkpoints live in ``runs/<id>/checkpoint.sqlite`` (saved
-synchronously after every step). ``resume_run`` continues it with ``graph.stream(None, config)``; LLM
+synchronously after every step). A role played by the manual provider interrupts the graph (LangGraph
+``interrupt``) when it is asked something: the run ends "waiting" with the pending prompt files listed in
+``RunOutcome.waiting``. ``resume_run`` continues it with ``graph.stream(None, config)``; LLM
 answers and evaluations are cached in the run directory by prompt and source hash, so even the work of a
 step that was killed half-way (kill -9) is not paid for twice. SIGINT/SIGTERM ask the run to stop at the
 next step boundary; it stays resumable. A second SIGINT stops at once (still resumable from the last
@@ -28,7 +30,6 @@ from cuda_llm.graph.state import Limits
 
 ModelFactory = Callable[[str], Any]
 RECURSION_LIMIT = 100_000
-ROLES = ("planner", "coder", "critic")
 
 
 class RunBusyError(RuntimeError):
@@ -85,6 +86,7 @@ class RunOutcome(BaseModel):
     stop_reason: str | None = None
     interrupted: bool = False
     error: str | None = None
+    waiting: list[dict[str, str]] = Field(default_factory=list)   # manual roles: {name, role, prompt, answer}
     best: dict[str, Any] = Field(default_factory=dict)
     final: dict[str, Any] = Field(default_factory=dict)
     baseline: dict[str, Any] = Field(default_factory=dict)
@@ -113,7 +115,7 @@ def start_run(task: Any, settings: Any, options: RunOptions | None = None, *, ev
               model_factory: ModelFactory | None = None, stages: Sequence[ToolStage] | None = None,
               progress: Any = None, handle_signals: bool = True) -> RunOutcome:
     """A new run of ``task`` (a suite name, a folder, or a LoadedTask). ``settings`` (LLMSettings) are
-    needed unless ``model_factory(role)`` gives the chat models."""
+    needed unless ``model_factory(role)`` gives the chat models (None for a role played by rules)."""
     from cuda_llm.runs.rundir import RunDir
 
     options = options or RunOptions()
@@ -151,22 +153,13 @@ def resume_run(run_id: str, runs_dir: Path | str = "runs", *, settings: Any = No
                   stages=stages, progress=progress, handle_signals=handle_signals)
 
 
-def settings_from_config(llm: dict[str, Any], *, api_key: str | None = None) -> Any:
-    """The run's saved models and endpoints, with API keys from the environment (never saved)."""
-    from cuda_llm.agents.settings import load_settings
+def settings_from_config(llm: dict[str, Any], *, api_key: str | None = None,
+                         overrides: dict[str, dict[str, Any]] | None = None) -> Any:
+    """The run's saved settings, each role with its own (provider, model, endpoint, temperature, budgets),
+    with API keys from ``api_key`` or the environment (never saved); ``overrides`` change what was saved."""
+    from cuda_llm.agents.settings import LLMSettings
 
-    cli: dict[str, Any] = {"api_key": api_key} if api_key else {}
-    for role in ROLES:
-        r = llm.get(role) or {}
-        if r.get("model"):
-            cli[f"{role}_model"] = r["model"]
-        if r.get("base_url"):
-            cli[f"{role}_base_url"] = r["base_url"]
-    for k in ("timeout_s", "max_retries", "temperature"):
-        v = (llm.get("coder") or {}).get(k)
-        if v is not None:
-            cli[k] = v
-    return load_settings(cli)
+    return LLMSettings.from_saved(llm, api_key=api_key, overrides=overrides)
 
 
 class _Signals:
@@ -196,13 +189,14 @@ class _Signals:
 
 
 def _make_models(rundir: Any, settings: Any, factory: ModelFactory | None, tracer: Any) -> dict[str, Any]:
-    if factory is None:
-        from cuda_llm.agents.llm import make_chat_model
+    """role -> the cached chat model that plays it (None: the role is played by rules)."""
+    from cuda_llm.graph.roles import role_models
 
-        factory = lambda role: make_chat_model(settings, role)  # noqa: E731
     cache = Path(rundir.root) / "cache" / "llm"
     on_call = lambda ev: tracer.event("llm_call", **ev)  # noqa: E731
-    return {role: CachedChatModel(factory(role), role, cache, on_call=on_call, rundir=rundir) for role in ROLES}
+    raw = role_models(settings, rundir, factory)
+    return {role: None if m is None else CachedChatModel(m, role, cache, on_call=on_call, rundir=rundir)
+            for role, m in raw.items()}
 
 
 def _stats(options: RunOptions) -> Any:
@@ -246,7 +240,7 @@ def _drive_locked(rundir: Any, loaded: Any, settings: Any, options: RunOptions, 
         deps = Deps(loaded=loaded, rundir=rundir, tracer=tracer,
                     evaluator=CachedEvaluator(evaluator, Path(rundir.root) / "cache"),
                     models=_make_models(rundir, settings, model_factory, tracer), stats=_stats(options),
-                    catalogue=load_catalogue(), progress=progress)
+                    catalogue=load_catalogue(), progress=progress, settings=settings)
         graph = compile_graph(deps, saver, stages)
         config = {"configurable": {"thread_id": rundir.run_id}, "recursion_limit": RECURSION_LIMIT}
         snap = graph.get_state(config)
@@ -283,16 +277,19 @@ def _drive_locked(rundir: Any, loaded: Any, settings: Any, options: RunOptions, 
         snap = graph.get_state(config)
         values = dict(snap.values)
         finished = not snap.next
+        waiting = _waiting(snap)
+        if waiting:
+            tracer.event("waiting", prompts=[w["name"] for w in waiting])
         out = RunOutcome(run_id=rundir.run_id, root=Path(rundir.root), finished=finished,
                          stop_reason=values.get("stop_reason"), interrupted=deps.stop_requested.is_set() and not finished,
-                         error=error, best=values.get("best") or {}, final=values.get("final") or {},
+                         error=error, waiting=waiting, best=values.get("best") or {}, final=values.get("final") or {},
                          baseline=values.get("baseline") or {}, rounds=int(values.get("round") or 0),
                          tokens=values.get("tokens") or {}, elapsed_s=float(values.get("elapsed_s") or 0.0),
                          evaluations=int(values.get("evaluations") or 0))
         if values:   # a stopped run gets its report too: the rounds so far
             out = _report(rundir, values, out)
         tracer.event("run_end", finished=finished, interrupted=out.interrupted, stop_reason=out.stop_reason,
-                     error=error, best=out.best.get("id"), best_ms=out.best.get("ms"))
+                     error=error, waiting=len(waiting), best=out.best.get("id"), best_ms=out.best.get("ms"))
         deps.progress_call("finish", out)
         return out
     finally:
@@ -300,6 +297,16 @@ def _drive_locked(rundir: Any, loaded: Any, settings: Any, options: RunOptions, 
         close = getattr(tracer, "close", None)
         if callable(close):
             close()
+
+
+def _waiting(snap: Any) -> list[dict[str, str]]:
+    """The prompts the run waits on: the values of the graph's pending interrupts (manual roles)."""
+    out = []
+    for it in getattr(snap, "interrupts", None) or ():
+        v = getattr(it, "value", None)
+        if isinstance(v, dict) and v.get("name"):
+            out.append({k: str(v.get(k, "")) for k in ("name", "role", "prompt", "answer")})
+    return sorted(out, key=lambda w: w["name"])
 
 
 def _report(rundir: Any, values: dict, out: RunOutcome) -> RunOutcome:

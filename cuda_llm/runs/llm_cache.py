@@ -2,19 +2,26 @@
 
 Wrapping each role's chat model this way makes a resumed run replay the answers a killed run already
 paid for, instead of asking again: the key is the role, the model name, the kind of call (text or JSON
-schema) and every message sent. The wrapper forwards everything else to the real model, so the agents
-(which call ``invoke`` and ``with_structured_output``) cannot tell the difference.
+schema), every message sent and the call's own settings (a temperature, a larger token budget). The
+wrapper forwards everything else to the real model, so the agents (which call ``invoke`` and
+``with_structured_output``) cannot tell the difference. Reasoning text that the server returned beside an
+answer is kept with it and written beside the answer file.
+
+The node around a call names it with ``call_label`` (the candidate, or the round for the planner), so the
+files of a call and a manual role's pending prompt say what they are about.
 """
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import hashlib
 import json
 import os
 import threading
 import time
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 from langchain_core.messages import AIMessage, BaseMessage
 from pydantic import BaseModel
@@ -22,15 +29,40 @@ from pydantic import BaseModel
 from cuda_llm.runs.rundir import message_text, read_json
 
 OnCall = Callable[[dict[str, Any]], None]
+_LABEL: contextvars.ContextVar[str | None] = contextvars.ContextVar("cuda_llm_call_label", default=None)
 
 
-def prompt_key(role: str, model: str, kind: str, messages: Sequence[BaseMessage], schema: Any = None) -> str:
-    payload = {
+@contextlib.contextmanager
+def call_label(label: str) -> Iterator[None]:
+    """Name the LLM calls made inside the block after ``label`` (a candidate id, or a round such as r2)."""
+    token = _LABEL.set(label)
+    try:
+        yield
+    finally:
+        _LABEL.reset(token)
+
+
+def current_call_label() -> str | None:
+    """The label set by the innermost ``call_label`` around this call (None outside one)."""
+    return _LABEL.get()
+
+
+def prompt_key(role: str, model: str, kind: str, messages: Sequence[BaseMessage], schema: Any = None,
+               call: dict[str, Any] | None = None) -> str:
+    payload: dict[str, Any] = {
         "role": role, "model": model, "kind": kind,
         "schema": schema if isinstance(schema, (dict, type(None))) else getattr(schema, "__name__", str(schema)),
         "messages": [[m.type, message_text(m.content)] for m in messages],
     }
+    if call:   # only when given, so the keys of calls without settings stay what they were
+        payload["call"] = call
     return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def reasoning_of(msg: Any) -> str:
+    """The reasoning text a server returned beside the answer (kept by cuda_llm.agents.llm), or ''."""
+    text = (getattr(msg, "additional_kwargs", None) or {}).get("reasoning_content")
+    return text if isinstance(text, str) else ""
 
 
 def _dump_ai(msg: Any) -> dict[str, Any]:
@@ -38,11 +70,14 @@ def _dump_ai(msg: Any) -> dict[str, Any]:
         "content": message_text(getattr(msg, "content", "")),
         "usage_metadata": dict(getattr(msg, "usage_metadata", None) or {}) or None,
         "response_metadata": json.loads(json.dumps(getattr(msg, "response_metadata", None) or {}, default=str)),
+        "reasoning": reasoning_of(msg) or None,
     }
 
 
 def _load_ai(data: dict[str, Any]) -> AIMessage:
     kw: dict[str, Any] = {"content": data.get("content", ""), "response_metadata": data.get("response_metadata") or {}}
+    if data.get("reasoning"):
+        kw["additional_kwargs"] = {"reasoning_content": data["reasoning"]}
     if data.get("usage_metadata"):
         u = data["usage_metadata"]
         kw["usage_metadata"] = {"input_tokens": int(u.get("input_tokens", 0)), "output_tokens": int(u.get("output_tokens", 0)),
@@ -95,6 +130,8 @@ class CachedChatModel:
                 if not cached:
                     prompt_path = self._rundir.write_prompt(self._role, call_id, list(messages))
                     response_path = self._rundir.write_response(self._role, call_id, message_text(getattr(ai, "content", "")))
+                    if reasoning_of(ai):   # beside the answer: <call>.reasoning.md
+                        self._rundir.write_response(self._role, f"{call_id}.reasoning", reasoning_of(ai))
                 else:  # written when the answer was first received
                     prompt_path = self._rundir.root / "prompts" / self._role / f"{call_id}.md"
                     response_path = self._rundir.root / "responses" / self._role / f"{call_id}.md"
@@ -104,12 +141,15 @@ class CachedChatModel:
             tin, tout = _tokens(ai)
             self._on_call({"role": self._role, "model": self.model_label, "kind": kind, "cached": cached,
                            "latency_s": round(seconds, 3), "input_tokens": tin, "output_tokens": tout,
-                           "call_id": call_id, "prompt": str(prompt_path) if prompt_path else None,
+                           "call_id": call_id, "candidate": _LABEL.get(),
+                           "cutoff_retries": (getattr(ai, "response_metadata", None) or {}).get("cutoff_retries") or 0,
+                           "reasoning_chars": len(reasoning_of(ai)),
+                           "prompt": str(prompt_path) if prompt_path else None,
                            "response": str(response_path) if response_path else None})
 
     def invoke(self, messages: Sequence[BaseMessage], config: Any = None, **kw: Any) -> AIMessage:
         messages = list(messages)
-        key = prompt_key(self._role, self.model_label, "text", messages)
+        key = prompt_key(self._role, self.model_label, "text", messages, call=dict(kw) or None)
         hit = self._get(key)
         if hit is not None:
             ai = _load_ai(hit["message"])
@@ -135,7 +175,7 @@ class _CachedStructured:
         o = self._owner
         messages = list(messages)
         kind = f"structured:{self._method}:{int(self._include_raw)}"
-        key = prompt_key(o._role, o.model_label, kind, messages, self._schema)
+        key = prompt_key(o._role, o.model_label, kind, messages, self._schema, call=dict(kw) or None)
         hit = o._get(key)
         if hit is not None:
             raw = _load_ai(hit["raw"])

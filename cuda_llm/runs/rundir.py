@@ -56,6 +56,14 @@ def _check_id(kind: str, value: str) -> str:
     return value
 
 
+def exchange_name(role: str, label: str, call: int = 1) -> str:
+    """The file stem of one LLM exchange: the role and what it was about (a candidate id such as r2c1, or the
+    round r2 for the planner), and the call's number for that pair after the first: coder-r2c1, coder-r2c1-2.
+    The one naming rule for prompts/, answers/ and pending prompts."""
+    stem = f"{_check_id('role', role)}-{_check_id('label', label)}"
+    return stem if call <= 1 else f"{stem}-{call}"
+
+
 def atomic_write(path: Path, data: str | bytes) -> Path:
     """Write ``data`` to ``path`` through a temporary file in the same folder and a rename."""
     path.parent.mkdir(parents=True, exist_ok=True)
