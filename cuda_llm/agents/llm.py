@@ -21,6 +21,7 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.outputs import ChatResult
 from langchain_openai import ChatOpenAI
 
+from cuda_llm.agents.errors import NotAChatCompletion
 from cuda_llm.agents.settings import DEFAULT_MAX_TOKENS_LIMIT, LLMSettings
 
 CUTOFF_RETRIES = 2
@@ -59,9 +60,20 @@ class EndpointChatModel(ChatOpenAI):
     max_tokens_limit: int = DEFAULT_MAX_TOKENS_LIMIT
     cutoff_retries: int = CUTOFF_RETRIES
 
+    def _one(self, messages: list[Any], stop: list[str] | None, run_manager: Any, **kwargs: Any) -> ChatResult:
+        """One request; a reply that the client cannot read as a chat completion becomes NotAChatCompletion."""
+        import openai
+
+        try:
+            return super()._generate(messages, stop=stop, run_manager=run_manager, **kwargs)
+        except openai.APIError:
+            raise
+        except (ValueError, TypeError, KeyError, AttributeError) as exc:
+            raise NotAChatCompletion(f"the reply is not a chat completion ({type(exc).__name__}: {exc})") from exc
+
     def _generate(self, messages: list[Any], stop: list[str] | None = None, run_manager: Any = None,
                   **kwargs: Any) -> ChatResult:
-        result = super()._generate(messages, stop=stop, run_manager=run_manager, **kwargs)
+        result = self._one(messages, stop, run_manager, **kwargs)
         budget = kwargs.get("max_tokens", self.max_tokens)
         usage = _usage(result)
         tries = 0
@@ -70,7 +82,7 @@ class EndpointChatModel(ChatOpenAI):
             if bigger is None:
                 break
             budget, tries = bigger, tries + 1
-            result = super()._generate(messages, stop=stop, run_manager=run_manager, **{**kwargs, "max_tokens": budget})
+            result = self._one(messages, stop, run_manager, **{**kwargs, "max_tokens": budget})
             usage = _add_usage(usage, _usage(result))
         msg = result.generations[0].message if result.generations else None
         if msg is not None:

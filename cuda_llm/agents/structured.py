@@ -15,7 +15,7 @@ from typing import Any, Generic, Literal, Sequence, TypeVar
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
 from pydantic import BaseModel, ValidationError
 
-from cuda_llm.agents.errors import LLMAnswerError, LLMCallError, snippet
+from cuda_llm.agents.errors import LLMAnswerError, LLMCallError, NotAChatCompletion, snippet
 from cuda_llm.agents.textutil import extract_json, message_text
 from cuda_llm.agents.usage import TokenUsage, usage_of
 
@@ -134,9 +134,9 @@ _BAD_REPLY_TEXT = ("Unexpected response type from OpenAI-compatible endpoint", "
 def is_bad_reply(exc: BaseException) -> bool:
     """A reply with HTTP 200 whose body is not a chat completion: HTML (a login or proxy page), an empty or
     truncated body, or JSON without ``choices``. An endpoint error, not a bug of the caller."""
-    if isinstance(exc, json.JSONDecodeError):
+    if isinstance(exc, (json.JSONDecodeError, NotAChatCompletion)):
         return True
-    return isinstance(exc, (ValueError, TypeError, KeyError)) and any(t in str(exc) for t in _BAD_REPLY_TEXT)
+    return isinstance(exc, (ValueError, TypeError, KeyError, AttributeError)) and any(t in str(exc) for t in _BAD_REPLY_TEXT)
 
 
 def _is_api_error(exc: BaseException) -> bool:

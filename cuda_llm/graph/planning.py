@@ -62,9 +62,12 @@ def offer(deps: Any, round_: int, parent_id: str) -> list[Any]:
         if fid not in by_id and fid in catalogue and _supported(supports, catalogue[fid], deps.arch):
             extra.append(OfferedFeature(id=fid, name=catalogue[fid].name, category=str(catalogue[fid].category),
                                         recommended_by=recs[fid]))
-    offered = [OfferedFeature.from_ranked(r, recs.get(r.feature.id, ())) for r in ranked]
-    offered.sort(key=lambda o: (not o.recommended_by, -(o.expected_speedup or 1.0), o.id))
-    return [o for o in offered if o.recommended_by] + extra + [o for o in offered if not o.recommended_by]
+    offered = [OfferedFeature.from_ranked(r, recs.get(r.feature.id, ())) for r in ranked] + extra
+
+    def order(o: Any) -> tuple:   # the critic's picks, then the diagnosis's, then by posterior mean
+        who = 0 if set(o.recommended_by) & {"the critic", "the rules"} else 1 if o.recommended_by else 2
+        return who, -(o.expected_speedup or 1.0), o.id
+    return sorted(offered, key=order)
 
 
 def _supported(supports: Any, feature: Any, arch: str) -> bool:
