@@ -7,7 +7,9 @@
 # Environment:
 #   SKIP_TESTS=1        skip the pytest -m gpu run
 #   TASKS=a,b           only these tasks in the harness and profiling benchmarks
-#   STEPS="tests harness profile loop features"   the steps to run (default: all)
+#   STEPS="tests harness profile loop features audit manual"   the steps to run (default: all)
+#                       audit: benchmarks/prompt_audit.py with the GPU's own timings and profiles (--evaluator gpu);
+#                       manual: benchmarks/manual_run.py, a 3-round softmax run whose coder answers are hand-written
 #   PYTEST_ARGS=...     extra pytest arguments (e.g. "-k adversarial")
 #   HARNESS_ARGS=...    extra harness_bench.py arguments (e.g. "--repeats 3 --time-budget 1")
 #   OUT=dir             where the results are copied (the device runner sets it)
@@ -25,7 +27,7 @@ else
 fi
 export PYTHONUNBUFFERED=1
 export CUDA_LLM_CACHE="${CUDA_LLM_CACHE:-/tmp/cuda-llm-cache}"
-STEPS="${STEPS:-tests harness profile loop features}"
+STEPS="${STEPS:-tests harness profile loop features audit manual}"
 [ "${SKIP_TESTS:-0}" = "1" ] && STEPS="${STEPS//tests/}"
 BENCH=bench-out
 rm -rf "$BENCH"    # a summary must never show the logs of an earlier call (they went to that call's $OUT)
@@ -80,6 +82,12 @@ fi
 if wants features; then
   step features "$BENCH/features.txt" python3 -m cuda_llm.cli features --arch sm_90
 fi
+if wants audit && [ -f benchmarks/prompt_audit.py ]; then
+  step audit "$BENCH/audit.log" python3 benchmarks/prompt_audit.py --evaluator gpu --rounds 2 --out "$BENCH"
+fi
+if wants manual && [ -f benchmarks/manual_run.py ]; then
+  step manual "$BENCH/manual.log" python3 benchmarks/manual_run.py --out "$BENCH"
+fi
 
 sync_out
 
@@ -101,4 +109,6 @@ fi
 [ -f "$BENCH/profile.md" ] && echo "profile:  $(grep -m1 -iE 'median|seconds per' "$BENCH/profile.md" | cut -c1-200)"
 [ -f "$BENCH/loop.md" ] && echo "loop:     $(grep -m1 -iE 'stop|speedup' "$BENCH/loop.md" | cut -c1-200)"
 [ -f "$BENCH/features.txt" ] && echo "features: $(grep -cE '^[a-z_]+ ' "$BENCH/features.txt") rows in features.txt"
+[ -f "$BENCH/prompt_audit.md" ] && echo "audit:    $(grep -c '| NO |' "$BENCH/prompt_audit.md") checklist items missing (prompt_audit.md)"
+[ -f "$BENCH/manual_run.md" ] && echo "manual:   $(grep -m1 '^status:' "$BENCH/manual_run.md")"
 exit 0

@@ -299,7 +299,7 @@ class ParentKernel(BaseModel):
             lines.append(f"Speed of light at the benchmark sizes: {self.sol_ms:.4f} ms (the fewest bytes over the "
                          f"measured peak bandwidth, or the fewest flops over the peak rate){pct}")
         if self.features:
-            lines.append("Features it uses: " + ", ".join(self.features))
+            lines.append("Features it was asked to apply: " + ", ".join(self.features))
         lines += ["Resource usage (ptxas):", render_resources(self.resources)]
         return "\n".join(lines)
 

@@ -88,8 +88,9 @@ def profile_evidence(profile: Any, min_bytes: float | None = None) -> list[str]:
     if k.waves_per_sm is not None:
         out.append(f"waves per SM = {k.waves_per_sm:.2f}")
     if k.registers_per_thread is not None or k.shared_bytes_per_block is not None:
-        out.append(f"registers per thread = {k.registers_per_thread if k.registers_per_thread is not None else 'n/a'}, "
-                   f"shared memory per block = {k.shared_bytes_per_block if k.shared_bytes_per_block is not None else 'n/a'} B")
+        regs = "n/a" if k.registers_per_thread is None else f"{k.registers_per_thread:g}"
+        smem = "n/a" if k.shared_bytes_per_block is None else f"{k.shared_bytes_per_block:g} B"
+        out.append(f"registers per thread = {regs}, shared memory per block = {smem}")
     if k.l1_hit_rate_pct is not None or k.l2_hit_rate_pct is not None:
         out.append(f"L1 hit rate = {pct(k.l1_hit_rate_pct)}, L2 hit rate = {pct(k.l2_hit_rate_pct)}")
     if k.bank_conflict_pct is not None:
