@@ -110,6 +110,11 @@ def test_a_run_played_by_a_person_with_rules_killed_and_resumed(work):
     root = work / "runs" / run_id
     assert not first["finished"] and not first["error"]
     assert [w["name"] for w in first["waiting"]] == ["coder-r1c0", "coder-r1c1"]
+    from cuda_llm.runs.run_info import run_info
+    from cuda_llm.runs.rundir import RunDir
+
+    info = run_info(RunDir(root))
+    assert info.state == "waiting" and info.resumable and "cuda-llm answer" in info.detail
     prompt = (root / "pending" / "coder-r1c0.md").read_text()
     assert f"cuda-llm answer {run_id} coder-r1c0 FILE" in prompt and str(root / "answers" / "coder-r1c0.md") in prompt
     assert "Write candidate `r1c0`" in prompt and 'extern "C" void solve(const float* x' in prompt
