@@ -168,3 +168,18 @@ def test_a_run_played_by_a_person_with_rules_killed_and_resumed(work):
     assert crit and all(e["rule_based"] for e in crit)
     plans = [e for e in events if e.get("event") == "decision" and e.get("kind") == "features"]
     assert plans and all(e["by"] == "bandit (rules planner)" for e in plans)
+
+
+@pytest.mark.skipif(__import__("cuda_llm.tools.device_probe", fromlist=["x"]).has_cuda_device(),
+                    reason="checks the no-device stop, which comes after the settings")
+def test_optimize_with_a_manual_coder_and_rules_asks_for_no_model_or_key(tmp_path):
+    env = dict(NO_ENDPOINT_ENV, PYTHONPATH=str(HERE.parent))
+    env.pop("CUDA_LLM_CONFIG", None)
+    proc = subprocess.run([sys.executable, "-m", "cuda_llm.cli", "optimize", "softmax", "--coder", "manual",
+                           "--planner", "rules", "--critic", "rules", "--runs-dir", str(tmp_path / "runs")],
+                          capture_output=True, text=True, timeout=120, env=env, cwd=tmp_path)
+    assert proc.returncode == 2 and "no CUDA device" in proc.stderr        # past the settings: nothing to configure
+    assert "No LLM model" not in proc.stderr and "API key" not in proc.stderr
+    bad = subprocess.run([sys.executable, "-m", "cuda_llm.cli", "optimize", "softmax", "--coder", "rules"],
+                         capture_output=True, text=True, timeout=120, env=env, cwd=tmp_path)
+    assert bad.returncode == 2 and "invalid choice: 'rules'" in bad.stderr

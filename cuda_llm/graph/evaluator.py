@@ -210,8 +210,10 @@ class Cached:
     fresh: bool
 
 
-class CachedEvaluator:
-    """An Evaluator whose answers are kept in ``<run>/cache/`` by (kind, source hash)."""
+class CachedEvaluator(ToolsMixin):
+    """An Evaluator whose answers are kept in ``<run>/cache/`` by (kind, source hash). ``build``, ``analyze``
+    and ``toolchain`` are the inner evaluator's, or the tools' own (ToolsMixin) for an evaluator written
+    before they were part of the seam."""
 
     def __init__(self, inner: Evaluator, cache_dir: Path):
         self.inner = inner
@@ -268,15 +270,18 @@ class CachedEvaluator:
 
     def build(self, loaded: Any, source: str, candidate_id: str) -> EvalResult:
         """Not cached here: the compile tool keeps every build on disk by source and flags already."""
-        return self.inner.build(loaded, source, candidate_id)
+        own = getattr(self.inner, "build", None)
+        return own(loaded, source, candidate_id) if callable(own) else super().build(loaded, source, candidate_id)
 
     def analyze(self, loaded: Any, result: EvalResult, profile: Any) -> Analysis:
-        return self.inner.analyze(loaded, result, profile)
+        own = getattr(self.inner, "analyze", None)
+        return own(loaded, result, profile) if callable(own) else super().analyze(loaded, result, profile)
 
     def toolchain(self) -> dict[str, str]:
         with self._lock:
             if self._toolchain is None:
-                self._toolchain = dict(self.inner.toolchain())
+                own = getattr(self.inner, "toolchain", None)
+                self._toolchain = dict(own() if callable(own) else super().toolchain())
             return dict(self._toolchain)
 
     def final_check(self, loaded: Any, source: str, candidate_id: str, work_dir: Path) -> Cached:
