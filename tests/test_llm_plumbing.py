@@ -6,7 +6,6 @@ turned into endpoint errors that stop a run resumably."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 from langchain_core.messages import HumanMessage, SystemMessage

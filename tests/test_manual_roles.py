@@ -164,6 +164,8 @@ def test_a_run_played_by_a_person_with_rules_killed_and_resumed(work):
     assert len(evals) == len(set(evals)) and {c for _, c in evals} == {"r1c0", "r1c1", "r2c0", "r2c1"}
     events = _events(root / "trace.jsonl")
     assert not [e for e in events if e.get("event") == "llm_call" and e.get("role") != "coder"]   # rules: no calls
+    waits = [e for e in events if e.get("event") == "node_end" and e.get("waiting")]
+    assert waits and not any("error" in e for e in waits)         # waiting for an answer is not a failure
     crit = [e for e in events if e.get("event") == "decision" and e.get("kind") == "critique"]
     assert crit and all(e["rule_based"] for e in crit)
     plans = [e for e in events if e.get("event") == "decision" and e.get("kind") == "features"]

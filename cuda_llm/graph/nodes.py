@@ -150,8 +150,8 @@ def make_code(deps: Deps) -> Callable[[dict], dict]:
                 return {"cands": {cid: cand.model_dump(exclude_defaults=True)}, "tokens": {"coder": _usage(exc.usage)}}
             h = deps.put_source(answer.source)
             path = deps.rundir.write_candidate(cid, answer.source)
-            if check is not None and turns == 0:   # no fix turns: still compile here, in parallel with the others
-                check(answer.source)
+            if check is not None and turns == 0:   # no fix turns: still build here, in parallel with the others
+                deps.evaluator.build(deps.loaded, answer.source, cid)
             deps.event("candidate", candidate=cid, source_hash=h, path=str(path), features=job["features"],
                        parent=cand.parent, repair_of=cand.repair_of, coder_attempts=answer.attempts,
                        fix_turns=answer.fix_turns, builds=answer.build_errors is None)
