@@ -9,8 +9,8 @@ this script answers it with ANSWERS/r<N>c<K>.cu, else ANSWERS/r<N>.cu (a ```cuda
 through `cuda-llm answer`, and runs `cuda-llm resume`. The planner is the feature bandit and the critic the
 rule-based diagnosis, so no LLM endpoint is used at all. A prompt it has no answer for (a compile-fix
 turn: the kernel did not build) stops the script with the prompt's path. Needs a CUDA device (optimize
-measures every candidate on the GPU). Writes OUT/manual_run.md: the commands, the prompts answered, and
-the final table.
+measures every candidate on the GPU). Writes OUT/manual_run.md (the commands, the prompts answered, the
+final table) and the run's readable files (report, trace, prompts, answers, candidates) to OUT/manual-run/.
 """
 
 from __future__ import annotations
@@ -18,8 +18,10 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -59,13 +61,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--candidates", type=int, default=1)
     p.add_argument("--out", type=Path, default=ROOT / "bench-out")
     p.add_argument("--max-steps", type=int, default=20, help="resumes at most (a guard against a loop)")
+    p.add_argument("--runs-dir", type=Path, help="where the run is kept (default: a new temporary folder; its "
+                   "readable files are copied to OUT/manual-run/)")
     args = p.parse_args(argv)
 
     from cuda_llm.graph.manual import pending_prompts
     from cuda_llm.runs.rundir import recent_runs
 
     args.out.mkdir(parents=True, exist_ok=True)
-    runs_dir = (args.out / "manual-runs").resolve()
+    runs_dir = (args.runs_dir or Path(tempfile.mkdtemp(prefix="cuda-llm-manual-runs-"))).resolve()
     log: list[str] = []
     answered: list[str] = []
     proc = cli("optimize", args.task, "--coder", "manual", "--planner", "rules", "--critic", "rules",
@@ -100,7 +104,22 @@ def main(argv: list[str] | None = None) -> int:
     return 0 if proc.returncode == 0 else 1
 
 
+KEPT = ("report.md", "trace.jsonl", "config.json", "best.cu", "candidates/*.cu", "candidates/*.json",
+        "critiques/*.json", "profiles/*.json", "prompts/**/*.md", "responses/**/*.md", "answers/*.md", "rounds/**/*.json")
+
+
+def _keep(root: Path, dest: Path) -> None:
+    """The run's readable files (not its caches, builds or Nsight Compute reports) to ``dest``."""
+    for pattern in KEPT:
+        for f in root.glob(pattern):
+            if f.is_file():
+                target = dest / f.relative_to(root)
+                target.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(f, target)
+
+
 def _write(out: Path, log: list[str], answered: list[str], root: Path, status: str, table: str = "") -> None:
+    _keep(root, out / "manual-run")
     text = ["# A manual-coder run (answers written by hand; planner: the feature bandit; critic: the rule-based "
             "diagnosis)", "", f"run: {root}", f"status: {status}", "", "## Commands", "", "```", *log, "```", "",
             "## Prompts answered", "", *[f"- {a}" for a in answered], "", "## The run's table", "", "```",
