@@ -251,7 +251,7 @@ CHECKS: dict[str, list[tuple[str, str]]] = {
         ("stall mix", r"warp stall mix = "),
         ("sectors per request", r"sectors of 32 B per warp request"),
         ("DRAM bytes against the minimum", r"DRAM bytes = .* vs the task's minimum"),
-        ("occupancy and its limiter", r"occupancy = .* theoretical, limited by"),
+        ("occupancy and its limiter", r"occupancy = .* theoretical(, limited by|, nothing limits it)"),
         ("waves", r"waves per SM = "),
         ("threads, blocks and warp schedulers per SM", r"resident threads .* resident blocks, 4 warp schedulers"),
         ("shared memory reserved per block", r"of shared memory per block is reserved"),
