@@ -7,9 +7,11 @@
 # Environment:
 #   SKIP_TESTS=1        skip the pytest -m gpu run
 #   TASKS=a,b           only these tasks in the harness and profiling benchmarks
-#   STEPS="tests harness profile loop features doctor report"   the steps to run (default: all)
+#   STEPS="doctor tests harness profile loop features report audit manual"   the steps to run (default: all)
 #                       doctor: `cuda-llm doctor --no-llm` (bench-out/doctor.txt); report: the loop step's straight
 #                       run as report.html + report.json (bench-out/; screenshot it with benchmarks/report_shot.py)
+#                       audit: benchmarks/prompt_audit.py with the GPU's own timings and profiles (--evaluator gpu);
+#                       manual: benchmarks/manual_run.py, a 3-round softmax run whose coder answers are hand-written
 #   PYTEST_ARGS=...     extra pytest arguments (e.g. "-k adversarial")
 #   HARNESS_ARGS=...    extra harness_bench.py arguments (e.g. "--repeats 3 --eval-time 1")
 #   OUT=dir             where the results are copied (the device runner sets it)
@@ -27,7 +29,7 @@ else
 fi
 export PYTHONUNBUFFERED=1
 export CUDA_LLM_CACHE="${CUDA_LLM_CACHE:-/tmp/cuda-llm-cache}"
-STEPS="${STEPS:-doctor tests harness profile loop features report}"
+STEPS="${STEPS:-doctor tests harness profile loop features report audit manual}"
 [ "${SKIP_TESTS:-0}" = "1" ] && STEPS="${STEPS//tests/}"
 BENCH=bench-out
 rm -rf "$BENCH"    # a summary must never show the logs of an earlier call (they went to that call's $OUT)
@@ -90,6 +92,12 @@ if wants report && [ -d "$BENCH/loop-runs/straight/runs" ]; then
   step report "$BENCH/report.log" sh -c "python3 -m cuda_llm.cli report '$run_dir' --html && \
     python3 -m cuda_llm.cli report '$run_dir' --json > '$BENCH/report.json' && cp '$run_dir/report.html' '$BENCH/report.html'"
 fi
+if wants audit && [ -f benchmarks/prompt_audit.py ]; then
+  step audit "$BENCH/audit.log" python3 benchmarks/prompt_audit.py --evaluator gpu --rounds 2 --out "$BENCH"
+fi
+if wants manual && [ -f benchmarks/manual_run.py ]; then
+  step manual "$BENCH/manual.log" python3 benchmarks/manual_run.py --out "$BENCH"
+fi
 
 sync_out
 
@@ -113,4 +121,6 @@ fi
 [ -f "$BENCH/features.txt" ] && echo "features: $(grep -cE '^[a-z_]+ ' "$BENCH/features.txt") rows in features.txt"
 [ -f "$BENCH/doctor.txt" ] && echo "doctor:   $(grep -E '^(ok|warn|FAIL) ' "$BENCH/doctor.txt" | awk '{print $2"="$1}' | tr '\n' ' ')"
 [ -f "$BENCH/report.html" ] && echo "report:   report.html $(wc -c < "$BENCH/report.html") bytes"
+[ -f "$BENCH/prompt_audit.md" ] && echo "audit:    $(grep -c '| NO |' "$BENCH/prompt_audit.md") checklist items missing (prompt_audit.md)"
+[ -f "$BENCH/manual_run.md" ] && echo "manual:   $(grep -m1 '^status:' "$BENCH/manual_run.md")"
 exit 0

@@ -17,6 +17,7 @@ COMMANDS: dict[str, str] = {
     "eval": "cuda_llm.commands.eval_cmd",
     "optimize": "cuda_llm.commands.optimize_cmd",
     "resume": "cuda_llm.commands.resume_cmd",
+    "answer": "cuda_llm.commands.answer_cmd",
     "runs": "cuda_llm.commands.runs_cmd",
     "report": "cuda_llm.commands.report_cmd",
     "trace": "cuda_llm.commands.trace_cmd",

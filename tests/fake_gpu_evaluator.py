@@ -7,6 +7,11 @@ Status value such as "wrong_answer" / "runtime_error". The naive baseline is the
 
 Every real evaluation (not a cache hit of the run directory) is appended to ``log_path`` as one JSON line,
 so a test can count them across processes (kill, then resume).
+
+``build``, ``analyze`` and ``toolchain`` are the real ones (ToolsMixin: nvcc, the roofline, the rule
+diagnosis). Profiles are invented too: ``profiles`` maps a variant to a ProfileResult (None: "not
+available", like a machine without Nsight Compute). With a ``device`` (measured peaks), timings carry the
+speed of light and its percentage, as the real harness's do.
 """
 
 from __future__ import annotations
@@ -18,8 +23,9 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from cuda_llm.graph.evaluator import ToolsMixin
 from cuda_llm.results import (
-    CaseResult, CompileResult, EvalResult, Status, TimingResult, ValidationResult,
+    CaseResult, CompileResult, DeviceInfo, EvalResult, Status, TimingResult, ValidationResult,
 )
 
 MARKER = re.compile(r"//\s*variant:\s*([\w.-]+)")
@@ -31,14 +37,14 @@ def variant_of(source: str) -> str | None:
     return m.group(1) if m else None
 
 
-class FakeGpuEvaluator:
+class FakeGpuEvaluator(ToolsMixin):
     """Evaluator protocol (cuda_llm.graph.evaluator) with nvcc compiles and timings set by the test."""
-
-    device = None
 
     def __init__(self, timings: dict[str, Any], *, log_path: Path | None = None, arch: str = "sm_90",
                  compile: bool = True, noise: float = 1.0, confirm_timings: dict[str, Any] | None = None,
-                 delay_s: float = 0.0):
+                 delay_s: float = 0.0, device: DeviceInfo | None = None, profiles: dict[str, Any] | None = None):
+        self.device = device
+        self.profiles = dict(profiles or {})
         self.timings = dict(timings)
         self.confirm_timings = dict(confirm_timings or {})
         self.log_path = Path(log_path) if log_path else None
@@ -99,9 +105,16 @@ class FakeGpuEvaluator:
                               validation=ValidationResult(passed=status.passed, cases=cases), **base)
         ms = float(spec)
         samples = [ms * (1 + self.noise * d) for d in SPREAD]
-        timing = TimingResult(sizes=dict(task.benchmark), median_ms=ms * (1 + self.noise * 0.008), min_ms=min(samples),
+        median = ms * (1 + self.noise * 0.008)
+        sol = None
+        if self.device is not None:
+            from cuda_llm.tools.speed_of_light import sol_ms
+
+            sol = sol_ms(task, dict(task.benchmark), self.device)
+        timing = TimingResult(sizes=dict(task.benchmark), median_ms=median, min_ms=min(samples),
                               mean_ms=sum(samples) / len(samples), iqr_ms=ms * self.noise * 0.014, rse=0.003,
-                              samples_ms=samples, repetitions=len(samples), stop_reason="rse")
+                              samples_ms=samples, repetitions=len(samples), stop_reason="rse", sol_ms=sol,
+                              pct_of_sol=100.0 * sol / median if sol else None)
         self._log(kind, candidate, variant, "ok")
         return EvalResult(status=Status.ok, message=f"passed; {timing.median_ms:.4f} ms",
                           validation=ValidationResult(passed=True, cases=cases), timing=timing, **base)
@@ -117,7 +130,9 @@ class FakeGpuEvaluator:
         return self._measure(loaded, source, "baseline", "baseline", {})
 
     def profile(self, loaded: Any, source: str, candidate_id: str, work_dir: Path, result: EvalResult) -> Any:
-        return None  # the graph records "profiling not available" and the critic works from timings
+        """The test's profile of this variant, else None (the graph records "profiling not available")."""
+        variant = variant_of(source) or ("baseline" if candidate_id == "baseline" else None)
+        return self.profiles.get(variant) if variant else None
 
     def final_check(self, loaded: Any, source: str, candidate_id: str, work_dir: Path) -> tuple[EvalResult, EvalResult]:
         cand = self._measure(loaded, source, candidate_id, "final", {})
@@ -166,4 +181,22 @@ def plan_answer(n: int, features: tuple[str, ...] = ("warp_shuffle", "vector_loa
 
 def critic_answer(features: tuple[str, ...] = ("vector_loads",)) -> str:
     return json.dumps({"bottleneck": "memory-bound", "evidence": ["dram 40%"], "next_features": list(features),
-                       "expected_gain": "1.5x", "summary": "one thread per row leaves bandwidth unused"})
+                       "change": "one warp per row, float4 loads", "expected_gain": "1.5x",
+                       "summary": "one thread per row leaves bandwidth unused"})
+
+
+def fake_profile(*, dram_pct: float = 41.0, stall: str = "long_scoreboard") -> Any:
+    """A ProfileResult as Nsight Compute would give for a memory-bound row kernel (invented numbers)."""
+    from cuda_llm.tools.profile_models import KernelMetrics, ProfileResult, StallReason
+
+    k = KernelMetrics(name="softmax_rows(const float *, float *, int, int)", duration_ns=1.8e6, sm_throughput_pct=22.0,
+                      memory_throughput_pct=dram_pct + 3, dram_throughput_pct=dram_pct, dram_bytes=1.1e9,
+                      achieved_occupancy_pct=31.5, theoretical_occupancy_pct=50.0, occupancy_limiter="registers",
+                      occupancy_limits={"registers": 2.0, "shared": 32.0}, registers_per_thread=72.0,
+                      shared_bytes_per_block=0.0, l1_hit_rate_pct=12.0, l2_hit_rate_pct=48.0,
+                      global_load_sectors=3.2e7, global_load_requests=1.0e6, global_store_sectors=1.6e7,
+                      global_store_requests=1.0e6,
+                      stalls=[StallReason(reason=stall, per_issue=3.1, share_pct=61.0),
+                              StallReason(reason="barrier", per_issue=0.9, share_pct=18.0)],
+                      block_size=128, grid_size=128, waves_per_sm=0.24)
+    return ProfileResult(available=True, kernels=[k], duration_ms=1.8, sizes={"rows": 16384, "cols": 4096})

@@ -23,8 +23,11 @@ class Reply:
     prompt_tokens: int = 11
     completion_tokens: int = 7
     error: str = "scripted error"
-    body: bytes | None = None  # sent verbatim instead (garbage bodies)
+    body: bytes | None = None  # sent verbatim instead (garbage bodies: HTML, empty, cut JSON)
     delay_s: float = 0.0  # wait before answering (client timeouts)
+    content_type: str = "application/json"  # e.g. text/html for a proxy's login page
+    finish_reason: str = "stop"  # "length": the answer was cut at max_tokens
+    reasoning_content: str | None = None  # reasoning text beside the answer, as vLLM/SGLang/DeepSeek send it
 
 
 @dataclass
@@ -79,11 +82,11 @@ class FakeOpenAIServer:
                     body = json.loads(raw or b"{}")
                 except json.JSONDecodeError:
                     body = {"_unparsed": raw.decode(errors="replace")}
-                status, payload, delay_s = server._answer(self.path, body)
+                status, payload, delay_s, ctype = server._answer(self.path, body)
                 if delay_s:
                     time.sleep(delay_s)
                 self.send_response(status)
-                self.send_header("content-type", "application/json")
+                self.send_header("content-type", ctype)
                 self.send_header("content-length", str(len(payload)))
                 if status >= 400:
                     self.send_header("retry-after-ms", "1")
@@ -130,11 +133,11 @@ class FakeOpenAIServer:
             self._record(path, {}, 200, b"")
             return 200, _models(self.models), 0.0, "application/json"
 
-    def _answer(self, path: str, body: dict[str, Any]) -> tuple[int, bytes, float]:
+    def _answer(self, path: str, body: dict[str, Any]) -> tuple[int, bytes, float, str]:
         with self._lock:
-            delay = self.script[0].delay_s if self.script and path.endswith("/chat/completions") else 0.0
+            head = self.script[0] if self.script and path.endswith("/chat/completions") else None
             status, payload = self._reply(path, body)
-        return status, payload, delay
+        return status, payload, head.delay_s if head else 0.0, head.content_type if head else "application/json"
 
     def _reply(self, path: str, body: dict[str, Any]) -> tuple[int, bytes]:
         with self._lock:
@@ -156,8 +159,8 @@ class FakeOpenAIServer:
                 "object": "chat.completion",
                 "created": 0,
                 "model": body.get("model", "fake"),
-                "choices": [{"index": 0, "message": {"role": "assistant", "content": reply.content},
-                             "finish_reason": "stop", "logprobs": None}],
+                "choices": [{"index": 0, "message": _message(reply), "finish_reason": reply.finish_reason,
+                             "logprobs": None}],
                 "usage": {"prompt_tokens": reply.prompt_tokens, "completion_tokens": reply.completion_tokens,
                           "total_tokens": reply.prompt_tokens + reply.completion_tokens},
             }
@@ -182,6 +185,13 @@ class _QuietServer(ThreadingHTTPServer):
 def _models(ids: list[str]) -> bytes:
     return json.dumps({"object": "list", "data": [{"id": m, "object": "model", "created": 0, "owned_by": "fake"}
                                                   for m in ids]}).encode()
+
+
+def _message(reply: Reply) -> dict[str, Any]:
+    msg: dict[str, Any] = {"role": "assistant", "content": reply.content}
+    if reply.reasoning_content is not None:
+        msg["reasoning_content"] = reply.reasoning_content
+    return msg
 
 
 def _error(message: str, kind: str) -> bytes:

@@ -187,7 +187,8 @@ def test_critic_falls_back_on_failing_server():
         crit, used_fallback, usage = critique(chat(srv, "critic", max_retries=1), ctx, fallback)
     assert used_fallback and crit == fallback and crit.next_features == ["vector_loads"]
     good = json.dumps({"bottleneck": "memory-bound", "evidence": ["dram = 41%"], "next_features":
-                       ["tensor_cores_mma", "smem_tiling", "vector_loads"], "expected_gain": "1.5x", "summary": "s"})
+                       ["tensor_cores_mma", "smem_tiling", "vector_loads"], "change": "float4 loads",
+                       "expected_gain": "1.5x", "summary": "s"})
     with FakeOpenAIServer(script=[Reply(content=good)]) as srv:
         crit, used_fallback, usage = critique(chat(srv, "critic"), ctx, fallback)
     assert not used_fallback and crit.next_features == ["smem_tiling", "vector_loads"] and usage.calls == 1

@@ -8,8 +8,10 @@ import json
 import pytest
 
 from cuda_llm.agents.coder import CoderContext, RepairInfo, build_coder_messages, extract_cuda, write_kernel
-from cuda_llm.agents.context import BestKernel, FeatureBrief, HistoryItem, TaskBrief, make_diff
-from cuda_llm.agents.critic import CriticContext, DiagnosisBrief, critique, critique_from_diagnosis
+from cuda_llm.agents.context import (
+    CritiqueBrief, DiagnosisBrief, FeatureBrief, HistoryItem, ParentKernel, TaskBrief, make_diff,
+)
+from cuda_llm.agents.critic import CriticContext, critique, critique_from_diagnosis
 from cuda_llm.agents.errors import CodeExtractionError, LLMAnswerError
 from cuda_llm.agents.planner import OfferedFeature, PlannerContext, plan_round
 from cuda_llm.agents.structured import forget_methods
@@ -20,7 +22,7 @@ from cuda_llm.results import DeviceInfo, KernelResources
 from scripted_chat_model import ScriptedChatModel, endpoint_down
 
 SOFTMAX = load_task("softmax").task
-TASK = TaskBrief.from_task(SOFTMAX)
+TASK = TaskBrief.from_task(load_task("softmax"))   # the loaded task: make_inputs says how x is drawn
 H100 = DeviceInfo(name="NVIDIA H100 80GB HBM3", arch="sm_90", compute_capability=(9, 0), sm_count=132,
                   max_shared_per_block=49152, max_shared_per_block_optin=232448, max_shared_per_sm=233472,
                   registers_per_block=65536, registers_per_sm=65536, l2_bytes=50 * 2**20, memory_bytes=80 * 2**30,
@@ -28,10 +30,15 @@ H100 = DeviceInfo(name="NVIDIA H100 80GB HBM3", arch="sm_90", compute_capability
 BEST_SRC = ('#include <cuda_runtime.h>\n__global__ void softmax_rows(const float* x, float* y, int rows, int cols) {}\n'
             'extern "C" void solve(const float* x, float* y, int rows, int cols) {\n'
             '  softmax_rows<<<rows, 256>>>(x, y, rows, cols);\n}\n')
-BEST = BestKernel(candidate="r2c3", source=BEST_SRC, median_ms=0.4321, speedup=3.5, pct_of_sol=41.0,
-                  resources=[KernelResources(name="softmax_rows", registers=40, shared_bytes=2048, spill_store_bytes=8)],
-                  profile="dram__throughput.avg.pct_of_peak_sustained_elapsed = 38.2%",
-                  diagnosis="memory-bound with scalar loads", features=["coalescing"])
+BEST = ParentKernel(candidate="r2c3", source=BEST_SRC, median_ms=0.4321, speedup=3.5, sol_ms=0.1772, pct_of_sol=41.0,
+                    resources=[KernelResources(name="softmax_rows", registers=40, shared_bytes=2048, spill_store_bytes=8)],
+                    profile="dram__throughput.avg.pct_of_peak_sustained_elapsed = 38.2%",
+                    profile_evidence=["warp stall mix = long_scoreboard 61%, barrier 18%"],
+                    diagnosis=DiagnosisBrief(bottleneck="memory-bound", summary="memory-bound with scalar loads"),
+                    critique=CritiqueBrief(candidate="r2c3", bottleneck="memory-bound", summary="loads are scalar",
+                                           evidence=["dram = 38%"], change="load float4 per thread",
+                                           expected_gain="1.5x"),
+                    features=["coalescing"])
 HISTORY = [HistoryItem(candidate=f"r{i // 4}c{i % 4}", round=i // 4, features=["smem_tiling"], status="ok",
                        median_ms=1.0 + i, speedup=1.1, note=f"attempt number {i}") for i in range(20)]
 FEATURES = [FeatureBrief(id="vector_loads", name="Vector loads", bottleneck="memory-bound",
@@ -60,18 +67,20 @@ def assert_task_and_device(text: str) -> None:
 
 
 def assert_bounded_history(text: str) -> None:
-    assert "attempt number 19" in text and "attempt number 11" not in text
+    assert "attempt number 19" in text and "attempt number 7" not in text
     assert "older attempts not shown" in text
 
 
 # -- planner
 def planner_ctx(**kw) -> PlannerContext:
-    offered = [OfferedFeature(id="vector_loads", name="Vector loads", category="memory", score=1.7, stats="untried"),
-               OfferedFeature(id="warp_shuffle", name="Warp shuffles", category="reduction", score=1.2,
-                              stats="tried 5, compiled 5, passed 4, mean speedup 1.40x over 4", reason="proven"),
-               OfferedFeature(id="smem_tiling", score=0.9)]
+    offered = [OfferedFeature(id="vector_loads", name="Vector loads", category="memory", expected_speedup=1.0,
+                              recommended_by=["the critic"]),
+               OfferedFeature(id="warp_shuffle", name="Warp shuffles", category="reduction", expected_speedup=1.31,
+                              tries=5, passed=4, mean_speedup=1.40, reason="proven"),
+               OfferedFeature(id="smem_tiling")]
     return PlannerContext(task=TASK, device=H100, n_candidates=3, round_index=4, offered=offered, best=BEST,
-                          critique="memory-bound: try vector_loads", history=HISTORY, **kw)
+                          critique=CritiqueBrief(candidate="r2c3", bottleneck="memory-bound",
+                                                 summary="memory-bound: try vector_loads"), history=HISTORY, **kw)
 
 
 def test_planner_prompt_carries_the_evidence():
@@ -83,9 +92,11 @@ def test_planner_prompt_carries_the_evidence():
     text = call.text
     assert_task_and_device(text)
     assert_bounded_history(text)
-    assert "r2c3" in text and "0.4321 ms" in text and "3.50x the naive baseline" in text and "41% of speed-of-light" in text
+    assert "r2c3" in text and "0.4321 ms" in text and "3.50x the naive baseline" in text
+    assert "0.1772 ms" in text and "41.0% of it" in text                                # speed of light and % of it
     assert "40 registers" in text and "SPILLS" in text and "dram__throughput" in text  # resources and profile
-    assert "mean speedup 1.40x" in text and "memory-bound: try vector_loads" in text
+    assert "expected 1.31x (posterior mean" in text and "tried 5, passed 4, mean 1.40x" in text
+    assert "recommended now by the critic" in text and "memory-bound: try vector_loads" in text
     assert "Round 4." in text and "exactly 3 candidate plans" in text
     # the planner gives every candidate its own feature set, whatever the model answered
     sets = [frozenset(c.features) for c in plan.candidates]
@@ -116,7 +127,7 @@ def test_planner_garbage_is_an_answer_error_with_usage():
 # -- coder
 def coder_ctx(**kw) -> CoderContext:
     return CoderContext(task=TASK, device=H100, candidate="r5c2", features=FEATURES, idea="float4 loads, shuffles",
-                        best=BEST, history=HISTORY, **kw)
+                        parent=BEST, history=HISTORY, **kw)
 
 
 def test_coder_prompt_carries_best_kernel_features_and_history():
@@ -126,17 +137,26 @@ def test_coder_prompt_carries_best_kernel_features_and_history():
     assert_bounded_history(text)
     assert "softmax_rows<<<rows, 256>>>" in text and "0.4321 ms" in text and "40 registers" in text
     assert "dram__throughput" in text and "memory-bound with scalar loads" in text
+    assert "long_scoreboard 61%" in text and "Recommended change: load float4 per thread" in text
     assert "`vector_loads` (Vector loads): Load float4 when the row is 16-byte aligned" in text
     assert "reinterpret_cast<const float4*>" in text  # the exemplar
     assert "float4 loads, shuffles" in text and "r5c2" in text
     assert "never cudaMalloc/cudaMemcpy the inputs" in msgs[0].content  # harness rules in the system prompt
+    assert "host work inside it included" in msgs[0].content and "256-byte aligned" in msgs[0].content
+    assert "normal values (sd 2) around its own offset" in text and "reference.py" not in text   # input distribution
+    assert "2048 resident threads" in text and "4 warp schedulers" in text and "1024 B of shared memory" in text
+    assert "Left out" not in text                                                   # everything fits the budget
 
 
 def test_coder_repair_prompt_carries_errors_and_failed_source():
-    ctx = coder_ctx(repair=RepairInfo(failed_source="__global__ void broken(", errors="kernel.cu(3): error: expected a )"))
+    ctx = coder_ctx(repair=RepairInfo(failed_candidate="r5c1", failed_source="__global__ void broken(",
+                                      errors="kernel.cu(3): error: expected a )"))
     text = "\n".join(m.content for m in build_coder_messages(ctx))
-    assert "Candidate `r5c2` failed" in text and "expected a )" in text and "__global__ void broken(" in text
-    assert "vector_loads, warp_shuffle" in text
+    assert "Candidate `r5c1` failed" in text and "expected a )" in text and "__global__ void broken(" in text
+    assert "vector_loads, warp_shuffle" in text and "Write candidate `r5c2`" in text
+    assert "reinterpret_cast<const float4*>" in text and "float4 loads, shuffles" in text   # exemplar and idea
+    assert "A working reference: the parent `r2c3`" in text and "softmax_rows<<<rows, 256>>>" in text
+    assert text.count("expected a )") == 1                                         # the error, once
 
 
 @pytest.mark.parametrize("answer,source_start", [
@@ -180,10 +200,12 @@ def test_coder_gives_up_after_retries_with_the_last_reason():
 def critic_ctx() -> CriticContext:
     diag = DiagnosisBrief(bottleneck="memory-bound", evidence=["dram_throughput = 38%", "l1tex hit rate = 2%"],
                           suggested_features=["vector_loads", "not_in_catalogue"], summary="scalar loads, low bandwidth")
-    return CriticContext(task=TASK, device=H100, candidate="r2c3", features=["coalescing"], median_ms=0.4321,
-                         speedup=3.5, roofline="AI 0.25 flop/B; attainable 0.18 ms; 41% of SOL; limiter: DRAM",
+    return CriticContext(task=TASK, device=H100, candidate="r2c3", parent="r1c0", features=["coalescing"],
+                         median_ms=0.4321, speedup=3.5,
+                         roofline="arithmetic_intensity = 0.25; attainable_ms = 0.18; pct_of_sol = 41; limiter = memory",
                          metrics="sm__throughput = 12%", resources=BEST.resources, compile_warnings=["unused variable"],
-                         diff=make_diff("old line\n", "new line\n"), diagnosis=diag, catalogue=FEATURES)
+                         source=BEST_SRC, diff=make_diff("old line\n", "new line\n"), diagnosis=diag,
+                         catalogue=FEATURES, history=HISTORY)
 
 
 def fallback() -> object:
@@ -191,7 +213,7 @@ def fallback() -> object:
 
 
 def test_critic_prompt_and_answer():
-    good = {"bottleneck": "memory-bound", "evidence": ["dram_throughput = 38%"],
+    good = {"bottleneck": "memory-bound", "evidence": ["dram_throughput = 38%"], "change": "float4 loads",
             "next_features": ["warp_shuffle", "made_up", "vector_loads"], "expected_gain": "1.3x", "summary": "s"}
     model = ScriptedChatModel(replies=[json.dumps(good)], tokens=(400, 60))
     crit, used_fallback, usage = critique(model, critic_ctx(), fallback())
@@ -199,9 +221,10 @@ def test_critic_prompt_and_answer():
     assert usage == TokenUsage(input_tokens=400, output_tokens=60, calls=1)
     text = model.calls[0].text
     assert model.calls[0].role == "critic"
-    for part in ("0.4321 ms", "3.50x the naive baseline", "limiter: DRAM", "sm__throughput = 12%", "40 registers",
-                 "unused variable", "-old line", "+new line", "dram_throughput = 38%", "scalar loads, low bandwidth",
-                 "vector_loads: Vector loads — memory-bound", "132 SMs"):
+    for part in ("0.4321 ms", "3.50x the naive baseline", "pct_of_sol = 41; limiter = memory", "sm__throughput = 12%",
+                 "40 registers", "unused variable", "-old line", "+new line", "dram_throughput = 38%",
+                 "scalar loads, low bandwidth", "vector_loads: Vector loads — memory-bound", "132 SMs",
+                 "softmax_rows<<<rows, 256>>>", "parent `r1c0`", "attempt number 19"):
         assert part in text, part
 
 
@@ -219,8 +242,8 @@ def test_token_usage_counted_per_role():
     plan = json.dumps({"rationale": "r", "candidates": [{"features": ["vector_loads"], "idea": "a"},
                                                         {"features": ["warp_shuffle"], "idea": "b"},
                                                         {"features": ["smem_tiling"], "idea": "c"}]})
-    crit = json.dumps({"bottleneck": "memory-bound", "evidence": [], "next_features": [], "expected_gain": "?",
-                       "summary": "s"})
+    crit = json.dumps({"bottleneck": "memory-bound", "evidence": [], "next_features": [], "change": "c",
+                       "expected_gain": "?", "summary": "s"})
     model = ScriptedChatModel.by_role(planner=[plan], coder=["no code", KERNEL, KERNEL], critic=[crit])
     spent: dict[str, TokenUsage] = {}
     _, ans = plan_round(model, planner_ctx())

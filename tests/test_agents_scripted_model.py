@@ -44,7 +44,7 @@ def test_replies_in_order_recorded_with_usage():
 
 def test_by_role_routes_on_system_prompt():
     m = ScriptedChatModel.by_role(planner=["p1"], coder=["c1", "c2"], critic=["k1"])
-    sys = {"planner": render("planner_system", n_candidates=2),
+    sys = {"planner": render("planner_system", n_candidates=2, max_features=3),
            "coder": render("coder_system", rules="r", signature="void solve()"),
            "critic": render("critic_system")}
     got = {r: m.invoke([SystemMessage(content=s), HumanMessage(content="go")]).content for r, s in sys.items()}

@@ -67,11 +67,10 @@ def _by_round(kernels: list[str], n: int) -> dict[str, str]:
 
 
 def candidate_of(messages: list[Any]) -> str:
+    """The candidate a coder conversation is about (``Write candidate `r2c1```), compile-fix turns included."""
     import re
 
-    m = re.search(r"(?:Write candidate|Candidate) `([^`]+)`", messages[-1].content if isinstance(messages[-1].content, str) else "")
-    if m is None:
-        m = re.search(r"(?:Write candidate|Candidate) `([^`]+)`", "\n".join(str(x.content) for x in messages))
+    m = re.search(r"Write candidate `([^`]+)`", "\n".join(str(x.content) for x in messages))
     return m.group(1) if m else "*"
 
 
@@ -130,7 +129,7 @@ def test_keeps_the_fastest_and_ignores_wins_inside_the_noise(tmp_path):
 def test_repairs_after_a_compile_error(tmp_path):
     k = {"r1c0": softmax_source("v5", broken=True), "r1c1": softmax_source("v6", broken=True),
          "r1c0f1": softmax_source("fixed"), "r1c1f1": softmax_source("v6", broken=True)}
-    out, model, ev = run(tmp_path, k, max_rounds=1, max_repairs=2)
+    out, model, ev = run(tmp_path, k, max_rounds=1, max_repairs=2, compile_fix_turns=0)
     assert out.finished and out.best["id"] == "r1c0f1"
     repair_calls = [c for c in model.calls_for("coder") if "failed" in c.user.lower() or "undefined_symbol" in c.user]
     assert repair_calls, "the coder was not shown the failed source"
@@ -143,10 +142,70 @@ def test_repairs_after_a_compile_error(tmp_path):
 
 def test_repairs_are_bounded(tmp_path):
     k = {"*": softmax_source("v5", broken=True)}
-    out, model, ev = run(tmp_path, k, n=1, max_rounds=1, max_repairs=1)
+    out, model, ev = run(tmp_path, k, n=1, max_rounds=1, max_repairs=1, compile_fix_turns=0)
     assert out.finished and out.best["id"] == "baseline"
     assert len(model.calls_for("coder")) == 2                 # first try + one repair
     assert variant_of((out.root / "best.cu").read_text()) is None   # the naive kernel stays best
+
+
+def test_compile_errors_go_back_to_the_coder_before_evaluation(tmp_path):
+    """A source that does not build gets its nvcc errors back in the same conversation; only the fixed file
+    is evaluated, and the turns are bounded."""
+    def respond(messages: list[Any]) -> str:
+        role = detect_role(messages)
+        if role == "planner":
+            return plan_answer(2, features=offered_ids(messages))
+        if role == "critic":
+            return critic_answer()
+        turn = sum(m.type == "ai" for m in messages)
+        if candidate_of(messages) == "r1c0":
+            return coder_answer(softmax_source("v5", broken=turn == 0))       # fixed on the second turn
+        return coder_answer(softmax_source("v6", broken=True))               # never fixed
+
+    model = ScriptedChatModel(respond=respond)
+    ev = FakeGpuEvaluator(TIMINGS, log_path=tmp_path / "evals.log")
+    opts = RunOptions(limits=Limits(n_candidates=2, max_rounds=1, max_repairs=0, compile_fix_turns=2),
+                      runs_dir=tmp_path / "runs", learn=False)
+    out = start_run("softmax", None, opts, evaluator=ev, model_factory=lambda role: model, handle_signals=False)
+    assert out.finished and out.best["id"] == "r1c0"
+    conv = {c: [x for x in model.calls_for("coder") if candidate_of(x.messages) == c] for c in ("r1c0", "r1c1")}
+    assert len(conv["r1c0"]) == 2 and len(conv["r1c1"]) == 3          # first answer + fix turns (2 at most)
+    fix = conv["r1c0"][1].messages[-1].content
+    assert "does not build" in fix and "undefined_symbol" in fix and "2 more compile checks" not in fix
+    assert conv["r1c1"][2].messages[-1].content.count("undefined_symbol") >= 1
+    evaluated = [c["candidate"] for c in ev.calls if c["kind"] == "evaluate"]
+    assert evaluated.count("r1c0") == 1 and evaluated.count("r1c1") == 1   # each evaluated once, after its turns
+    statuses = {c["candidate"]: c["status"] for c in ev.calls if c["kind"] == "evaluate"}
+    assert statuses == {"r1c0": "ok", "r1c1": "compile_error"}
+    events = trace(out)
+    fixes = [e for e in events if e["event"] == "compile_fix"]
+    assert [e["candidate"] for e in fixes].count("r1c1") == 2 and [e["candidate"] for e in fixes].count("r1c0") == 1
+    cand = {e["candidate"]: e for e in events if e["event"] == "candidate"}
+    assert cand["r1c0"]["fix_turns"] == 1 and cand["r1c0"]["builds"] is True
+    assert cand["r1c1"]["fix_turns"] == 2
+
+
+def test_a_failure_with_new_features_is_repaired_even_when_a_sibling_passed(tmp_path):
+    """r1c0 passes; r1c1 (other features) fails: it is repaired all the same, and its features are charged
+    with a failure only when the repair fails too."""
+    k = {"r1c0": softmax_source("v5"), "r1c1": softmax_source("wa1"), "r1c1f1": softmax_source("wa2"),
+         "r1c1f2": softmax_source("v3")}
+    timings = {**TIMINGS, "wa1": "wrong_answer", "wa2": "wrong_answer"}
+    out, model, ev = run(tmp_path, k, timings=timings, max_rounds=1, max_repairs=2, compile_fix_turns=0)
+    assert out.finished and out.best["id"] == "r1c1f2"                      # the repaired candidate won
+    events = trace(out)
+    rep = [e for e in events if e["event"] == "decision" and e.get("kind") == "repair"]
+    assert [e["candidates"] for e in rep] == [["r1c1"], ["r1c1f1"]]
+    assert rep[0]["why"] == "feature sets new to the run"
+    repair_prompt = next(c.user for c in model.calls_for("coder") if "Write candidate `r1c1f1`" in c.user)
+    assert "wrong_answer" in repair_prompt and "A working reference: the parent `baseline`" in repair_prompt
+    assert "idea 1" in repair_prompt                                          # the planner's idea for r1c1
+    from cuda_llm.feature_db.stats import StatsStore
+
+    rows = {r.feature: r for r in StatsStore(tmp_path / "stats.sqlite").all(category="reduction")}
+    r1c1_features = next(e["features"] for e in events if e["event"] == "candidate" and e["candidate"] == "r1c1")
+    # r1c1 and r1c1f1 failed but were repaired: no failure charged; r1c1f2 passed: one passing try
+    assert all(rows[f].tries == rows[f].passed for f in r1c1_features)
 
 
 def test_stops_on_plateau(tmp_path):
@@ -242,3 +301,32 @@ def test_runs_against_servers_without_json_schema(tmp_path, mode):
     assert crit and crit[0]["rule_based"] is False           # the critic's own answer was used
     # a server that rejects json_schema is found out once; later requests go as plain text
     assert sum(c.structured for c in model.calls) == (1 if mode == "rejected" else 0)
+
+
+def test_an_evaluator_without_build_analyze_toolchain_gets_the_tools_own(tmp_path):
+    """An Evaluator written before build/analyze/toolchain joined the seam (only the four measuring methods)
+    still runs: the cached seam supplies the tools' own, with the inner evaluator's arch and device."""
+    class MeasureOnly:
+        def __init__(self, inner):
+            self.inner, self.arch, self.device = inner, inner.arch, inner.device
+
+        def evaluate(self, *a):
+            return self.inner.evaluate(*a)
+
+        def baseline(self, *a):
+            return self.inner.baseline(*a)
+
+        def profile(self, *a):
+            return self.inner.profile(*a)
+
+        def final_check(self, *a):
+            return self.inner.final_check(*a)
+
+    model = scripted({"r1c0": softmax_source("v5", broken=True), "r1c1": softmax_source("v6")}, n=2)
+    opts = RunOptions(limits=Limits(n_candidates=2, max_rounds=1, max_repairs=0, compile_fix_turns=1),
+                      runs_dir=tmp_path / "runs", learn=False)
+    out = start_run("softmax", None, opts, evaluator=MeasureOnly(FakeGpuEvaluator(TIMINGS)),
+                    model_factory=lambda role: model, handle_signals=False)
+    assert out.finished and out.best["id"] == "r1c1"
+    assert any(e["event"] == "compile_fix" and e["candidate"] == "r1c0" for e in trace(out))   # built by the tools
+    assert "PTX ISA" in next(c.text for c in model.calls_for("coder"))                         # the tools' toolchain

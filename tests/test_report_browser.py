@@ -61,7 +61,7 @@ def test_the_report_renders_offline_in_chromium(finished, tmp_path, capsys):  # 
             page.goto(page_path.as_uri())
             page.wait_for_selector("#latency-plot .main-svg", timeout=30_000)
             assert page.locator("#latency-plot .scatterlayer .point").count() >= 4   # candidates and the best line
-            assert page.locator("#tree li").count() == 5
+            assert page.locator("#tree li").count() == 7   # baseline, 4 candidates, 2 repairs
             assert page.locator("#scripted").is_visible()
             source = page.locator("#cand-r2c0 > details.source pre")
             assert not source.is_visible()

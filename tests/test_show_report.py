@@ -16,6 +16,7 @@ from cuda_llm.graph.run import RunOptions, start_run
 from cuda_llm.graph.state import Limits
 
 KERNELS = {"r1c0": "v5", "r1c1": "vbad", "r2c0": "v2", "r2c1": "v6"}
+REPAIRED = "v6"   # a repair of r1c1 (its feature set is new to the run, so it is repaired though r1c0 passed)
 
 
 @pytest.fixture(scope="module")
@@ -34,7 +35,7 @@ def finished(tmp_path_factory):
         if role == "critic":
             return critic_answer()
         cid = re.search(r"(?:Write candidate|Candidate) `([^`]+)`", "\n".join(str(m.content) for m in messages)).group(1)
-        return coder_answer(softmax_source(KERNELS[cid]))
+        return coder_answer(softmax_source(KERNELS.get(cid, REPAIRED)))
 
     model = ScriptedChatModel(respond=respond)
     ev = FakeGpuEvaluator({"baseline": 10.0, "v5": 5.0, "vbad": "wrong_answer", "v2": 2.0, "v6": 6.0})
@@ -93,7 +94,8 @@ def test_report_json_for_scripts(finished, capsys):
     data = json.loads(capsys.readouterr().out)
     assert rc == 0 and data["scripted"] is True and data["state"].startswith("finished")
     assert data["summary"]["best_candidate"] == "r2c0"
-    assert [c["id"] for c in data["candidates"]] == ["baseline", "r1c0", "r1c1", "r2c0", "r2c1"]
+    assert [c["id"] for c in data["candidates"]] == ["baseline", "r1c0", "r1c1", "r1c1f1", "r1c1f2",
+                                                    "r2c0", "r2c1"]   # r1c1 repaired twice (its features are new)
     assert "source" not in data["candidates"][1] and data["candidates"][1]["exchanges"] == ["coder-r1c0", "critic-r1c0"]
 
 
@@ -108,7 +110,7 @@ def test_report_html_is_self_contained(finished, capsys):
     tags = re.findall(r"<(?:script|link|img)\b([^>]*)>", page)
     assert tags and not [t for t in tags if "src=" in t or "href=" in t]     # nothing fetched from the network
     assert "plotly.js v" in page and 'id="latency-plot"' in page
-    assert page.count('<li data-candidate=') == 5 and 'id="scripted"' in page
+    assert page.count('<li data-candidate=') == 7 and 'id="scripted"' in page
     assert "variant: v2" in page and "## human" in page                       # code and prompts on click
 
 

@@ -1,47 +1,57 @@
-"""The coder: writes one complete candidate .cu file, or repairs a failed one."""
+"""The coder: writes one complete candidate .cu file, or repairs a failed one.
+
+Inside one coder task the answer may get compile-fix turns: the caller's ``check`` (the graph compiles
+through its Evaluator seam; nothing here runs a compiler) returns the build errors, and they go back to
+the model in the same conversation, up to ``fix_turns`` times, before the candidate is evaluated.
+"""
 
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, Callable
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
 from pydantic import BaseModel, ConfigDict, Field
 
+from cuda_llm.agents.budget import Section, render_budgeted
 from cuda_llm.agents.context import (
-    HARNESS_RULES, MAX_SOURCE_CHARS, BestKernel, FeatureBrief, HistoryItem, TaskBrief, cap, render_device,
-    render_history,
+    HARNESS_RULES, BuildBrief, FeatureBrief, HistoryItem, ParentKernel, TaskBrief, render_device, render_history,
 )
 from cuda_llm.agents.errors import CodeExtractionError, LLMAnswerError, LLMCallError, snippet
 from cuda_llm.agents.prompts import render
+from cuda_llm.agents.settings import DEFAULT_PROMPT_BUDGET
 from cuda_llm.agents.structured import invoke_model
 from cuda_llm.agents.textutil import fenced_blocks, message_text, strip_thinking
 from cuda_llm.agents.usage import TokenUsage, usage_of
 from cuda_llm.results import DeviceInfo
 
 CUDA_TAGS = {"cuda", "cu", "cuh", "cpp", "c++", "cxx", "cc", "c", "h", "hpp"}
-MAX_REPAIR_ERRORS_CHARS = 3000
 _NOT_CUDA = {
     "python": re.compile(r"^\s*(import |from \S+ import |def \w+\(.*\):)", re.M),
 }
+BuildCheck = Callable[[str], "str | None"]   # source -> build errors (None: it builds)
 
 
 class RepairInfo(BaseModel):
-    """A failed candidate and why it failed (condensed compiler errors or the failing test case)."""
+    """A failed candidate and why it failed (failure_text.describe(result, full=True): said once)."""
 
+    failed_candidate: str = "candidate"
     failed_source: str
     errors: str
 
 
 class CoderContext(BaseModel):
+    model_config = ConfigDict(extra="forbid")
     task: TaskBrief
     device: DeviceInfo | None = None
+    build: BuildBrief | None = None
     candidate: str = "candidate"
     features: list[FeatureBrief] = Field(default_factory=list)
-    idea: str = ""
-    best: BestKernel | None = None  # the kernel to improve on (the parent)
+    idea: str = ""                        # the planner's whole idea for this candidate
+    parent: ParentKernel | None = None    # the kernel to improve on (in a repair: the working reference)
     history: list[HistoryItem] = Field(default_factory=list)
     repair: RepairInfo | None = None
+    budget_chars: int = DEFAULT_PROMPT_BUDGET["coder"]
 
 
 class CoderAnswer(BaseModel):
@@ -51,26 +61,52 @@ class CoderAnswer(BaseModel):
     usage: TokenUsage
     attempts: int
     messages: list[BaseMessage]  # everything sent and received, for the run's prompt/response files
+    fix_turns: int = 0           # compile-fix turns used
+    build_errors: str | None = None   # what the last check said, when the fix turns ran out
+
+
+def _feature_sections(ctx: CoderContext) -> list[Section]:
+    how = "\n".join(f.render(with_exemplar=False) for f in ctx.features) or \
+        "(free choice: pick what the evidence suggests)"
+    exemplars = "\n\n".join(x for x in (f.render_exemplar() for f in ctx.features) if x) or "(none)"
+    return [Section(name="features", text=how, priority=60, label="how to apply the features"),
+            Section(name="exemplars", text=exemplars, priority=20, label="the features' exemplars")]
 
 
 def build_coder_messages(ctx: CoderContext) -> list[BaseMessage]:
     """System rules + either the improvement request or, in repair mode, the failed source and its errors."""
     system = render("coder_system", rules=HARNESS_RULES, signature=ctx.task.signature)
-    feats = ", ".join(f.id for f in ctx.features) or "none"
+    parent = ctx.parent
+    fixed = dict(task=ctx.task.render(), device=render_device(ctx.device),
+                 build=ctx.build.render() if ctx.build else "", candidate=ctx.candidate)
+    idea = Section(name="idea", text=ctx.idea.strip() or "(none given)", priority=70, label="the planner's idea")
     if ctx.repair is not None:
-        user = render(
-            "coder_repair", task=ctx.task.render(), device=render_device(ctx.device), candidate=ctx.candidate,
-            features=feats, errors=cap(ctx.repair.errors.strip(), MAX_REPAIR_ERRORS_CHARS, "errors"),
-            failed_source=cap(ctx.repair.failed_source.strip(), MAX_SOURCE_CHARS, "source"),
-            history=render_history(ctx.history),
-        )
+        history = [h for h in ctx.history if h.candidate != ctx.repair.failed_candidate]   # its error is said once, below
+        sections = [
+            Section(name="history", text=render_history(history), priority=10, label="earlier attempts"),
+            *_feature_sections(ctx), idea,
+            Section(name="parent", text=parent.render_source() if parent else "(the naive baseline)", priority=40,
+                    label="the parent's source"),
+            Section(name="failed_source", text=ctx.repair.failed_source.strip(), priority=90, drop=False,
+                    label="the failed source"),
+        ]
+        user, _ = render_budgeted("coder_repair", sections, ctx.budget_chars, **fixed,
+                                  failed=ctx.repair.failed_candidate, errors=ctx.repair.errors.strip(),
+                                  parent_id=parent.candidate if parent else "baseline",
+                                  feature_ids=", ".join(f.id for f in ctx.features) or "none")
     else:
-        best = ctx.best.render() if ctx.best else "Current best: none yet; write a fast first version."
-        user = render(
-            "coder_user", task=ctx.task.render(), device=render_device(ctx.device), best=best,
-            features="\n".join(f.render() for f in ctx.features) or "(free choice: pick what the evidence suggests)",
-            idea=ctx.idea.strip() or "(none given)", history=render_history(ctx.history), candidate=ctx.candidate,
-        )
+        sections = [
+            Section(name="history", text=render_history(ctx.history), priority=10, label="earlier attempts"),
+            *_feature_sections(ctx), idea,
+            Section(name="evidence", text=parent.render_evidence() if parent else "(none)", priority=40,
+                    label="the parent's profile and diagnosis"),
+            Section(name="critique", text=parent.render_critique() if parent else "(none)", priority=50,
+                    label="the critique of the parent"),
+            Section(name="source", text=parent.render_source() if parent else "(none yet: write a fast first version)",
+                    priority=80, drop=False, label="the parent's source"),
+        ]
+        head = parent.render_head() if parent else "Parent: none yet; write a fast first version."
+        user, _ = render_budgeted("coder_user", sections, ctx.budget_chars, **fixed, parent_head=head)
     return [SystemMessage(content=system), HumanMessage(content=user)]
 
 
@@ -113,32 +149,58 @@ def extract_cuda(text: str, entry: str = "solve") -> str:
     return source.strip() + "\n"
 
 
-def write_kernel(model: Any, ctx: CoderContext, *, retries: int = 2) -> CoderAnswer:
-    """Ask for the candidate; an unusable answer is sent back with the reason, up to ``retries`` times.
+def write_kernel(model: Any, ctx: CoderContext, *, retries: int = 2, fix_turns: int = 0,
+                 check: BuildCheck | None = None, call_kwargs: dict[str, Any] | None = None) -> CoderAnswer:
+    """Ask for the candidate. An unusable answer is sent back with the reason (up to ``retries`` times); a
+    source that ``check`` says does not build is sent back with its errors (up to ``fix_turns`` times),
+    in the same conversation. ``call_kwargs`` go with every request (this candidate's temperature).
 
-    Raises LLMAnswerError after that (with the usage spent), LLMCallError when the endpoint fails.
+    Raises LLMAnswerError when no answer held a usable source (with the usage spent), LLMCallError when
+    the endpoint fails. When the fix turns run out, the last source is returned with ``build_errors``.
     """
     msgs = build_coder_messages(ctx)
     usage = TokenUsage()
-    raw = ""
-    reason = ""
-    for attempt in range(1, retries + 2):
-        ai = invoke_model(model, msgs)
+    raw = reason = ""
+    attempts = bad = fixes = 0
+    last: str | None = None
+    errors: str | None = None
+    while True:
+        ai = invoke_model(model, msgs, **(call_kwargs or {}))
+        attempts += 1
         usage = usage + usage_of(ai)
         raw = message_text(ai)
         msgs.append(AIMessage(content=raw or " "))
         try:
             source = extract_cuda(raw, ctx.task.entry)
         except CodeExtractionError as exc:
-            reason = exc.reason
+            reason, bad = exc.reason, bad + 1
+            if bad > retries:
+                break
             msgs.append(HumanMessage(content=render("coder_retry", reason=reason, signature=ctx.task.signature)))
             continue
-        return CoderAnswer(source=source, raw_text=raw, usage=usage, attempts=attempt, messages=msgs)
+        last, errors = source, None
+        if check is not None and fixes < fix_turns:
+            errors = check(source)
+            if errors:
+                fixes += 1
+                msgs.append(HumanMessage(content=render("coder_fix", errors=errors.strip(),
+                                                        turns_left=_turns(fix_turns - fixes))))
+                continue
+        return CoderAnswer(source=source, raw_text=raw, usage=usage, attempts=attempts, messages=msgs, fix_turns=fixes)
+    if last is not None:   # a fix turn's answer was unusable: the last source stands, with its errors
+        return CoderAnswer(source=last, raw_text=raw, usage=usage, attempts=attempts, messages=msgs, fix_turns=fixes,
+                           build_errors=errors)
     raise LLMAnswerError(
-        f"coder ({ctx.candidate}): no usable CUDA source after {retries + 1} attempt(s); last problem: {reason}. "
+        f"coder ({ctx.candidate}): no usable CUDA source after {attempts} attempt(s); last problem: {reason}. "
         f"The answer began: {snippet(raw)!r}",
-        raw_text=raw, usage=usage, attempts=retries + 1,
+        raw_text=raw, usage=usage, attempts=attempts,
     )
+
+
+def _turns(n: int) -> str:
+    if n <= 0:
+        return "This was the last compile check: the next file is tested as it is."
+    return f"{n} more compile check{'s' if n > 1 else ''} before the candidate is tested."
 
 
 __all__ = ["CoderContext", "CoderAnswer", "RepairInfo", "build_coder_messages", "extract_cuda", "write_kernel",

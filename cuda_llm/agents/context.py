@@ -1,31 +1,32 @@
 """What the prompts are built from: small pydantic models, rendered to text for the LLM.
 
 TaskBrief is made from a Task by copying only what may be shown: the correctness shapes it shows come
-from ``task.shapes`` alone, so held-out shapes cannot reach a prompt.
+from ``task.shapes`` alone, so held-out shapes cannot reach a prompt. The other models carry the evidence
+the graph gathered (a parent kernel with its timing, speed of light, ptxas resources, profile, diagnosis
+and critique; the toolchain; the history) and render it whole: prompt_budget cuts, not these classes.
 """
 
 from __future__ import annotations
 
 import difflib
+import inspect
+import re
 from typing import Any, Iterable, Sequence
 
 from pydantic import BaseModel, Field
 
+from cuda_llm.agents.budget import MAX_SOURCE_CHARS, cap
+from cuda_llm.agents.device_facts import render_sm_limits
 from cuda_llm.results import DeviceInfo, KernelResources
 
 MAX_SHAPES_SHOWN = 6
-MAX_HISTORY_ITEMS = 8
-MAX_HISTORY_CHARS = 2500
-MAX_SOURCE_CHARS = 12000
-MAX_DIFF_CHARS = 4000
-MAX_EXEMPLAR_CHARS = 1200
+MAX_HISTORY_ITEMS = 12
+MAX_HISTORY_CHARS = 6000
+MAX_DIFF_CHARS = MAX_SOURCE_CHARS
 
-
-def cap(text: str, limit: int, what: str = "text") -> str:
-    text = text or ""
-    if len(text) <= limit:
-        return text
-    return text[:limit].rstrip() + f"\n... [{what} cut: {len(text) - limit} more characters]"
+__all__ = ["cap", "MAX_SOURCE_CHARS", "TaskBrief", "BuildBrief", "render_device", "render_resources", "FeatureBrief",
+           "DiagnosisBrief", "CritiqueBrief", "ParentKernel", "HistoryItem", "render_history", "make_diff",
+           "HARNESS_RULES"]
 
 
 class TaskBrief(BaseModel):
@@ -39,6 +40,7 @@ class TaskBrief(BaseModel):
     entry: str
     includes: list[str] = Field(default_factory=list)
     params: list[str] = Field(default_factory=list)  # one line per parameter: role, dtype, shape
+    inputs: list[str] = Field(default_factory=list)  # one line per input pointer: how its values are drawn
     shapes_sample: list[dict[str, int]] = Field(default_factory=list)
     benchmark: dict[str, int] = Field(default_factory=dict)
     bytes_formula: str = ""
@@ -48,7 +50,10 @@ class TaskBrief(BaseModel):
 
     @classmethod
     def from_task(cls, task: Any, max_shapes: int = MAX_SHAPES_SHOWN) -> "TaskBrief":
-        """Copy what may be shown. Shapes come from task.shapes only, never task.held_out."""
+        """Copy what may be shown from a Task (or a LoadedTask, whose make_inputs docstring then says how
+        custom inputs are drawn). Shapes come from task.shapes only, never task.held_out."""
+        make_inputs = getattr(task, "make_inputs", None)
+        task = getattr(task, "task", task)
         shapes = [dict(s) for s in task.shapes]
         if len(shapes) > max_shapes:  # keep the extremes and spread the rest
             step = (len(shapes) - 1) / (max_shapes - 1)
@@ -66,8 +71,9 @@ class TaskBrief(BaseModel):
         return cls(
             name=task.name, description=task.description.strip(), family=task.family, bound=task.bound,
             signature=task.signature, entry=task.entry, includes=list(task.includes), params=params,
+            inputs=[_input_line(p, make_inputs) for p in task.inputs],
             shapes_sample=shapes, benchmark=dict(task.benchmark), bytes_formula=str(task.bytes),
-            flops_formula=str(task.flops), tolerance=tolerance, notes=task.notes.strip(),
+            flops_formula=str(task.flops), tolerance=tolerance, notes=_without_file_pointers(task.notes.strip()),
         )
 
     def render(self) -> str:
@@ -82,6 +88,9 @@ class TaskBrief(BaseModel):
         ]
         if self.includes:
             lines.append("Headers the signature needs: " + ", ".join(self.includes))
+        if self.inputs:
+            lines += ["How the input values are drawn (fresh for every test and timing call):",
+                      *[f"- {i}" for i in self.inputs]]
         lines += [
             f"Some of the correctness test sizes (others, unseen, are tested too): {shapes}",
             f"Benchmark (timed) sizes: {_sizes(self.benchmark)}",
@@ -93,12 +102,53 @@ class TaskBrief(BaseModel):
         return "\n".join(lines)
 
 
+def _input_line(p: Any, make_inputs: Any) -> str:
+    g = p.generator
+    if g.kind == "normal":
+        how = f"normal, mean {g.mean:g}, standard deviation {g.std:g}"
+    elif g.kind == "uniform":
+        how = f"uniform in [{g.low}, {g.high})"
+    elif g.kind == "randint":
+        how = f"random integers in [{g.low}, {g.high})"
+    else:
+        doc = inspect.getdoc(make_inputs) if make_inputs is not None else None
+        how = " ".join(doc.split()) if doc else "drawn by the task's own generator"
+    return f"{p.name}: {how}"
+
+
+_FILE_POINTER = re.compile(r"[^.]*\breference\.py\b[^.]*\.?\s*")
+
+
+def _without_file_pointers(notes: str) -> str:
+    """Notes minus sentences that send the reader to reference.py, which the model never sees."""
+    return _FILE_POINTER.sub("", notes).strip()
+
+
 def _sizes(s: dict[str, int]) -> str:
     return ", ".join(f"{k}={v}" for k, v in s.items()) or "(none)"
 
 
 def _kib(n: int) -> str:
     return f"{n / 1024:.0f} KiB" if n else "?"
+
+
+class BuildBrief(BaseModel):
+    """How candidates are built: the toolchain and the exact command, from the Evaluator seam."""
+
+    cuda_version: str = ""       # e.g. 13.0.88
+    ptx_isa: str = ""            # e.g. 9.0
+    command: str = ""            # the nvcc line every candidate is compiled with
+    rules: str = ""              # what needs which target, guards, links (the compile tool's own text)
+
+    def render(self) -> str:
+        lines = []
+        if self.cuda_version or self.ptx_isa:
+            lines.append(f"Toolchain: CUDA {self.cuda_version or '?'} (nvcc), PTX ISA {self.ptx_isa or '?'}")
+        if self.command:
+            lines.append(f"Every candidate is compiled alone with:\n```\n{self.command}\n```")
+        if self.rules.strip():
+            lines.append(self.rules.strip())
+        return "\n".join(lines) or "Toolchain: unknown"
 
 
 def render_device(device: DeviceInfo | None) -> str:
@@ -114,6 +164,9 @@ def render_device(device: DeviceInfo | None) -> str:
         f"Registers: {device.registers_per_block} per block, {device.registers_per_sm} per SM; "
         f"L2 cache {device.l2_bytes / 2**20:.0f} MiB; device memory {device.memory_bytes / 2**30:.0f} GiB",
     ]
+    limits = render_sm_limits(tuple(device.compute_capability))
+    if limits:
+        lines.append(limits)
     peaks = []
     if device.peak_bandwidth_gbs:
         peaks.append(f"measured peak bandwidth {device.peak_bandwidth_gbs:.0f} GB/s")
@@ -121,6 +174,8 @@ def render_device(device: DeviceInfo | None) -> str:
         peaks.append(f"measured peak FP32 {device.peak_fp32_gflops / 1000:.1f} TFLOP/s")
     if peaks:
         lines.append("; ".join(peaks))
+    if device.driver_version:
+        lines.append(f"Driver {device.driver_version}")
     return "\n".join(lines)
 
 
@@ -155,40 +210,122 @@ class FeatureBrief(BaseModel):
         head = f"- `{self.id}` ({self.name})" if self.name else f"- `{self.id}`"
         text = head + (f": {self.how.strip()}" if self.how else "")
         if with_exemplar and self.exemplar.strip():
-            text += f"\n  Example:\n```cuda\n{cap(self.exemplar.strip(), MAX_EXEMPLAR_CHARS, 'exemplar')}\n```"
+            text += "\n" + self.render_exemplar()
         return text
 
+    def render_exemplar(self) -> str:
+        """The whole exemplar (a prompt over budget leaves exemplars out whole, never half a statement)."""
+        if not self.exemplar.strip():
+            return ""
+        return f"Example of `{self.id}`:\n```cuda\n{self.exemplar.strip()}\n```"
 
-class BestKernel(BaseModel):
-    """The kernel to beat (or the parent of this candidate) and what is known about it."""
+
+class DiagnosisBrief(BaseModel):
+    """The rule-based diagnosis (cuda_llm.tools.diagnosis.Diagnosis) as the prompts show it."""
+
+    bottleneck: str = "unknown"
+    evidence: list[str] = Field(default_factory=list)
+    suggested_features: list[str] = Field(default_factory=list)
+    summary: str = ""
+
+    @classmethod
+    def from_diagnosis(cls, diagnosis: Any) -> "DiagnosisBrief":
+        if isinstance(diagnosis, dict):
+            return cls(**{k: v for k, v in diagnosis.items() if k in cls.model_fields})
+        return cls(bottleneck=str(getattr(diagnosis, "bottleneck", "unknown")),
+                   evidence=list(getattr(diagnosis, "evidence", []) or []),
+                   suggested_features=list(getattr(diagnosis, "suggested_features", []) or []),
+                   summary=str(getattr(diagnosis, "summary", "") or ""))
+
+    def render(self) -> str:
+        lines = [f"bottleneck: {self.bottleneck}"] + [f"- {e}" for e in self.evidence]
+        if self.suggested_features:
+            lines.append("suggested features: " + ", ".join(self.suggested_features))
+        if self.summary:
+            lines.append(self.summary)
+        return "\n".join(lines)
+
+
+class CritiqueBrief(BaseModel):
+    """The critic's review of one kernel, whole: what limits it, the evidence, the one change to make next."""
+
+    candidate: str = ""
+    bottleneck: str = "unknown"
+    summary: str = ""
+    evidence: list[str] = Field(default_factory=list)
+    change: str = ""             # the one change it recommends
+    expected_gain: str = ""
+    next_features: list[str] = Field(default_factory=list)
+    by: str = "critic"           # "critic" (an LLM or a person) or "rules" (the rule-based diagnosis)
+
+    def render(self) -> str:
+        who = "the rule-based diagnosis" if self.by == "rules" else "the critic"
+        lines = [f"Review of `{self.candidate}` by {who}: {self.bottleneck}", self.summary.strip()]
+        if self.evidence:
+            lines += ["Evidence:", *[f"- {e}" for e in self.evidence]]
+        if self.change.strip():
+            lines.append(f"Recommended change: {self.change.strip()}")
+        if self.expected_gain.strip():
+            lines.append(f"Expected gain: {self.expected_gain.strip()}")
+        if self.next_features:
+            lines.append("Features it recommends: " + ", ".join(self.next_features))
+        return "\n".join(x for x in lines if x)
+
+
+class ParentKernel(BaseModel):
+    """The kernel a candidate starts from, and everything measured about it."""
 
     candidate: str = "baseline"
     source: str
     median_ms: float | None = None
-    speedup: float | None = None  # over the naive baseline
+    speedup: float | None = None          # over the naive baseline
+    sol_ms: float | None = None           # speed of light at the benchmark sizes
     pct_of_sol: float | None = None
     resources: list[KernelResources] = Field(default_factory=list)
-    profile: str = ""  # condensed Nsight Compute metrics
-    diagnosis: str = ""  # rule-based or critic summary
+    profile: str = ""                     # one line: kernels, throughputs, occupancy
+    profile_evidence: list[str] = Field(default_factory=list)   # stall mix, sectors/request, DRAM bytes, occupancy, waves
+    profile_note: str = ""                # why there is no profile, when there is none
+    diagnosis: DiagnosisBrief | None = None
+    critique: CritiqueBrief | None = None
     features: list[str] = Field(default_factory=list)
 
-    def render(self, with_source: bool = True) -> str:
+    def render_head(self) -> str:
         timing = f"{self.median_ms:.4f} ms" if self.median_ms is not None else "not timed"
         if self.speedup is not None:
             timing += f", {self.speedup:.2f}x the naive baseline"
-        if self.pct_of_sol is not None:
-            timing += f", {self.pct_of_sol:.0f}% of speed-of-light"
-        lines = [f"Current best: `{self.candidate}` — {timing}"]
+        lines = [f"Parent kernel `{self.candidate}` (the kernel to improve on): {timing}"]
+        if self.sol_ms is not None:
+            pct = f"; this kernel runs at {self.pct_of_sol:.1f}% of it" if self.pct_of_sol is not None else ""
+            lines.append(f"Speed of light at the benchmark sizes: {self.sol_ms:.4f} ms (the fewest bytes over the "
+                         f"measured peak bandwidth, or the fewest flops over the peak rate){pct}")
         if self.features:
-            lines.append("Features it uses: " + ", ".join(self.features))
+            lines.append("Features it was asked to apply: " + ", ".join(self.features))
         lines += ["Resource usage (ptxas):", render_resources(self.resources)]
-        if self.profile:
-            lines += ["Profile:", self.profile.strip()]
-        if self.diagnosis:
-            lines += ["Diagnosis:", self.diagnosis.strip()]
-        if with_source:
-            lines += ["Source:", f"```cuda\n{cap(self.source.strip(), MAX_SOURCE_CHARS, 'source')}\n```"]
         return "\n".join(lines)
+
+    def render_evidence(self) -> str:
+        lines = []
+        if self.profile:
+            lines.append(f"Profile (Nsight Compute): {self.profile.strip()}")
+        if self.profile_evidence:
+            lines += [f"- {e}" for e in self.profile_evidence]
+        elif self.profile_note:
+            lines.append(f"Profile: none ({self.profile_note})")
+        if self.diagnosis is not None:
+            lines += ["Rule-based diagnosis:", self.diagnosis.render()]
+        return "\n".join(lines) or "(no profile or diagnosis of the parent)"
+
+    def render_critique(self) -> str:
+        return self.critique.render() if self.critique is not None else "(no review of the parent yet)"
+
+    def render_source(self, limit: int = MAX_SOURCE_CHARS) -> str:
+        return f"Source of `{self.candidate}`:\n```cuda\n{cap(self.source.strip(), limit, 'source')}\n```"
+
+    def render(self, with_source: bool = True) -> str:
+        parts = [self.render_head(), self.render_evidence(), self.render_critique()]
+        if with_source:
+            parts.append(self.render_source())
+        return "\n".join(parts)
 
 
 class HistoryItem(BaseModel):
@@ -201,6 +338,8 @@ class HistoryItem(BaseModel):
     median_ms: float | None = None
     speedup: float | None = None
     note: str = ""  # one line: the error, or what the critic said
+    parent: str = ""
+    repair_of: str | None = None
 
     def render(self) -> str:
         feats = ",".join(self.features) or "-"
@@ -209,8 +348,11 @@ class HistoryItem(BaseModel):
             res += f" {self.median_ms:.4f} ms"
         if self.speedup is not None:
             res += f" ({self.speedup:.2f}x)"
+        origin = f" from {self.parent}" if self.parent else ""
+        if self.repair_of:
+            origin += f", repair of {self.repair_of}"
         note = " ".join(self.note.split())
-        return f"- r{self.round} {self.candidate} [{feats}]: {res}" + (f" — {note[:200]}" if note else "")
+        return f"- r{self.round} {self.candidate}{origin} [{feats}]: {res}" + (f" — {note[:200]}" if note else "")
 
 
 def render_history(items: Iterable[HistoryItem], max_items: int = MAX_HISTORY_ITEMS, max_chars: int = MAX_HISTORY_CHARS) -> str:
@@ -242,10 +384,10 @@ def make_diff(parent_source: str | None, source: str, *, parent: str = "parent",
 
 
 HARNESS_RULES = """\
-- Every pointer argument is a device pointer already allocated by the harness; never cudaMalloc/cudaMemcpy the inputs or outputs to/from the host.
-- The entry point is called from the host and may launch any number of kernels with any configuration (it may also allocate and free scratch device memory, though that time counts).
+- Every pointer argument is a device pointer already allocated by the harness with cudaMalloc (so 256-byte aligned at the start; rows inside a buffer are aligned only as far as the sizes make them), arrays contiguous and row-major; never cudaMalloc/cudaMemcpy the inputs or outputs to/from the host.
+- The entry point is called from the host and may launch any number of kernels with any configuration (it may also allocate and free scratch device memory; that time counts).
+- The timer measures the whole call of the entry point, host work inside it included (launches, allocations, host-side loops), with the whole device synchronized after it and the L2 flushed before it; results below the speed-of-light bound are rejected as suspect.
 - No cuBLAS, cuDNN, cuFFT, thrust, or device-wide CUB (cub::Device*); block- and warp-level CUB are allowed. No host-side computation of the result.
 - Outputs are poisoned with NaN before each call: write every output element. Inputs must not be modified.
 - The result must be correct for every size, including sizes that are not multiples of the block or tile size and very small ones; unseen sizes are tested too.
-- Time is measured with the whole device synchronized after the call, L2 flushed before it; results below the speed-of-light bound are rejected as suspect.
-- The file is compiled alone with `nvcc -O3 -arch=<the GPU's arch> -shared -Xcompiler -fPIC`; include what you use."""
+- The file is compiled alone with the nvcc command shown in the prompt; include what you use."""

@@ -20,6 +20,11 @@ class LLMCallError(LLMError):
     """The endpoint could not be reached or refused the request after the client's own retries."""
 
 
+class NotAChatCompletion(ValueError):
+    """An HTTP 200 reply whose body is not a chat completion (an HTML login or proxy page, an empty or cut
+    body, JSON without choices). Classified as an endpoint failure (LLMCallError) by cuda_llm.agents.structured."""
+
+
 class LLMAnswerError(LLMError):
     """The model answered, but not with something usable, even after being told what was wrong."""
 

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any, Sequence
 
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
-from cuda_llm.agents.context import BestKernel, HistoryItem, TaskBrief, render_device, render_history
+from cuda_llm.agents.budget import Section, render_budgeted
+from cuda_llm.agents.context import CritiqueBrief, HistoryItem, ParentKernel, TaskBrief, render_device, render_history
 from cuda_llm.agents.prompts import render
+from cuda_llm.agents.settings import DEFAULT_PROMPT_BUDGET
 from cuda_llm.agents.structured import StructuredAnswer, invoke_structured
 from cuda_llm.results import DeviceInfo
 
@@ -16,56 +19,66 @@ MAX_FEATURES_PER_CANDIDATE = 3
 
 
 class OfferedFeature(BaseModel):
-    """A ranked feature as offered to the planner."""
+    """A feature as offered to the planner: what the statistics expect of it (the posterior mean, failures
+    counted), how often it was tried, and who recommends it now."""
 
     id: str
     name: str = ""
     category: str = ""
-    score: float = 0.0
+    expected_speedup: float | None = None   # exp(posterior mean of the log value); 1.0 = no change expected
+    tries: int = 0
+    passed: int = 0
+    mean_speedup: float | None = None       # over the passing tries
     reason: str = ""
-    stats: str = ""  # e.g. "tried 5, compiled 5, passed 4, mean speedup 1.4x"
+    recommended_by: list[str] = Field(default_factory=list)   # "the critic", "the diagnosis"
 
     @classmethod
-    def from_ranked(cls, ranked: Any) -> "OfferedFeature":
-        """From a feature_db RankedFeature (feature, score, reason, stats)."""
+    def from_ranked(cls, ranked: Any, recommended_by: Sequence[str] = ()) -> "OfferedFeature":
+        """From a feature_db RankedFeature (feature, expected_log_speedup, reason, stats)."""
         f, s = ranked.feature, getattr(ranked, "stats", None)
-        stats = ""
-        if s is not None:
-            tries = getattr(s, "tries", 0)
-            if tries:
-                stats = f"tried {tries}, compiled {getattr(s, 'compiled', 0)}, passed {getattr(s, 'passed', 0)}"
-                if getattr(s, "n_speedups", 0):
-                    import math
-
-                    stats += f", mean speedup {math.exp(getattr(s, 'mean_log_speedup', 0.0)):.2f}x over {s.n_speedups}"
-            else:
-                stats = "untried"
+        tries = int(getattr(s, "tries", 0) or 0) if s is not None else 0
+        n_speedups = int(getattr(s, "n_speedups", 0) or 0) if s is not None else 0
+        exp_log = getattr(ranked, "expected_log_speedup", None)
         return cls(id=f.id, name=getattr(f, "name", ""), category=str(getattr(f, "category", "")),
-                   score=float(getattr(ranked, "score", 0.0)), reason=str(getattr(ranked, "reason", "")), stats=stats)
+                   expected_speedup=math.exp(exp_log) if exp_log is not None else None, tries=tries,
+                   passed=int(getattr(s, "passed", 0) or 0) if s is not None else 0,
+                   mean_speedup=math.exp(s.mean_log_speedup) if n_speedups else None,
+                   reason=str(getattr(ranked, "reason", "")), recommended_by=list(recommended_by))
 
     def render(self) -> str:
-        parts = [f"- `{self.id}`" + (f" ({self.name}, {self.category})" if self.name else ""), f"score {self.score:.2f}"]
-        if self.stats:
-            parts.append(self.stats)
-        if self.reason:
-            parts.append(self.reason)
+        parts = [f"- `{self.id}`" + (f" ({self.name}, {self.category})" if self.name else "")]
+        if self.expected_speedup is not None:
+            parts.append(f"expected {self.expected_speedup:.2f}x (posterior mean, failures counted)")
+        if self.tries:
+            tried = f"tried {self.tries}, passed {self.passed}"
+            if self.mean_speedup is not None:
+                tried += f", mean {self.mean_speedup:.2f}x when it passed"
+            parts.append(tried)
+        else:
+            parts.append("untried")
+        if self.recommended_by:
+            parts.append("recommended now by " + " and ".join(self.recommended_by))
         return "; ".join(parts)
 
 
 class PlannerContext(BaseModel):
+    model_config = ConfigDict(extra="forbid")
     task: TaskBrief
     device: DeviceInfo | None = None
     n_candidates: int = Field(default=4, ge=1)
     round_index: int = 0
     offered: list[OfferedFeature]
-    best: BestKernel | None = None
-    critique: str = ""  # the last critique's summary and suggested features
+    best: ParentKernel | None = None     # the kernel the round starts from
+    critique: CritiqueBrief | None = None
     history: list[HistoryItem] = Field(default_factory=list)
+    budget_chars: int = DEFAULT_PROMPT_BUDGET["planner"]
 
 
 class CandidatePlan(BaseModel):
     features: list[str] = Field(description="feature ids from the offered list, 1 to 3")
-    idea: str = Field(description="how this candidate applies its features to this task")
+    idea: str = Field(description="how this candidate applies its features to this task: the whole design a coder "
+                                  "needs (work per thread and block, tile sizes, what stays in registers or shared "
+                                  "memory, launch shape)")
 
 
 class PlanAnswer(BaseModel):
@@ -82,17 +95,19 @@ class Plan(BaseModel):
 
 
 def build_planner_messages(ctx: PlannerContext) -> list[BaseMessage]:
-    system = render("planner_system", n_candidates=ctx.n_candidates)
-    user = render(
-        "planner_user",
-        round_index=ctx.round_index,
-        task=ctx.task.render(),
-        device=render_device(ctx.device),
-        best=ctx.best.render(with_source=False) if ctx.best else "Current best: the naive baseline (not yet measured).",
-        critique=ctx.critique.strip() or "(none yet)",
-        history=render_history(ctx.history),
-        features="\n".join(f.render() for f in ctx.offered) or "(none offered)",
-        n_candidates=ctx.n_candidates,
+    system = render("planner_system", n_candidates=ctx.n_candidates, max_features=MAX_FEATURES_PER_CANDIDATE)
+    parent = (ctx.best.render_head() + "\n" + ctx.best.render_evidence()) if ctx.best else \
+        "Parent: the naive baseline (not yet measured)."
+    sections = [
+        Section(name="history", text=render_history(ctx.history), priority=10, label="earlier attempts"),
+        Section(name="parent", text=parent, priority=20, label="the parent's measurements"),
+        Section(name="critique", text=ctx.critique.render() if ctx.critique else "(none yet)", priority=30,
+                label="the last critique"),
+    ]
+    user, _ = render_budgeted(
+        "planner_user", sections, ctx.budget_chars,
+        round_index=ctx.round_index, task=ctx.task.render(), device=render_device(ctx.device),
+        features="\n".join(f.render() for f in ctx.offered) or "(none offered)", n_candidates=ctx.n_candidates,
     )
     return [SystemMessage(content=system), HumanMessage(content=user)]
 

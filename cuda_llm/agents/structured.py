@@ -15,7 +15,7 @@ from typing import Any, Generic, Literal, Sequence, TypeVar
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
 from pydantic import BaseModel, ValidationError
 
-from cuda_llm.agents.errors import LLMAnswerError, LLMCallError, snippet
+from cuda_llm.agents.errors import LLMAnswerError, LLMCallError, NotAChatCompletion, snippet
 from cuda_llm.agents.textutil import extract_json, message_text
 from cuda_llm.agents.usage import TokenUsage, usage_of
 
@@ -88,7 +88,7 @@ def _call_error(exc: BaseException, model: Any) -> LLMCallError:
     url = getattr(model, "openai_api_base", None) or (str(request.url) if request is not None else None)
     url = url or "https://api.openai.com/v1"
     retries = getattr(model, "max_retries", None)
-    after = f" after {retries} retr{'y' if retries == 1 else 'ies'}" if retries else ""
+    after = f" after {retries} retr{'y' if retries == 1 else 'ies'}" if retries and not is_bad_reply(exc) else ""
     status = getattr(exc, "status_code", None)
     kind = type(exc).__name__
     timeout_cls, connection_cls = _openai_classes("APITimeoutError", "APIConnectionError")
@@ -98,9 +98,10 @@ def _call_error(exc: BaseException, model: Any) -> LLMCallError:
     elif isinstance(exc, connection_cls):
         advice = ("check that the server is running and reachable at that URL (--base-url / OPENAI_BASE_URL; "
                   "local servers usually end in /v1, e.g. http://localhost:8000/v1)")
-    elif isinstance(exc, json.JSONDecodeError) or kind == "APIResponseValidationError":
-        advice = ("the reply is not an OpenAI chat completion: check that the base URL points at an "
-                  "OpenAI-compatible API (usually ending in /v1), not a web page or a proxy's error page")
+    elif is_bad_reply(exc) or kind == "APIResponseValidationError":
+        advice = ("the reply is not an OpenAI chat completion (an HTML page, an empty or cut body, or JSON "
+                  "without choices): check that the base URL points at an OpenAI-compatible API (usually "
+                  "ending in /v1), not a web page, a login page or a proxy's error page")
     elif status in (401, 403):
         advice = "check the API key (--api-key or OPENAI_API_KEY, or the variable named by api_key_env)"
     elif status == 404:
@@ -126,8 +127,20 @@ def _openai_classes(*names: str) -> tuple[type, ...]:
     return tuple(getattr(openai, n) for n in names)
 
 
+# What ChatOpenAI raises for a 200 reply that is not a chat completion (besides json.JSONDecodeError)
+_BAD_REPLY_TEXT = ("Unexpected response type from OpenAI-compatible endpoint", "'choices'")
+
+
+def is_bad_reply(exc: BaseException) -> bool:
+    """A reply with HTTP 200 whose body is not a chat completion: HTML (a login or proxy page), an empty or
+    truncated body, or JSON without ``choices``. An endpoint error, not a bug of the caller."""
+    if isinstance(exc, (json.JSONDecodeError, NotAChatCompletion)):
+        return True
+    return isinstance(exc, (ValueError, TypeError, KeyError, AttributeError)) and any(t in str(exc) for t in _BAD_REPLY_TEXT)
+
+
 def _is_api_error(exc: BaseException) -> bool:
-    if isinstance(exc, json.JSONDecodeError):  # a 200 reply whose body is not JSON (wrong URL, proxy page)
+    if is_bad_reply(exc):  # a 200 reply whose body is not a chat completion (wrong URL, proxy page)
         return True
     try:
         import openai
@@ -136,10 +149,11 @@ def _is_api_error(exc: BaseException) -> bool:
     return isinstance(exc, (openai.APIError, openai.APITimeoutError))
 
 
-def invoke_model(model: Any, messages: Sequence[BaseMessage]) -> Any:
-    """``model.invoke`` with endpoint failures (after the client's own retries) raised as LLMCallError."""
+def invoke_model(model: Any, messages: Sequence[BaseMessage], **call_kwargs: Any) -> Any:
+    """``model.invoke`` with endpoint failures (after the client's own retries) raised as LLMCallError.
+    ``call_kwargs`` (a temperature for this candidate, say) go with the request."""
     try:
-        return model.invoke(list(messages))
+        return model.invoke(list(messages), **call_kwargs)
     except Exception as exc:  # noqa: BLE001 - classified here
         if _is_api_error(exc):
             raise _call_error(exc, model) from exc

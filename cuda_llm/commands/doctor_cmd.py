@@ -27,7 +27,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     add_llm_arguments(p)
     p.add_argument("--runs-dir", type=Path, default=Path("runs"), help="where runs are kept (default ./runs)")
     p.add_argument("--arch", help="target architecture, e.g. sm_90 (default: the device's)")
-    p.add_argument("--timeout", type=float, default=15.0, help="seconds to wait for the endpoint (default 15)")
+    p.add_argument("--check-timeout", type=float, default=15.0, help="seconds to wait for the endpoint's answer (default 15)")
     p.add_argument("--no-llm", action="store_true", help="check the machine only")
     p.add_argument("--json", action="store_true", help="print JSON instead of lines")
 
@@ -44,7 +44,7 @@ def run(args: argparse.Namespace) -> int:
             settings = load_settings(llm_cli(args))
         except LLMConfigError as exc:
             config_check = Check(name="endpoint", level="fail", detail=str(exc))
-    checks = run_checks(settings, runs_dir=args.runs_dir, arch=args.arch, timeout_s=args.timeout, strict_ncu=True)
+    checks = run_checks(settings, runs_dir=args.runs_dir, arch=args.arch, timeout_s=args.check_timeout, strict_ncu=True)
     if config_check is not None:
         checks.append(config_check)
     if args.json:

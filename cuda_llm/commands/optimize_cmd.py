@@ -27,7 +27,14 @@ row, or when the endpoint keeps failing (exit 3). Progress: a live display in a 
 a log, nothing with --quiet.
 
 LLM: --model/--base-url, else CUDA_LLM_MODEL / OPENAI_BASE_URL / OPENAI_API_KEY, else cuda-llm.toml.
-Per role: --planner-model, --coder-model, --critic-model."""
+Per role: --planner-model, --coder-model, --critic-model, and --ROLE-temperature, --ROLE-max-tokens,
+--ROLE-reasoning-effort, --ROLE-extra-body; --coder-temperatures spreads temperatures over the candidates.
+
+Who plays a role: --planner, --coder, --critic llm|manual|rules (default llm). `manual` means you (or
+another agent) answer: the run writes each prompt to RUNS_DIR/<run-id>/pending/<role>-<candidate>.md and
+stops, waiting; write the answer to answers/<role>-<candidate>.md (or `cuda-llm answer RUN NAME FILE`)
+and `cuda-llm resume RUN_ID`. `rules` plays the planner with the feature bandit and the critic with the
+rule-based diagnosis. `--coder manual --planner rules --critic rules` needs no endpoint and no key."""
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhd]?)\s*$", re.I)
 _UNITS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
@@ -61,19 +68,72 @@ def parse_tokens(text: str) -> int:
     return int(float(m.group(1)) * {"": 1, "k": 1_000, "m": 1_000_000}[m.group(2).lower()])
 
 
+ROLE_NAMES = ("planner", "coder", "critic")
+_PER_ROLE = ("model", "temperature", "max_tokens", "reasoning_effort", "extra_body")
+
+
+def parse_temperature(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a temperature; write e.g. 0.7") from None
+    if not 0 <= v <= 2:
+        raise argparse.ArgumentTypeError(f"{text!r}: a temperature lies between 0 and 2")
+    return v
+
+
+def parse_positive_int(text: str) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if v < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: give at least 1")
+    return v
+
+
+def add_role_arguments(p: argparse.ArgumentParser) -> None:
+    """--planner / --coder / --critic PROVIDER: who plays each role."""
+    g = p.add_argument_group("who plays each role (llm: an OpenAI-compatible endpoint; manual: you answer prompt "
+                             "files; rules: no model)")
+    g.add_argument("--planner", choices=("llm", "manual", "rules"), help="the planner (rules: the feature bandit)")
+    g.add_argument("--coder", choices=("llm", "manual"), help="the coder")
+    g.add_argument("--critic", choices=("llm", "manual", "rules"), help="the critic (rules: the rule-based diagnosis)")
+
+
 def add_llm_arguments(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("LLM")
     g.add_argument("--model", help="model for every role (or CUDA_LLM_MODEL)")
     g.add_argument("--base-url", help="OpenAI-compatible endpoint, e.g. http://localhost:8000/v1 (or OPENAI_BASE_URL)")
     g.add_argument("--api-key", help="API key (better: OPENAI_API_KEY in the environment)")
-    for role in ("planner", "coder", "critic"):
-        g.add_argument(f"--{role}-model", help=f"model for the {role} only")
+    g.add_argument("--timeout", type=float, dest="timeout_s", metavar="SECONDS", help="per request (default 300)")
+    g.add_argument("--temperature", type=parse_temperature, help="for every role (default: the server's)")
+    g.add_argument("--max-tokens", type=parse_positive_int, help="answer budget for every role; a cut-off answer is "
+                   "asked again with twice as much")
+    g.add_argument("--reasoning-effort", help="for reasoning models, e.g. low, medium, high")
+    g.add_argument("--extra-body", metavar="JSON", help="extra request fields, e.g. '{\"top_k\": 20}'")
     g.add_argument("--config", type=Path, help="a cuda-llm.toml other than ./cuda-llm.toml")
+    r = p.add_argument_group("LLM per role (override the settings above for one role)")
+    for role in ROLE_NAMES:
+        r.add_argument(f"--{role}-model", help=f"model for the {role} only")
+        r.add_argument(f"--{role}-temperature", type=parse_temperature, metavar="T")
+        r.add_argument(f"--{role}-max-tokens", type=parse_positive_int, metavar="N")
+        r.add_argument(f"--{role}-reasoning-effort", metavar="EFFORT")
+        r.add_argument(f"--{role}-extra-body", metavar="JSON")
+    r.add_argument("--coder-temperatures", metavar="T1,T2,...",
+                   help="one temperature per candidate of a round, in turn, e.g. 0.2,0.6,1.0")
+    add_role_arguments(p)
 
 
 def llm_cli(args: argparse.Namespace) -> dict:
-    keys = ("model", "base_url", "api_key", "planner_model", "coder_model", "critic_model", "config")
-    return {k: getattr(args, k, None) for k in keys if getattr(args, k, None) is not None}
+    keys = ["model", "base_url", "api_key", "timeout_s", "temperature", "max_tokens", "reasoning_effort", "extra_body",
+            "config", "coder_temperatures"]
+    keys += [f"{role}_{k}" for role in ROLE_NAMES for k in _PER_ROLE]
+    out = {k: getattr(args, k, None) for k in keys if getattr(args, k, None) is not None}
+    for role in ROLE_NAMES:   # --coder manual -> coder_provider
+        if getattr(args, role, None):
+            out[f"{role}_provider"] = getattr(args, role)
+    return out
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -88,7 +148,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     b.add_argument("--plateau-rounds", type=int, default=3, help="stop after this many rounds without progress (default 3)")
     b.add_argument("--plateau-threshold", type=parse_threshold, default=0.02,
                    help="what counts as progress: best latency better by more than this (default 2%%)")
-    b.add_argument("--max-repairs", type=int, default=2, help="repair attempts per round when nothing passes (default 2)")
+    b.add_argument("--max-repairs", type=int, default=2,
+                   help="repair attempts per round for failed candidates: all of them when nothing passed, else "
+                        "those whose features are new to the run (default 2)")
+    b.add_argument("--compile-fixes", type=int, default=2,
+                   help="build errors sent back to the coder, in its conversation, before a candidate is "
+                        "evaluated (default 2)")
     b.add_argument("--reserve", type=parse_duration, default=120.0,
                    help="time kept back from the budget for the final validation (default 120s)")
     b.add_argument("--max-no-code", type=int, default=8,
@@ -131,7 +196,14 @@ def print_outcome(out, stream=None) -> None:
     stream = stream or sys.stdout
     if out.table:
         print(out.table, file=stream)
-    if out.finished:
+    if out.waiting:
+        print(f"waiting for {len(out.waiting)} answer{'s' if len(out.waiting) != 1 else ''} (a role is played "
+              "manually):", file=stream)
+        for w in out.waiting:
+            print(f"  {w['name']}: the prompt is {w['prompt']}\n    write the answer to {w['answer']}", file=stream)
+        print(f"or `cuda-llm answer {out.run_id} NAME FILE`; then continue with `cuda-llm resume {out.run_id}`",
+              file=stream)
+    elif out.finished:
         reason = out.stop_reason or "done"
         print(f"stop reason: {reason}" + (f" ({out.stop_text})" if out.stop_text else ""), file=stream)
         print(f"best kernel: {out.root / 'best.cu'}", file=stream)
@@ -150,12 +222,15 @@ def print_outcome(out, stream=None) -> None:
 
 
 EXIT_FINISHED, EXIT_USAGE, EXIT_STOPPED, EXIT_INTERRUPTED = 0, 2, 3, 130
+EXIT_WAITING = 4   # a manual role has prompts to answer: not an error, not finished
 
 
 def exit_code(out) -> int:
     """0 finished; 3 stopped by an error or a halt (resumable); 130 interrupted (resumable)."""
     if out.finished:
         return EXIT_FINISHED
+    if out.waiting:
+        return EXIT_WAITING
     return EXIT_STOPPED if (out.error or out.halt) else EXIT_INTERRUPTED
 
 
@@ -178,7 +253,8 @@ def run(args: argparse.Namespace) -> int:
         limits = Limits(max_rounds=args.rounds, n_candidates=args.candidates, time_budget_s=args.time_budget,
                         token_budget=args.token_budget, plateau_rounds=args.plateau_rounds,
                         plateau_threshold=args.plateau_threshold, reserve_s=args.reserve, max_repairs=args.max_repairs,
-                        max_no_code=args.max_no_code, max_endpoint_errors=args.max_endpoint_errors)
+                        max_no_code=args.max_no_code, max_endpoint_errors=args.max_endpoint_errors,
+                        compile_fix_turns=args.compile_fixes)
     except ValidationError as exc:
         bad = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
         return _err(f"bad budget: {bad} (see `cuda-llm optimize --help`)")

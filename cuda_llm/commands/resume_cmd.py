@@ -9,10 +9,14 @@ from pathlib import Path
 HELP = "continue a stopped or killed optimize run from its last checkpoint"
 DESCRIPTION = """Continue RUN_ID (an id in --runs-dir, a unique prefix of one, "latest", or a run folder).
 
-The run keeps its task, budgets and models (from its config.json); API keys come from the environment
-(OPENAI_API_KEY) or --api-key. LLM answers and measurements already made are read back from the run
-directory, not asked or measured again. Time spent while the run was stopped does not count against its
-wall-clock budget.
+The run keeps its task, budgets and each role's settings (provider, model, endpoint, temperature, token
+budget, from its config.json); API keys come from the environment (OPENAI_API_KEY) or --api-key. LLM
+answers and measurements already made are read back from the run directory, not asked or measured again.
+Time spent while the run was stopped does not count against its wall-clock budget.
+
+A run waiting for answers (a role played manually) goes on once the answer files exist
+(answers/<name>.md, or `cuda-llm answer RUN NAME FILE`). --planner/--coder/--critic change who plays a
+role from now on (e.g. --coder manual to write the next kernels yourself), --ROLE-model its model.
 
 A finished run continues with more budget: --rounds +5 (five rounds more than it ran), --time-budget +2h
 (two more hours of wall-clock time), --token-budget +1M (a million more tokens); without the '+' the value
@@ -28,6 +32,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     b.add_argument("--rounds", type=_relative(int_arg), metavar="[+]N", help="e.g. +5")
     b.add_argument("--time-budget", type=_relative("duration"), metavar="[+]DURATION", help="wall-clock, e.g. +2h")
     b.add_argument("--token-budget", type=_relative("tokens"), metavar="[+]TOKENS", help="e.g. +1M")
+    from cuda_llm.commands.optimize_cmd import add_role_arguments
+
+    add_role_arguments(p)
+    for role in ("planner", "coder", "critic"):
+        p.add_argument(f"--{role}-model", help=f"from now on, the {role}'s model (with --{role} llm)")
 
 
 def int_arg(text: str) -> int:
@@ -52,6 +61,17 @@ def _relative(kind):
     return parse
 
 
+def overrides(args: argparse.Namespace) -> dict[str, dict]:
+    """role -> the settings the user changes on resume."""
+    out: dict[str, dict] = {}
+    for role in ("planner", "coder", "critic"):
+        o = {"provider": getattr(args, role, None), "model": getattr(args, f"{role}_model", None)}
+        o = {k: v for k, v in o.items() if v is not None}
+        if o:
+            out[role] = o
+    return out
+
+
 def run(args: argparse.Namespace) -> int:
     from cuda_llm.agents.errors import LLMConfigError
     from cuda_llm.commands.optimize_cmd import exit_code, print_outcome
@@ -65,8 +85,9 @@ def run(args: argparse.Namespace) -> int:
     except (RunNotFoundError, FileNotFoundError, ValueError) as exc:
         print(f"cuda-llm resume: {exc}", file=sys.stderr)
         return 2
+    changes = overrides(args)
     try:
-        settings = settings_from_config(config.get("llm") or {}, api_key=args.api_key)
+        settings = settings_from_config(config.get("llm") or {}, api_key=args.api_key, overrides=changes)
     except LLMConfigError as exc:
         print(f"cuda-llm resume: {exc}", file=sys.stderr)
         return 2
@@ -77,6 +98,8 @@ def run(args: argparse.Namespace) -> int:
     if not preflight_ok("resume", settings, runs_dir=args.runs_dir, arch=opts.get("arch"),
                         profile=bool(opts.get("profile", True))):
         return 2
+    if changes:   # later resumes keep who plays each role now
+        rundir.save_config({**config, "llm": settings.redacted()})
 
     from cuda_llm.graph.run import Extension
 

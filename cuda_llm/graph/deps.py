@@ -37,6 +37,7 @@ class Deps:
         """One more coder answer: with code it resets the streak, without it adds to it (parallel coders)."""
         with self._streak_lock:
             self.no_code_streak = 0 if has_code else self.no_code_streak + 1
+    settings: Any = None              # LLMSettings (prompt budgets, the coder's temperatures); None: defaults
 
     @property
     def task(self) -> Any:
@@ -49,6 +50,12 @@ class Deps:
     @property
     def device(self) -> Any:
         return self.evaluator.device
+
+    def prompt_budget(self, role: str) -> int:
+        """The role's prompt size budget in characters (settings, else the role's default)."""
+        from cuda_llm.agents.settings import DEFAULT_PROMPT_BUDGET
+
+        return self.settings.prompt_budget(role) if self.settings is not None else DEFAULT_PROMPT_BUDGET[role]
 
     def elapsed(self) -> float:
         return round(self.elapsed_at_start + (time.monotonic() - self.started), 3)

@@ -1,16 +1,24 @@
-"""How the graph measures candidates: an Evaluator protocol, the real GPU one, and a run-directory cache.
+"""How the graph measures and builds candidates: the Evaluator seam, the real GPU one, and a run-directory cache.
 
-The graph never talks to the GPU tools directly; it calls an Evaluator. ``GpuEvaluator`` is the real one
-(nvcc, the GPU worker, Nsight Compute); tests substitute their own double. ``CachedEvaluator`` wraps either
-and stores every result in the run directory by source hash, so a resumed run never measures a source
-twice (and a candidate that repeats an earlier source costs nothing).
+The graph never talks to the tools directly; it calls an Evaluator: to measure (``evaluate``,
+``baseline``, ``profile``, ``final_check``), to build a source for the coder's compile-fix turns
+(``build``), to turn a profile into a roofline point and a diagnosis (``analyze``) and to say how
+candidates are built (``toolchain``). ``GpuEvaluator`` is the real one (nvcc, the GPU worker, Nsight
+Compute); its ``build``, ``analyze`` and ``toolchain`` come from ``ToolsMixin``, which a test double can
+use too. ``CachedEvaluator`` wraps either and stores every measurement in the run directory by source
+hash, so a resumed run never measures a source twice (and a candidate that repeats an earlier source
+costs nothing).
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
+import re
+import subprocess
+import tempfile
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,9 +35,17 @@ def content_hash(source: str, *parts: str) -> str:
     return h.hexdigest()[:16]
 
 
+@dataclass
+class Analysis:
+    """What a profile means: the roofline point (None without measured peaks) and the rule-based diagnosis."""
+
+    roofline: Any
+    diagnosis: Any
+
+
 @runtime_checkable
 class Evaluator(Protocol):
-    """What the graph needs measured. Implementations never raise for a bad kernel: they return a result."""
+    """What the graph needs measured and built. Implementations never raise for a bad kernel: they return a result."""
 
     arch: str
     device: DeviceInfo | None
@@ -46,8 +62,86 @@ class Evaluator(Protocol):
     def final_check(self, loaded: Any, source: str, candidate_id: str, work_dir: Path) -> tuple[EvalResult, EvalResult]:
         """(candidate, naive baseline) validated on fresh inputs and timed back to back in one go."""
 
+    def build(self, loaded: Any, source: str, candidate_id: str) -> EvalResult:
+        """Static check and compile only (no device): status static_error, compile_error, or ok (it builds)."""
 
-class GpuEvaluator:
+    def analyze(self, loaded: Any, result: EvalResult, profile: Any) -> Analysis:
+        """The roofline point of a timed result and the rule-based diagnosis of its profile (None: no profile)."""
+
+    def toolchain(self) -> dict[str, str]:
+        """How candidates are built: cuda_version, ptx_isa, command (the nvcc line) and rules (text)."""
+
+
+_PTX_VERSION = re.compile(r"^\s*\.version\s+(\d+\.\d+)", re.M)
+
+
+@functools.lru_cache(maxsize=8)
+def ptx_isa_version(nvcc: str, arch: str) -> str:
+    """The PTX ISA version this nvcc emits for ``arch`` (from the ``.version`` line of a tiny kernel)."""
+    with tempfile.TemporaryDirectory(prefix="cuda-llm-ptx-") as tmp:
+        src = Path(tmp) / "probe.cu"
+        src.write_text("__global__ void probe() {}\n")
+        try:
+            proc = subprocess.run([nvcc, f"-arch={arch}", "-ptx", str(src), "-o", str(Path(tmp) / "probe.ptx")],
+                                  capture_output=True, text=True, timeout=120)
+            text = (Path(tmp) / "probe.ptx").read_text() if proc.returncode == 0 else ""
+        except (OSError, subprocess.SubprocessError):
+            text = ""
+    m = _PTX_VERSION.search(text)
+    return m.group(1) if m else ""
+
+
+class ToolsMixin:
+    """``build``, ``analyze`` and ``toolchain`` from cuda_llm.tools, for an evaluator with ``arch`` and ``device``."""
+
+    arch: str
+    device: DeviceInfo | None
+
+    def build(self, loaded: Any, source: str, candidate_id: str) -> EvalResult:
+        from cuda_llm.results import Status
+        from cuda_llm.tools.compile import compile_source, source_hash
+        from cuda_llm.tools.static_check import check_source
+
+        res = EvalResult(task=loaded.task.name, candidate=candidate_id, source_hash=source_hash(source), status=Status.ok)
+        issues = check_source(source, loaded.task)
+        if issues:
+            return res.model_copy(update={"status": Status.static_error, "static_issues": issues})
+        comp = compile_source(source, arch=self.arch)
+        return res.model_copy(update={"compile": comp, "status": Status.ok if comp.ok else Status.compile_error})
+
+    def analyze(self, loaded: Any, result: EvalResult, profile: Any) -> Analysis:
+        from cuda_llm.tools.diagnosis import diagnose
+        from cuda_llm.tools.roofline import roofline_point
+
+        roof = None
+        if self.device is not None and result.timing is not None and result.timing.median_ms > 0:
+            try:
+                roof = roofline_point(loaded.task, result.timing.sizes, result.timing.median_ms, self.device)
+            except Exception:  # noqa: BLE001 - a formula the roofline cannot evaluate: judged without it
+                roof = None
+        return Analysis(roofline=roof, diagnosis=diagnose(profile, roof, result.compile))
+
+    def toolchain(self) -> dict[str, str]:
+        from cuda_llm.tools import compile as comp
+
+        out = {"cuda_version": "", "ptx_isa": "", "command": "", "rules": ""}
+        try:
+            nvcc = comp.nvcc_path()
+            out["cuda_version"] = comp.nvcc_version(nvcc)
+            out["ptx_isa"] = ptx_isa_version(nvcc, self.arch)
+            out["command"] = " ".join(comp.build_command(Path("candidate.cu"), Path("candidate.so"), self.arch))
+        except Exception:  # noqa: BLE001 - no nvcc: the prompt says the toolchain is unknown
+            return out
+        rules = getattr(comp, "build_rules", None)   # the compile tool's own text (what needs sm_90a, guards, links)
+        if callable(rules):
+            try:
+                out["rules"] = str(rules(self.arch))
+            except Exception:  # noqa: BLE001
+                pass
+        return out
+
+
+class GpuEvaluator(ToolsMixin):
     """The real evaluator: cuda_llm.tools.evaluate (compile, GPU worker) and tools.ncu for profiles."""
 
     def __init__(self, *, arch: str | None = None, time_budget_s: float = 10.0, final_seed: int = 20_251_123,
@@ -122,14 +216,18 @@ class Cached:
     fresh: bool
 
 
-class CachedEvaluator:
-    """An Evaluator whose answers are kept in ``<run>/cache/`` by (kind, source hash)."""
+class CachedEvaluator(ToolsMixin):
+    """An Evaluator whose answers are kept in ``<run>/cache/`` by (kind, source hash). ``build``, ``analyze``
+    and ``toolchain`` are the inner evaluator's, or the tools' own (ToolsMixin) for an evaluator written
+    before they were part of the seam."""
 
     def __init__(self, inner: Evaluator, cache_dir: Path):
         self.inner = inner
         self.cache_dir = Path(cache_dir)
         self.arch = getattr(inner, "arch", "sm_90")
         self.device = getattr(inner, "device", None)
+        self._lock = threading.Lock()
+        self._toolchain: dict[str, str] | None = None
 
     def _path(self, kind: str, key: str) -> Path:
         return self.cache_dir / kind / f"{key}.json"
@@ -188,6 +286,22 @@ class CachedEvaluator:
             prof = ProfileResult(available=False, reason="profiling is not available with this evaluator")
         _atomic_write(self._path("profile", key), prof.model_dump_json())
         return Cached(prof, True)
+
+    def build(self, loaded: Any, source: str, candidate_id: str) -> EvalResult:
+        """Not cached here: the compile tool keeps every build on disk by source and flags already."""
+        own = getattr(self.inner, "build", None)
+        return own(loaded, source, candidate_id) if callable(own) else super().build(loaded, source, candidate_id)
+
+    def analyze(self, loaded: Any, result: EvalResult, profile: Any) -> Analysis:
+        own = getattr(self.inner, "analyze", None)
+        return own(loaded, result, profile) if callable(own) else super().analyze(loaded, result, profile)
+
+    def toolchain(self) -> dict[str, str]:
+        with self._lock:
+            if self._toolchain is None:
+                own = getattr(self.inner, "toolchain", None)
+                self._toolchain = dict(own() if callable(own) else super().toolchain())
+            return dict(self._toolchain)
 
     def final_check(self, loaded: Any, source: str, candidate_id: str, work_dir: Path) -> Cached:
         key = content_hash(source)

@@ -13,23 +13,18 @@ from typing import Any, Callable
 
 from langgraph.types import Send
 
-from cuda_llm.agents.context import BestKernel, FeatureBrief, HistoryItem, TaskBrief, make_diff
 from cuda_llm.agents.errors import LLMAnswerError
 from cuda_llm.agents.usage import total_tokens
-from cuda_llm.graph import stop_rules
+from cuda_llm.graph import coding, evidence, planning, review, stop_rules
 from cuda_llm.graph.deps import Deps
 from cuda_llm.graph.selection import decide, interval
-from cuda_llm.graph.stages import PASSED, StageContext, ToolStage, load_profile
-from cuda_llm.graph.state import (
-    MAX_HISTORY, BestSummary, Candidate, GraphState, Limits, RESET, candidate_id, round_cands, short,
-)
+from cuda_llm.graph.stages import PASSED, StageContext, ToolStage
+from cuda_llm.graph.state import BestSummary, Candidate, GraphState, Limits, RESET, round_cands, short
 from cuda_llm.results import EvalResult, Status
 from cuda_llm.runs.llm_cache import call_label
 from cuda_llm.tools import failure_text
 
-REPAIRABLE = {Status.compile_error.value, Status.wrong_answer.value, Status.runtime_error.value,
-              Status.static_error.value, Status.timeout.value}
-TOP_FEATURES_OFFERED = 10
+REPAIRABLE = coding.REPAIRABLE
 
 
 def _usage(u: Any) -> dict[str, int]:
@@ -47,72 +42,12 @@ def _budget(lim: Limits) -> stop_rules.Budget:
                              plateau_rounds=lim.plateau_rounds, reserve_s=lim.reserve_s)
 
 
-def _brief(deps: Deps) -> TaskBrief:
-    return TaskBrief.from_task(deps.task)
-
-
-def _best_kernel(deps: Deps, state: GraphState, *, with_profile: bool = True) -> BestKernel:
-    """The kernel to improve on, as the prompts show it (source read back by hash)."""
-    best = BestSummary(**state.get("best", {}))
-    base_ms = (state.get("baseline") or {}).get("ms")
-    source = deps.source(best.hash) if best.hash else ""
-    resources: list[Any] = []
-    try:
-        res = deps.rundir.read_result(best.id) if best.id != "baseline" else None
-        if res is not None and res.compile is not None:
-            resources = list(res.compile.kernels)
-    except Exception:  # noqa: BLE001
-        pass
-    diagnosis = ""
-    prof = load_profile(deps.rundir, best.id) if with_profile else None
-    if prof:
-        d = prof.get("diagnosis") or {}
-        diagnosis = f"{d.get('bottleneck', '')}: {d.get('summary', '')}"
-    return BestKernel(candidate=best.id, source=source, median_ms=best.ms,
-                      speedup=(base_ms / best.ms) if (base_ms and best.ms) else None,
-                      resources=resources, profile=best.profile, diagnosis=diagnosis, features=best.features)
-
-
-def _history(deps: Deps, state: GraphState) -> list[HistoryItem]:
-    """The latest attempts, read from the per-round summaries on disk (kept out of the checkpoint)."""
-    items: list[HistoryItem] = []
-    for r in range(int(state.get("round", 0)), 0, -1):
-        p = Path(deps.rundir.root) / "rounds" / f"r{r}" / "history.json"
-        if p.is_file():
-            items = [HistoryItem(**h) for h in json.loads(p.read_text())] + items
-        if len(items) >= MAX_HISTORY:
-            break
-    return items[-MAX_HISTORY:]
-
-
 def _result(deps: Deps, c: Candidate) -> EvalResult | None:
     """A candidate's stored result (the run directory's copy, else the evaluation cache by source hash)."""
     res = deps.rundir.read_result(c.id)
     if res is None and c.hash:
         res = deps.evaluator.stored("eval", c.hash)
     return res
-
-
-def _feature_briefs(deps: Deps, ids: list[str]) -> list[FeatureBrief]:
-    idx = {f.id: f for f in deps.catalogue}
-    return [FeatureBrief.from_feature(idx[i]) for i in ids if i in idx]
-
-
-def _context_path(deps: Deps, round_: int) -> str:
-    return f"rounds/r{round_}/coder_context.json"
-
-
-def _write_coder_context(deps: Deps, state: GraphState, round_: int) -> None:
-    """What every coder of the round is shown besides its own job: on disk, not in the Send payloads."""
-    data = {"best": _best_kernel(deps, state).model_dump(mode="json"),
-            "history": [h.model_dump(mode="json") for h in _history(deps, state)]}
-    deps.rundir.write_text(_context_path(deps, round_), json.dumps(data))
-
-
-def _read_coder_context(deps: Deps, round_: int) -> tuple[BestKernel | None, list[HistoryItem]]:
-    p = Path(deps.rundir.root) / _context_path(deps, round_)
-    data = json.loads(p.read_text())
-    return BestKernel(**data["best"]), [HistoryItem(**h) for h in data["history"]]
 
 
 # ---------------------------------------------------------------- setup
@@ -142,9 +77,10 @@ def make_setup(deps: Deps) -> Callable[[GraphState], dict]:
                 base["library_ms"] = lib
             if state.get("seed"):
                 best = _seed(deps) or best
+            reviewed = review.review_baseline(deps, res, naive)   # round 1 starts with a diagnosis and a critique
             return {"baseline": base, "best": best.model_dump(), "round": 0, "plateau_ref_ms": best.ms,
-                    "plateau_count": 0, "critique": {}, "evaluations": 0, "stop_reason": None,
-                    "elapsed_s": deps.elapsed(), "last_round_s": 0.0}
+                    "plateau_count": 0, "critique": reviewed.get("critique", {}), "tokens": reviewed.get("tokens", {}),
+                    "evaluations": 0, "stop_reason": None, "elapsed_s": deps.elapsed(), "last_round_s": 0.0}
     return setup
 
 
@@ -211,65 +147,52 @@ def check_no_code(deps: Deps, lim: Limits) -> None:
 
 # ---------------------------------------------------------------- plan
 def make_plan(deps: Deps) -> Callable[[GraphState], dict]:
-    from cuda_llm.agents.planner import CandidatePlan, OfferedFeature, PlannerContext, plan_round
+    from cuda_llm.agents.planner import CandidatePlan, PlannerContext, plan_round
 
     def plan(state: GraphState) -> dict:
         lim = _limits(state)
         round_ = int(state.get("round", 0)) + 1
         check_no_code(deps, lim)
         with deps.tracer.node("plan", round=round_), call_label(f"r{round_}"):
-            ranked = _rank(deps, round_)
-            offered = [OfferedFeature.from_ranked(r) for r in ranked]
-            crit = state.get("critique") or {}
-            crit_text = crit.get("summary", "")
-            if crit.get("next_features"):
-                crit_text += "\nSuggested next features: " + ", ".join(crit["next_features"])
-            ctx = PlannerContext(task=_brief(deps), device=deps.device, n_candidates=lim.n_candidates, round_index=round_,
-                                 offered=offered, best=_best_kernel(deps, state), critique=crit_text,
-                                 history=_history(deps, state))
-            tokens: dict[str, dict] = {}
-            try:
-                plan_, answer = plan_round(deps.models["planner"], ctx)
-                tokens["planner"] = _usage(answer.usage)
-                cands = plan_.candidates
-                source = "planner"
-                if plan_.adjustments:
-                    deps.event("decision", kind="plan_adjusted", round=round_, adjustments=plan_.adjustments[:6])
-            except LLMAnswerError as exc:
-                tokens["planner"] = _usage(exc.usage)
-                from cuda_llm.feature_db.bandit import assign_features
-
-                sets = assign_features(ranked, lim.n_candidates, lim.features_per_candidate, seed=round_)
-                cands = [CandidatePlan(features=s, idea="") for s in sets]
-                source = "bandit (planner answer unusable)"
-                deps.event("warning", where="planner", error=short(str(exc), 300))
             best = BestSummary(**state.get("best", {}))
-            jobs = []
-            for slot, cp in enumerate(cands):
-                jobs.append({"cid": candidate_id(round_, slot), "round": round_, "slot": slot, "attempt": 0,
-                             "features": list(cp.features), "idea": short(cp.idea, 240), "parent": best.id,
-                             "parent_ms": best.ms})
+            history = evidence.history(deps, round_)
+            tokens: dict[str, dict] = {}
+            rationale = ""
+            model = deps.models.get("planner")
+            if model is None:
+                cands, source = _bandit(deps, round_, lim, best.id), "bandit (rules planner)"
+            else:
+                offered = planning.offer(deps, round_, best.id)
+                ctx = PlannerContext(task=evidence.task_brief(deps), device=deps.device, n_candidates=lim.n_candidates,
+                                     round_index=round_, offered=offered,
+                                     best=evidence.parent_kernel(deps, best.id, features=best.features, median_ms=best.ms),
+                                     critique=evidence.load_critique(deps, best.id), history=history,
+                                     budget_chars=deps.prompt_budget("planner"))
+                try:
+                    plan_, answer = plan_round(model, ctx)
+                    tokens["planner"] = _usage(answer.usage)
+                    cands, source, rationale = plan_.candidates, "planner", plan_.rationale
+                    if plan_.adjustments:
+                        deps.event("decision", kind="plan_adjusted", round=round_, adjustments=plan_.adjustments[:6])
+                except LLMAnswerError as exc:
+                    tokens["planner"] = _usage(exc.usage)
+                    cands, source = _bandit(deps, round_, lim, best.id), "bandit (planner answer unusable)"
+                    deps.event("warning", where="planner", error=short(str(exc), 300))
+            jobs = planning.jobs_for(deps, round_, cands, {"id": best.id, "ms": best.ms}, by=source, rationale=rationale)
+            for j in jobs:
+                j.update(parent_features=list(best.features), fix_turns=lim.compile_fix_turns)
             deps.event("decision", kind="features", round=round_, by=source,
                        candidates={j["cid"]: j["features"] for j in jobs})
-            _write_coder_context(deps, state, round_)
+            coding.write_context(deps, round_, 0, history)
             deps.progress_call("round_start", round_, [j["features"] for j in jobs])
             return {"round": round_, "jobs": jobs, "cands": {RESET: True}, "repair_attempt": 0, "round_done": False,
                     "round_started_s": deps.elapsed(), "elapsed_s": deps.elapsed(), "tokens": tokens}
+
+    def _bandit(deps: Deps, round_: int, lim: Limits, parent_id: str) -> list[Any]:
+        sets = planning.bandit_plan(deps, round_, lim.n_candidates, lim.features_per_candidate, parent_id)
+        return [CandidatePlan(features=s, idea="") for s in sets]
+
     return plan
-
-
-def _rank(deps: Deps, round_: int) -> list[Any]:
-    from cuda_llm.feature_db.bandit import rank_features, task_filters
-
-    stats = deps.stats if deps.stats is not None else []
-    # family, bound, tolerance and input dtypes decide what applies (no reduced precision on a 1e-4 task)
-    filters = task_filters(deps.task)
-    try:
-        return rank_features(deps.catalogue, stats, arch=deps.arch, task_tags=list(deps.task.tags), seed=round_,
-                             top=TOP_FEATURES_OFFERED, **filters)
-    except Exception as exc:  # noqa: BLE001 - a broken statistics file must not stop the run
-        deps.event("warning", where="rank_features", error=short(str(exc), 300))
-        return rank_features(deps.catalogue, [], arch=deps.arch, seed=round_, top=TOP_FEATURES_OFFERED, **filters)
 
 
 def route_jobs(state: GraphState) -> list[Send]:
@@ -279,47 +202,36 @@ def route_jobs(state: GraphState) -> list[Send]:
 
 # ---------------------------------------------------------------- code (one candidate)
 def make_code(deps: Deps) -> Callable[[dict], dict]:
-    from cuda_llm.agents.coder import CoderContext, RepairInfo, write_kernel
+    from cuda_llm.agents.coder import write_kernel
 
     def code(job: dict) -> dict:
         cid = job["cid"]
         with deps.tracer.node("code", candidate=cid, round=job["round"], attempt=job.get("attempt", 0)), call_label(cid):
-            best, history = _read_coder_context(deps, job["round"])
-            repair = None
-            if job.get("repair_of"):
-                repair = RepairInfo(failed_source=deps.source(job["failed_hash"]), errors=job.get("errors", ""))
-            ctx = CoderContext(task=_brief(deps), device=deps.device, candidate=cid,
-                               features=_feature_briefs(deps, job["features"]), idea=job.get("idea", ""),
-                               best=best, history=history, repair=repair)
+            ctx = coding.coder_context(deps, job)
             cand = Candidate(id=cid, round=job["round"], slot=job["slot"], attempt=job.get("attempt", 0),
                              parent=job.get("parent", "baseline"), parent_ms=job.get("parent_ms"),
                              features=job["features"], repair_of=job.get("repair_of"))
+            turns = int(job.get("fix_turns", 0))
+            check = coding.build_check(deps, cid) if deps.precompile else None
             try:
-                answer = write_kernel(deps.models["coder"], ctx)
+                answer = write_kernel(deps.models["coder"], ctx, fix_turns=turns, check=check,
+                                      call_kwargs=coding.call_kwargs(deps, job["slot"]))
             except LLMAnswerError as exc:
-                deps.event("candidate", candidate=cid, status="no_code", note=short(str(exc), 300))
+                deps.event("candidate", candidate=cid, status="no_code", note=coding.coder_note(exc))
                 deps.count_code(False)
                 cand = cand.model_copy(update={"status": "no_code", "note": short(str(exc))})
                 return {"cands": {cid: cand.model_dump(exclude_defaults=True)}, "tokens": {"coder": _usage(exc.usage)}}
             deps.count_code(True)
             h = deps.put_source(answer.source)
             path = deps.rundir.write_candidate(cid, answer.source)
-            compiled = _precompile(deps, answer.source) if deps.precompile else None
+            if check is not None and turns == 0:   # no fix turns: still build here, in parallel with the others
+                deps.evaluator.build(deps.loaded, answer.source, cid)
             deps.event("candidate", candidate=cid, source_hash=h, path=str(path), features=job["features"],
-                       parent=cand.parent, repair_of=cand.repair_of, coder_attempts=answer.attempts, compiled=compiled)
+                       parent=cand.parent, repair_of=cand.repair_of, coder_attempts=answer.attempts,
+                       fix_turns=answer.fix_turns, builds=answer.build_errors is None)
             cand = cand.model_copy(update={"hash": h})
             return {"cands": {cid: cand.model_dump(exclude_defaults=True)}, "tokens": {"coder": _usage(answer.usage)}}
     return code
-
-
-def _precompile(deps: Deps, source: str) -> bool | None:
-    """Compile on this (coder) thread so compiles run in parallel; evaluation then hits the compile cache."""
-    try:
-        from cuda_llm.tools.compile import compile_source
-
-        return compile_source(source, arch=deps.arch).ok
-    except Exception:  # noqa: BLE001 - evaluation compiles (and reports) again anyway
-        return None
 
 
 # ---------------------------------------------------------------- tool stages
@@ -377,8 +289,6 @@ def make_select(deps: Deps) -> Callable[[GraphState], dict]:
 
 # ---------------------------------------------------------------- critique
 def make_critique(deps: Deps) -> Callable[[GraphState], dict]:
-    from cuda_llm.agents.critic import CriticContext, DiagnosisBrief, critique, critique_from_diagnosis
-
     def critique_node(state: GraphState) -> dict:
         lim = _limits(state)
         round_ = int(state.get("round", 0))
@@ -386,29 +296,27 @@ def make_critique(deps: Deps) -> Callable[[GraphState], dict]:
         update: dict[str, Any] = {}
         with deps.tracer.node("critique", round=round_):
             passing = [c for c in cands if c.status == Status.ok.value and c.ms is not None]
-            if passing:
+            reviewed = (state.get("critique") or {}).get("candidate")
+            if passing and min(passing, key=lambda x: x.ms).id != reviewed:   # a repair pass: not reviewed twice
                 c = min(passing, key=lambda x: x.ms)
-                crit, used_fallback, usage = _critique_one(deps, state, c, CriticContext, DiagnosisBrief, critique,
-                                                           critique_from_diagnosis)
+                brief, usage = review.review(deps, c, round_, cands)
                 update["tokens"] = {"critic": _usage(usage)}
-                update["critique"] = {"candidate": c.id, "bottleneck": crit.bottleneck,
-                                      "summary": short(crit.summary, 240), "next_features": crit.next_features[:6]}
-                deps.event("decision", kind="critique", round=round_, candidate=c.id, bottleneck=crit.bottleneck,
-                           next_features=crit.next_features, rule_based=used_fallback, summary=short(crit.summary, 300))
-            # the round ends unless nothing passed and a repair is still allowed
-            passed_any = any(c.status in PASSED for c in cands)
-            latest = max((c.attempt for c in cands), default=0)
-            repairable = [c for c in cands if c.attempt == latest and c.status in REPAIRABLE and c.hash]
+                update["critique"] = review.state_critique(brief)
+            # the round ends unless a failed candidate is to be repaired (see coding.repair_targets)
             attempt = int(state.get("repair_attempt", 0))
+            targets = coding.repair_targets(cands, evidence.passed_feature_sets(deps, round_, cands), attempt,
+                                            lim.max_repairs, lim.n_candidates)
             tokens_now = total_tokens(state.get("tokens")) + sum(update.get("tokens", {}).get("critic", {}).get(k, 0)
                                                                   for k in ("input", "output"))
             elapsed = deps.elapsed()
             budget = _budget(lim)
-            if not passed_any and repairable and attempt < lim.max_repairs:
+            if targets:
                 reason = stop_rules.hard_stop(elapsed_s=elapsed, tokens=tokens_now, budget=budget)
                 if reason is None:
+                    passed_any = any(c.status in PASSED for c in cands)
                     deps.event("decision", kind="repair", round=round_, attempt=attempt + 1,
-                               candidates=[c.id for c in repairable])
+                               candidates=[c.id for c in targets],
+                               why="feature sets new to the run" if passed_any else "no candidate of the round passed")
                     update.update(round_done=False, elapsed_s=elapsed)
                     return update
                 update.update(_end_round(deps, state, cands, elapsed))
@@ -439,62 +347,16 @@ def make_critique(deps: Deps) -> Callable[[GraphState], dict]:
 def _end_round(deps: Deps, state: GraphState, cands: list[Candidate], elapsed: float) -> dict[str, Any]:
     lim = _limits(state)
     best = BestSummary(**state.get("best", {}))
-    base_ms = (state.get("baseline") or {}).get("ms")
     ref, count = stop_rules.update_plateau(state.get("plateau_ref_ms"), int(state.get("plateau_count", 0)), best.ms,
                                            lim.plateau_threshold)
-    history = [HistoryItem(candidate=c.id, round=c.round, features=c.features, status=c.status or "not_run",
-                           median_ms=c.ms, speedup=(base_ms / c.ms) if base_ms and c.ms else None,
-                           note=short(c.note, 160)).model_dump(mode="json", exclude_defaults=True) for c in cands]
+    base_ms = (state.get("baseline") or {}).get("ms")
+    history = [evidence.history_item(c, base_ms).model_dump(mode="json", exclude_defaults=True) for c in cands]
     deps.rundir.write_text(f"rounds/r{state.get('round', 0)}/history.json", json.dumps(history, indent=1))
     deps.rundir.write_text(f"rounds/r{state.get('round', 0)}/candidates.json",
                            json.dumps([c.model_dump(mode="json") for c in cands], indent=1))
+    coding.record_final_failures(deps, cands)   # a failure counts against its features only after its repairs
     return {"plateau_ref_ms": ref, "plateau_count": count, "round_done": True,
             "last_round_s": round(elapsed - float(state.get("round_started_s", elapsed)), 3)}
-
-
-def _critique_one(deps: Deps, state: GraphState, c: Candidate, CriticContext: Any, DiagnosisBrief: Any,
-                  critique: Any, critique_from_diagnosis: Any) -> tuple[Any, bool, Any]:
-    from cuda_llm.feature_db.catalogue import supports
-
-    res = _result(deps, c)
-    prof = load_profile(deps.rundir, c.id) or {}
-    diag = DiagnosisBrief(**{k: v for k, v in (prof.get("diagnosis") or {}).items()
-                             if k in ("bottleneck", "evidence", "suggested_features", "summary")})
-    catalogue = [f for f in deps.catalogue if _safe_supports(supports, f, deps.arch)]
-    briefs = [FeatureBrief.from_feature(f) for f in catalogue]
-    base_ms = (state.get("baseline") or {}).get("ms")
-    parent_src = None
-    best = BestSummary(**state.get("best", {}))
-    if best.hash:
-        parent_src = deps.source(best.hash)
-    roof = prof.get("roofline") or {}
-    profile = prof.get("profile") or {}
-    ctx = CriticContext(
-        task=_brief(deps), device=deps.device, candidate=c.id, features=c.features, median_ms=c.ms,
-        speedup=(base_ms / c.ms) if base_ms and c.ms else None, status=c.status or "ok",
-        roofline=_roofline_text(roof), metrics=c.profile if profile.get("available") else "",
-        profile_unavailable_reason=str(profile.get("reason") or ""),
-        resources=list(res.compile.kernels) if res is not None and res.compile else [],
-        compile_warnings=list(res.compile.warnings) if res is not None and res.compile else [],
-        diff=make_diff(parent_src, deps.source(c.hash), parent=best.id, child=c.id),
-        diagnosis=diag, catalogue=briefs)
-    fallback = critique_from_diagnosis(diag, [b.id for b in briefs])
-    with call_label(c.id):
-        return critique(deps.models["critic"], ctx, fallback)
-
-
-def _safe_supports(supports: Any, f: Any, arch: str) -> bool:
-    try:
-        return bool(supports(f, arch))
-    except Exception:  # noqa: BLE001
-        return True
-
-
-def _roofline_text(roof: dict[str, Any]) -> str:
-    if not roof:
-        return ""
-    parts = [f"{k} = {v:.4g}" if isinstance(v, float) else f"{k} = {v}" for k, v in roof.items() if v is not None]
-    return "; ".join(parts[:10])
 
 
 def route_after_critique(state: GraphState) -> str:
@@ -509,31 +371,21 @@ def route_after_critique(state: GraphState) -> str:
 def make_repair(deps: Deps) -> Callable[[GraphState], dict]:
     def repair(state: GraphState) -> dict:
         lim = _limits(state)
-        attempt = int(state.get("repair_attempt", 0)) + 1
+        attempt = int(state.get("repair_attempt", 0))
         round_ = int(state.get("round", 0))
         check_no_code(deps, lim)
-        with deps.tracer.node("repair", round=round_, attempt=attempt):
+        with deps.tracer.node("repair", round=round_, attempt=attempt + 1):
             cands = round_cands(state)
-            latest = max((c.attempt for c in cands), default=0)
-            failed = [c for c in cands if c.attempt == latest and c.status in REPAIRABLE and c.hash][: lim.n_candidates]
-            jobs = []
-            for c in failed:
-                res = _result(deps, c)
-                jobs.append({"cid": candidate_id(round_, c.slot, attempt), "round": round_, "slot": c.slot,
-                             "attempt": attempt, "features": c.features, "idea": "", "parent": c.parent,
-                             "parent_ms": c.parent_ms, "repair_of": c.id, "failed_hash": c.hash,
-                             "errors": repair_errors(res)})
-            deps.event("decision", kind="repair_jobs", round=round_, attempt=attempt,
+            targets = coding.repair_targets(cands, evidence.passed_feature_sets(deps, round_, cands), attempt,
+                                            lim.max_repairs, lim.n_candidates)
+            jobs = coding.repair_jobs(deps, round_, attempt + 1, targets)
+            for j in jobs:
+                j["fix_turns"] = lim.compile_fix_turns
+            coding.write_context(deps, round_, attempt + 1, evidence.history(deps, round_, cands))
+            deps.event("decision", kind="repair_jobs", round=round_, attempt=attempt + 1,
                        candidates={j["cid"]: j["repair_of"] for j in jobs})
-            return {"repair_attempt": attempt, "jobs": jobs, "elapsed_s": deps.elapsed()}
+            return {"repair_attempt": attempt + 1, "jobs": jobs, "elapsed_s": deps.elapsed()}
     return repair
-
-
-def repair_errors(res: EvalResult | None, limit: int = 3000) -> str:
-    """What the coder is told about a failure (the one failure formatter, full detail, held-out redacted)."""
-    if res is None:
-        return "the evaluation result is missing; check the kernel against the contract and rewrite it carefully"
-    return failure_text.describe(res, full=True)[:limit]
 
 
 # ---------------------------------------------------------------- finalize

@@ -161,10 +161,12 @@ def check_disk(paths: dict[str, Path], *, min_free: int = MIN_FREE_BYTES, low_fr
 
 # ------------------------------------------------------------------------------------- endpoint
 def _endpoints(settings: Any) -> list[tuple[list[str], Any]]:
-    """Distinct (base_url, model, key) of the roles, with the roles that use each."""
+    """Distinct (base_url, model, key) of the roles that call an endpoint (not the manual or rules ones),
+    with the roles that use each."""
     seen: dict[tuple, list[str]] = {}
     first: dict[tuple, Any] = {}
-    for role in ("planner", "coder", "critic"):
+    roles = settings.endpoint_roles() if hasattr(settings, "endpoint_roles") else ("planner", "coder", "critic")
+    for role in roles:
         rs = settings.role(role)
         key = (rs.base_url, rs.model, rs.api_key)
         seen.setdefault(key, []).append(role)

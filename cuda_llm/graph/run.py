@@ -1,7 +1,9 @@
 """Starting and resuming runs: the run directory, the SQLite checkpointer, signals, the final report.
 
 A run is one LangGraph thread whose checkpoints live in ``runs/<id>/checkpoint.sqlite`` (saved
-synchronously after every step). ``resume_run`` continues it with ``graph.stream(None, config)``; LLM
+synchronously after every step). A role played by the manual provider interrupts the graph (LangGraph
+``interrupt``) when it is asked something: the run ends "waiting" with the pending prompt files listed in
+``RunOutcome.waiting``. ``resume_run`` continues it with ``graph.stream(None, config)``; LLM
 answers and evaluations are cached in the run directory by prompt and source hash, so even the work of a
 step that was killed half-way (kill -9) is not paid for twice. SIGINT/SIGTERM ask the run to stop at the
 next step boundary; it stays resumable. A second SIGINT stops at once (still resumable from the last
@@ -29,7 +31,6 @@ from cuda_llm.graph.stop_rules import ENDPOINT_ERRORS, NO_DEVICE, RunHalted, end
 
 ModelFactory = Callable[[str], Any]
 RECURSION_LIMIT = 100_000
-ROLES = ("planner", "coder", "critic")
 
 
 class RunBusyError(RuntimeError):
@@ -115,6 +116,7 @@ class RunOutcome(BaseModel):
     error: str | None = None
     halt: str | None = None              # a stop rule that needs a person (stop_rules.HALTS)
     halt_text: str = ""                  # what happened and what to do
+    waiting: list[dict[str, str]] = Field(default_factory=list)   # manual roles: {name, role, prompt, answer}
     best: dict[str, Any] = Field(default_factory=dict)
     final: dict[str, Any] = Field(default_factory=dict)
     baseline: dict[str, Any] = Field(default_factory=dict)
@@ -143,7 +145,7 @@ def start_run(task: Any, settings: Any, options: RunOptions | None = None, *, ev
               model_factory: ModelFactory | None = None, stages: Sequence[ToolStage] | None = None,
               progress: Any = None, handle_signals: bool = True) -> RunOutcome:
     """A new run of ``task`` (a suite name, a folder, or a LoadedTask). ``settings`` (LLMSettings) are
-    needed unless ``model_factory(role)`` gives the chat models."""
+    needed unless ``model_factory(role)`` gives the chat models (None for a role played by rules)."""
     from cuda_llm.runs.rundir import RunDir
 
     options = options or RunOptions()
@@ -185,22 +187,13 @@ def resume_run(run_id: str, runs_dir: Path | str = "runs", *, settings: Any = No
                   stages=stages, progress=progress, handle_signals=handle_signals, extend=extend)
 
 
-def settings_from_config(llm: dict[str, Any], *, api_key: str | None = None) -> Any:
-    """The run's saved models and endpoints, with API keys from the environment (never saved)."""
-    from cuda_llm.agents.settings import load_settings
+def settings_from_config(llm: dict[str, Any], *, api_key: str | None = None,
+                         overrides: dict[str, dict[str, Any]] | None = None) -> Any:
+    """The run's saved settings, each role with its own (provider, model, endpoint, temperature, budgets),
+    with API keys from ``api_key`` or the environment (never saved); ``overrides`` change what was saved."""
+    from cuda_llm.agents.settings import LLMSettings
 
-    cli: dict[str, Any] = {"api_key": api_key} if api_key else {}
-    for role in ROLES:
-        r = llm.get(role) or {}
-        if r.get("model"):
-            cli[f"{role}_model"] = r["model"]
-        if r.get("base_url"):
-            cli[f"{role}_base_url"] = r["base_url"]
-    for k in ("timeout_s", "max_retries", "temperature"):
-        v = (llm.get("coder") or {}).get(k)
-        if v is not None:
-            cli[k] = v
-    return load_settings(cli)
+    return LLMSettings.from_saved(llm, api_key=api_key, overrides=overrides)
 
 
 class _Signals:
@@ -261,14 +254,15 @@ class _EndpointGuard:
 
 def _make_models(rundir: Any, settings: Any, factory: ModelFactory | None, tracer: Any,
                  limits: Limits | None = None) -> dict[str, Any]:
-    if factory is None:
-        from cuda_llm.agents.llm import make_chat_model
+    """role -> the cached chat model that plays it (None: the role is played by rules)."""
+    from cuda_llm.graph.roles import role_models
 
-        factory = lambda role: make_chat_model(settings, role)  # noqa: E731
     cache = Path(rundir.root) / "cache" / "llm"
     guard = _EndpointGuard(tracer, (limits or Limits()).max_endpoint_errors, rundir.run_id)
-    return {role: CachedChatModel(factory(role), role, cache, on_call=guard.ok, on_error=guard.failed, rundir=rundir)
-            for role in ROLES}
+    raw = role_models(settings, rundir, factory)
+    return {role: None if m is None else CachedChatModel(m, role, cache, on_call=guard.ok, on_error=guard.failed,
+                                                         rundir=rundir)
+            for role, m in raw.items()}
 
 
 def _needs_device_now(evaluator: Any) -> bool:
@@ -320,7 +314,7 @@ def _drive_locked(rundir: Any, loaded: Any, settings: Any, options: RunOptions, 
         deps = Deps(loaded=loaded, rundir=rundir, tracer=tracer,
                     evaluator=CachedEvaluator(evaluator, Path(rundir.root) / "cache"),
                     models=_make_models(rundir, settings, model_factory, tracer, options.limits), stats=_stats(options),
-                    catalogue=load_catalogue(), progress=progress)
+                    catalogue=load_catalogue(), progress=progress, settings=settings)
         graph = compile_graph(deps, saver, stages)
         config = {"configurable": {"thread_id": rundir.run_id}, "recursion_limit": RECURSION_LIMIT}
         snap = graph.get_state(config)
@@ -371,20 +365,23 @@ def _drive_locked(rundir: Any, loaded: Any, settings: Any, options: RunOptions, 
         snap = graph.get_state(config)
         values = dict(snap.values)
         finished = bool(values) and not snap.next   # no checkpoint yet (halted before setup): not finished
+        waiting = _waiting(snap)
+        if waiting:
+            tracer.event("waiting", prompts=[w["name"] for w in waiting])
         out = RunOutcome(run_id=rundir.run_id, root=Path(rundir.root), finished=finished,
                          stop_reason=values.get("stop_reason"),
                          stop_text=reason_text(values.get("stop_reason"), Limits(**(values.get("limits") or {}))),
                          interrupted=deps.stop_requested.is_set() and not finished,
                          error=error, halt=halted.reason if halted else None,
                          halt_text=f"{halted.what}. What to do: {halted.advice}" if halted else "",
-                         best=values.get("best") or {}, final=values.get("final") or {},
+                         waiting=waiting, best=values.get("best") or {}, final=values.get("final") or {},
                          baseline=values.get("baseline") or {}, rounds=int(values.get("round") or 0),
                          tokens=values.get("tokens") or {}, elapsed_s=float(values.get("elapsed_s") or 0.0),
                          evaluations=int(values.get("evaluations") or 0))
         if values:   # a stopped run gets its report too: the rounds so far
             out = _report(rundir, values, out)
         tracer.event("run_end", finished=finished, interrupted=out.interrupted, stop_reason=out.stop_reason,
-                     error=error, halt=out.halt, halt_text=out.halt_text, best=out.best.get("id"),
+                     error=error, halt=out.halt, halt_text=out.halt_text, waiting=len(waiting), best=out.best.get("id"),
                      best_ms=out.best.get("ms"))
         deps.progress_call("finish", out)
         return out
@@ -427,6 +424,16 @@ def _extend(graph: Any, config: dict, snap: Any, extend: Extension, rundir: Any,
     cfg = rundir.load_config()
     rundir.save_config({**cfg, "limits": new.model_dump()})
     return graph.get_state(config)
+
+
+def _waiting(snap: Any) -> list[dict[str, str]]:
+    """The prompts the run waits on: the values of the graph's pending interrupts (manual roles)."""
+    out = []
+    for it in getattr(snap, "interrupts", None) or ():
+        v = getattr(it, "value", None)
+        if isinstance(v, dict) and v.get("name"):
+            out.append({k: str(v.get(k, "")) for k in ("name", "role", "prompt", "answer")})
+    return sorted(out, key=lambda w: w["name"])
 
 
 def _report(rundir: Any, values: dict, out: RunOutcome) -> RunOutcome:

@@ -21,7 +21,6 @@ returns a state update, usually ``ctx.patch(cid, ...)`` merged over candidates. 
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
@@ -148,7 +147,8 @@ class EvaluateStage:
             deps.event("evaluation", candidate=c.id, round=c.round, status=res.status.value, cached=not got.fresh,
                        median_ms=fields.get("ms"), interval_ms=[fields.get("lo"), fields.get("hi")],
                        speedup_over_parent=speedup, features=c.features, source_hash=c.hash, note=fields["note"])
-            self._record_stats(deps, c, res, speedup)   # a repeated source teaches too; a replay does not
+            if res.status.passed:   # a failure is recorded at the round's end, once its repairs failed too
+                self._record_stats(deps, c, res, speedup)   # a repeated source teaches too; a replay does not
             update["cands"][c.id] = fields
         update["evaluations"] = n_eval
         return update
@@ -184,21 +184,21 @@ def _credited_features(deps: Deps, c: Candidate, res: EvalResult) -> list[str]:
 
 def _parent_source(deps: Deps, c: Candidate) -> str | None:
     """The parent's source: the naive baseline, or the candidate file kept in the run directory."""
-    try:
-        if not c.parent or c.parent == "baseline":
-            return Path(deps.loaded.task.baseline_path).read_text()
-        path = Path(deps.rundir.root) / "candidates" / f"{c.parent}.cu"
-        return path.read_text() if path.is_file() else None
-    except OSError:
-        return None
+    from cuda_llm.graph.evidence import candidate_source
+
+    return candidate_source(deps, c.parent)
 
 
 class ProfileStage:
-    """Nsight Compute on the round's fastest passing candidate, then the rule-based diagnosis."""
+    """Nsight Compute on the round's fastest passing candidate, then the roofline and the rule-based
+    diagnosis, all through the Evaluator seam."""
 
     name = "profile"
 
     def run(self, ctx: StageContext) -> dict[str, Any]:
+        from cuda_llm.graph.review import profile_and_diagnose
+        from cuda_llm.tools.profile_models import ProfileResult
+
         deps = ctx.deps
         passing = [c for c in ctx.passed() if c.status == Status.ok.value and c.ms is not None]
         if not passing:
@@ -207,26 +207,9 @@ class ProfileStage:
         res = ctx.result(c.id)
         if res is None:
             return {}
-        got = deps.evaluator.profile(deps.loaded, deps.source(c.hash), c.id, ctx.work_dir(c.id), res)
-        prof = got.value
-        roof = None
-        if deps.device is not None and res.timing is not None:
-            try:
-                from cuda_llm.tools.roofline import roofline_point
-
-                roof = roofline_point(deps.task, res.timing.sizes, res.timing.median_ms, deps.device)
-            except Exception:  # noqa: BLE001
-                roof = None
-        from cuda_llm.tools.diagnosis import diagnose
-
-        diag = diagnose(prof, roof, res.compile)
-        deps.rundir.write_text(f"profiles/{c.id}.json", json.dumps({
-            "profile": prof.model_dump(mode="json"), "roofline": roof.model_dump(mode="json") if roof else None,
-            "diagnosis": diag.model_dump(mode="json"), "candidate": c.id}, indent=1))
-        summary = prof.summary()
-        deps.event("profile", candidate=c.id, available=prof.available, summary=short(summary, 300),
-                   bottleneck=diag.bottleneck, suggested=diag.suggested_features, cached=not got.fresh)
-        return ctx.patch(c.id, profile=short(summary), bottleneck=str(diag.bottleneck))
+        record = profile_and_diagnose(deps, c.id, deps.source(c.hash), res)
+        summary = ProfileResult.model_validate(record["profile"]).summary()
+        return ctx.patch(c.id, profile=short(summary), bottleneck=str(record["diagnosis"].get("bottleneck", "")))
 
 
 def default_stages() -> list[ToolStage]:

@@ -58,6 +58,7 @@ class Limits(BaseModel):
     plateau_threshold: float = Field(default=0.02, ge=0.0, lt=1.0)
     reserve_s: float = Field(default=120.0, ge=0)   # kept back for the final validation
     max_repairs: int = Field(default=2, ge=0)        # repair attempts per round
+    compile_fix_turns: int = Field(default=2, ge=0)  # build errors sent back to the coder before evaluation
     features_per_candidate: int = Field(default=2, ge=1, le=3)
     max_no_code: int = Field(default=8, ge=0)        # halt after this many candidates in a row without code (0: never)
     max_endpoint_errors: int = Field(default=3, ge=0)  # halt after this many failed LLM calls in a row (0: never)
@@ -112,7 +113,7 @@ class GraphState(TypedDict, total=False):
     best: dict                           # BestSummary
     plateau_ref_ms: float | None         # best latency when the plateau counter last reset
     plateau_count: int                   # rounds without > threshold improvement over plateau_ref_ms
-    critique: dict                       # {summary, next_features, bottleneck}
+    critique: dict                       # {candidate, bottleneck, summary, next_features, by}; whole: critiques/<cid>.json
     tokens: Annotated[dict[str, dict], add_tokens]   # role -> {input, output, calls}
     evaluations: int
     elapsed_s: float                     # active seconds over every session

@@ -171,6 +171,8 @@ class ConsoleProgress:
             self.line(f"interrupted; continue with `cuda-llm resume {run_id}`")
         elif getattr(outcome, "error", None):
             self.line(f"failed: {outcome.error}")
+        elif getattr(outcome, "waiting", None):
+            self.line(f"waiting for {len(outcome.waiting)} answer(s): " + ", ".join(w["name"] for w in outcome.waiting))
         else:
             best = getattr(outcome, "best", {}) or {}
             self.line(f"finished ({getattr(outcome, 'stop_reason', None) or 'done'}); best {best.get('id', '-')} "

@@ -2,12 +2,15 @@
 
 Wrapping each role's chat model this way makes a resumed run replay the answers a killed run already
 paid for, instead of asking again: the key is the role, the model name, the kind of call (text or JSON
-schema) and every message sent. The wrapper forwards everything else to the real model, so the agents
-(which call ``invoke`` and ``with_structured_output``) cannot tell the difference.
+schema), every message sent and the call's own settings (a temperature, a larger token budget). The
+wrapper forwards everything else to the real model, so the agents (which call ``invoke`` and
+``with_structured_output``) cannot tell the difference. Reasoning text that the server returned beside an
+answer is kept with it and written beside the answer file.
 
-Each exchange is also written for people as prompts/<role>-<label>.md and answers/<role>-<label>.md,
-where the label (the candidate, or the round for the planner) is set by the node around its call with
-``call_label``; a failed call is reported to ``on_error`` (which may raise to stop the run).
+Each exchange is also written for people as prompts/<name>.md and answers/<name>.md, the name from
+``exchange_name``: the role, the label the node sets around its call with ``call_label`` (the candidate,
+or the round for the planner) and the call's turn in its conversation, as a manual role's pending prompt
+is named. A failed call is reported to ``on_error`` (which may raise to stop the run).
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ from typing import Any, Callable, Iterator, Sequence
 from langchain_core.messages import AIMessage, BaseMessage
 from pydantic import BaseModel
 
-from cuda_llm.runs.rundir import exchange_name, message_text, read_json
+from cuda_llm.runs.rundir import exchange_name, message_text, read_json, turn_of
 
 OnCall = Callable[[dict[str, Any]], None]
 OnError = Callable[[dict[str, Any], BaseException], None]
@@ -42,13 +45,27 @@ def call_label(label: str) -> Iterator[None]:
         _LABEL.reset(token)
 
 
-def prompt_key(role: str, model: str, kind: str, messages: Sequence[BaseMessage], schema: Any = None) -> str:
-    payload = {
+def current_call_label() -> str | None:
+    """The label set by the innermost ``call_label`` around this call (None outside one)."""
+    return _LABEL.get()
+
+
+def prompt_key(role: str, model: str, kind: str, messages: Sequence[BaseMessage], schema: Any = None,
+               call: dict[str, Any] | None = None) -> str:
+    payload: dict[str, Any] = {
         "role": role, "model": model, "kind": kind,
         "schema": schema if isinstance(schema, (dict, type(None))) else getattr(schema, "__name__", str(schema)),
         "messages": [[m.type, message_text(m.content)] for m in messages],
     }
+    if call:   # only when given, so the keys of calls without settings stay what they were
+        payload["call"] = call
     return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def reasoning_of(msg: Any) -> str:
+    """The reasoning text a server returned beside the answer (kept by cuda_llm.agents.llm), or ''."""
+    text = (getattr(msg, "additional_kwargs", None) or {}).get("reasoning_content")
+    return text if isinstance(text, str) else ""
 
 
 def _dump_ai(msg: Any) -> dict[str, Any]:
@@ -56,11 +73,14 @@ def _dump_ai(msg: Any) -> dict[str, Any]:
         "content": message_text(getattr(msg, "content", "")),
         "usage_metadata": dict(getattr(msg, "usage_metadata", None) or {}) or None,
         "response_metadata": json.loads(json.dumps(getattr(msg, "response_metadata", None) or {}, default=str)),
+        "reasoning": reasoning_of(msg) or None,
     }
 
 
 def _load_ai(data: dict[str, Any]) -> AIMessage:
     kw: dict[str, Any] = {"content": data.get("content", ""), "response_metadata": data.get("response_metadata") or {}}
+    if data.get("reasoning"):
+        kw["additional_kwargs"] = {"reasoning_content": data["reasoning"]}
     if data.get("usage_metadata"):
         u = data["usage_metadata"]
         kw["usage_metadata"] = {"input_tokens": int(u.get("input_tokens", 0)), "output_tokens": int(u.get("output_tokens", 0)),
@@ -84,17 +104,13 @@ class CachedChatModel:
         self._on_call = on_call
         self._on_error = on_error
         self._rundir = rundir
-        self._lock = threading.Lock()
-        self._calls: dict[str, int] = {}    # label -> calls made about it in this session
 
-    def _name(self, key: str) -> str:
-        """prompts/answers file stem: role-label[-n], or role-<prompt hash> for a call made outside a node."""
+    def _name(self, key: str, messages: Sequence[BaseMessage]) -> str:
+        """prompts/answers file stem: role-label[-turn], or role-<prompt hash> for a call made outside a node."""
         label = _LABEL.get()
         if not label:
             return f"{self._role}-{key[:10]}"
-        with self._lock:
-            n = self._calls[label] = self._calls.get(label, 0) + 1
-        return exchange_name(self._role, label, n)
+        return exchange_name(self._role, label, turn_of(messages))
 
     def _call_inner(self, fn: Callable[[], Any]) -> Any:
         """The real model's call; a failure goes to on_error first (which may replace it by its own exception)."""
@@ -126,12 +142,14 @@ class CachedChatModel:
         os.replace(tmp, p)
 
     def _record(self, key: str, kind: str, messages: Sequence[BaseMessage], ai: Any, cached: bool, seconds: float) -> None:
-        call_id = self._name(key)
+        call_id = self._name(key, messages)
         prompt_path = answer_path = None
         if self._rundir is not None:
             try:   # written again on a cached replay: the same name and text, so a kill between never loses them
                 prompt_path = self._rundir.write_prompt(call_id, list(messages))
                 answer_path = self._rundir.write_answer(call_id, message_text(getattr(ai, "content", "")))
+                if reasoning_of(ai):   # beside the answer: <name>.reasoning.md
+                    self._rundir.write_answer(f"{call_id}.reasoning", reasoning_of(ai))
             except Exception:  # noqa: BLE001 - files are for people; never fail a call over them
                 pass
         if self._on_call is not None:
@@ -139,12 +157,14 @@ class CachedChatModel:
             self._on_call({"role": self._role, "model": self.model_label, "kind": kind, "cached": cached,
                            "latency_s": round(seconds, 3), "input_tokens": tin, "output_tokens": tout,
                            "call_id": call_id, "candidate": _LABEL.get(),
+                           "cutoff_retries": (getattr(ai, "response_metadata", None) or {}).get("cutoff_retries") or 0,
+                           "reasoning_chars": len(reasoning_of(ai)),
                            "prompt": str(prompt_path) if prompt_path else None,
                            "response": str(answer_path) if answer_path else None})
 
     def invoke(self, messages: Sequence[BaseMessage], config: Any = None, **kw: Any) -> AIMessage:
         messages = list(messages)
-        key = prompt_key(self._role, self.model_label, "text", messages)
+        key = prompt_key(self._role, self.model_label, "text", messages, call=dict(kw) or None)
         hit = self._get(key)
         if hit is not None:
             ai = _load_ai(hit["message"])
@@ -171,7 +191,7 @@ class _CachedStructured:
         o = self._owner
         messages = list(messages)
         kind = f"structured:{self._method}:{int(self._include_raw)}"
-        key = prompt_key(o._role, o.model_label, kind, messages, self._schema)
+        key = prompt_key(o._role, o.model_label, kind, messages, self._schema, call=dict(kw) or None)
         hit = o._get(key)
         if hit is not None:
             raw = _load_ai(hit["raw"])

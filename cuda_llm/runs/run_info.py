@@ -23,7 +23,7 @@ class RunInfo(BaseModel):
     run_id: str
     root: Path
     task: str | None = None
-    state: str = "not started"   # running | finished | stopped | failed | killed | not started
+    state: str = "not started"   # running | finished | stopped | waiting | failed | killed | not started
     detail: str = ""             # stop reason, error, or who is running it
     rounds: int = 0
     baseline_ms: float | None = None
@@ -39,7 +39,7 @@ class RunInfo(BaseModel):
 
     @property
     def resumable(self) -> bool:
-        return self.state in ("stopped", "failed", "killed")
+        return self.state in ("stopped", "waiting", "failed", "killed")
 
 
 # ------------------------------------------------------------------------------------------------- pure
@@ -68,6 +68,8 @@ def session_state(events: Iterable[dict[str, Any]], holder: str | None = None) -
         return "stopped", f"{last['halt']}: {last.get('halt_text') or ''}".rstrip(": ")
     if last.get("error"):
         return "failed", str(last["error"])
+    if last.get("waiting"):   # a role played manually: prompt files to answer (cuda-llm answer)
+        return "waiting", f"{last['waiting']} prompt(s) to answer: `cuda-llm answer RUN` lists them"
     return "stopped", "stopped at a step boundary" if last.get("interrupted") else ""
 
 

@@ -65,6 +65,12 @@ def exchange_name(role: str, label: str, call: int = 1) -> str:
     return stem if call <= 1 else f"{stem}-{call}"
 
 
+def turn_of(messages: Sequence[Any]) -> int:
+    """A call's number in its conversation: 1 + the answers already in it (deterministic, so a resumed
+    step names, asks for and finds the same files)."""
+    return 1 + sum(getattr(m, "type", None) == "ai" for m in messages)
+
+
 def atomic_write(path: Path, data: str | bytes) -> Path:
     """Write ``data`` to ``path`` through a temporary file in the same folder and a rename."""
     path.parent.mkdir(parents=True, exist_ok=True)

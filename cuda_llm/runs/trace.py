@@ -88,6 +88,10 @@ class Tracer:
         try:
             yield extra
         except BaseException as exc:
+            if type(exc).__name__ == "GraphInterrupt":   # a manual role asked its question: waiting, not failing
+                self.event("node_end", node=name, duration_s=round(time.perf_counter() - t0, 4), ok=False,
+                           waiting=True, **{**fields, **extra})
+                raise
             end = {**fields, **extra, "error": f"{type(exc).__name__}: {exc}"[:500]}
             self.event("node_end", node=name, duration_s=round(time.perf_counter() - t0, 4), ok=False, **end)
             raise

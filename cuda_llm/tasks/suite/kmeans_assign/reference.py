@@ -32,6 +32,8 @@ def _bad_points(p: np.ndarray, c: np.ndarray) -> np.ndarray:
 
 
 def make_inputs(sizes, rng):
+    """Centroids normal(0, 1); each point is a random centroid plus normal(0, 0.5) noise, so the nearest
+    centroid is clear for most points and close to a tie for a few."""
     n, k, d = sizes["n"], sizes["k"], sizes["d"]
     centroids = rng.normal(0.0, 1.0, (k, d)).astype(np.float32)
 

@@ -16,6 +16,8 @@ _COLS = 8192  # bodies j per tile
 
 
 def make_inputs(sizes, rng):
+    """Positions normal(0, 1) in each coordinate (a centrally concentrated cluster); masses uniform in
+    [0.5, 1.5)."""
     n = sizes["n"]
     body = np.empty((n, 4), dtype=np.float32)
     body[:, :3] = rng.normal(0.0, 1.0, (n, 3))  # a centrally concentrated cluster

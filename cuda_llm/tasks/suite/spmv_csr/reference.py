@@ -26,6 +26,8 @@ def row_lengths(m: int, n: int, nnz: int, max_row: int, rng: np.random.Generator
 
 
 def make_inputs(sizes, rng):
+    """Power-law row lengths (many short rows, a few up to max_row long, some empty) summing to nnz;
+    sorted, distinct columns spread over [0, N); values and x normal(0, 1)."""
     m, n, nnz, max_row = sizes["M"], sizes["N"], sizes["nnz"], sizes["max_row"]
     lengths = row_lengths(m, n, nnz, max_row, rng)
     row_ptr = np.zeros(m + 1, dtype=np.int64)
