@@ -225,9 +225,9 @@ def build_rules(arch: str) -> str:
             "Pass the CUtensorMap to the kernel by value as `const __grid_constant__ CUtensorMap map`. The global "
             "address must be 16-byte aligned (every buffer the harness passes is 256-byte aligned) and every "
             "global stride a multiple of 16 bytes; fall back to plain loads for shapes where it is not.")
+    tma = ", cudaGetDriverEntryPointByVersion for the TMA encoders (cuTensorMapEncodeTiled/Im2col) only" if number >= 90 else ""
     lines.append(
-        "Host code may call: the CUDA runtime (cuda*), cudaGetDriverEntryPointByVersion for the TMA encoders "
-        "(cuTensorMapEncodeTiled/Im2col) only, libc/libm math, memory and string functions, printf/fprintf to "
+        f"Host code may call: the CUDA runtime (cuda*){tma}, libc/libm math, memory and string functions, printf/fprintf to "
         "stdout/stderr, malloc/free, operator new/delete, and header-only C++ (containers, algorithms). "
         "Block- and warp-level CUB (cub::BlockReduce, cub::WarpScan...) and cooperative groups are fine.")
     lines.append(
@@ -440,7 +440,10 @@ def _inspect_build(result: CompileResult, work: Path, so_name: str, *, has_libra
     host = _read_kept(work, result.filename, ".cpp4.ii")
     if host is not None:
         result.source_issues = check_preprocessed(host, result.filename)
-    result.undefined_symbols = undefined_symbols(work / so_name)
+    try:
+        result.undefined_symbols = undefined_symbols(work / so_name)
+    except Exception:  # noqa: BLE001 - not an ELF shared object: fail closed, the check refuses this name
+        result.undefined_symbols = ["<unreadable shared object>"]
     result.sass = None if has_libraries else read_sass(work / so_name)
 
 

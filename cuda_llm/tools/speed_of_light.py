@@ -9,7 +9,7 @@ timer). Every task with floating-point inputs and a flop count has a compute ter
 - where the SASS has tensor-core instructions, the measured tensor peak of their input type (fp16/bf16,
   tf32; fp8 and int8 at twice the fp16 rate, which is the hardware ratio from sm_80 to sm_90): an fp32
   task whose candidate uses tf32 MMA (3xTF32) gets the tf32 peak, an hgemm on HGMMA the fp16 peak;
-- the highest of these where the units are unknown (no cuobjdump): a looser bound, never a false suspect;
+- the highest measured peak where the units are unknown (no cuobjdump): looser, never a false suspect;
 - for a yardstick that calls a vendor library (its kernels are not in the object), the units the task is
   written for (``tensor-cores`` tasks: the tensor peak of their input type).
 
@@ -62,8 +62,9 @@ def compute_peak_gflops(task: Task, device: DeviceInfo, sass: SassSummary | None
         if "tensor-cores" in task.tags:
             return tensor_peak(device, "fp16" if kind == "fp16" else "tf32")
         return fp32
-    if sass is None:            # units unknown: the fastest this device can do
-        return max(p for p in (fp32, 2 * fp32, device.peak_fp16_tc_gflops, device.peak_tf32_tc_gflops) if p)
+    if sass is None:            # units unknown: the fastest this device can do for this type
+        half = 2 * fp32 if kind == "fp16" else None
+        return max(p for p in (fp32, half, device.peak_fp16_tc_gflops, device.peak_tf32_tc_gflops) if p)
     peaks = [fp32]
     if sass.packed_half:
         peaks.append(2 * fp32)
