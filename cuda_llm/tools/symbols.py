@@ -117,7 +117,7 @@ _DENIED: tuple[_Family, ...] = (
             "sleeping or waiting", "solve must return as soon as its work is queued; sleeps distort the timing"),
     _Family(re.compile(r"^(signal|sigaction|sigprocmask|kill|raise|tgkill|sigaltstack|setjmp|longjmp|_setjmp|__longjmp_chk)$"),
             "signals", "do not install signal handlers or send signals; a crash must be reported, not hidden"),
-    _Family(re.compile(r"^(cublas|cudnn|cufft|cusparse|cusolver|curand|cutensor|nvjpeg|npp)\w*", re.I),
+    _Family(re.compile(r"^(cublas|cudnn|cufft|cusparse|cusolver|curand|cutensor|nvjpeg|npp)\w*"),
             "a vendor library that does the work",
             "write the computation as your own CUDA kernels; the harness refuses libraries that do the work"),
     _Family(re.compile(r"^cuda(Ipc\w*|DeviceReset|LibraryLoad\w*|Library\w*|ProfilerStart|ProfilerStop|"
