@@ -7,7 +7,9 @@
 # Environment:
 #   SKIP_TESTS=1        skip the pytest -m gpu run
 #   TASKS=a,b           only these tasks in the harness and profiling benchmarks
-#   STEPS="tests harness profile loop features"   the steps to run (default: all)
+#   STEPS="tests harness profile loop features"   the steps to run (default: these five); "hopper" runs
+#                       only the Hopper tests (tensor peaks with wgmma, the wgmma hgemm and the TMA
+#                       transpose through the harness, cuBLAS below 100% of speed of light) with their prints
 #   PYTEST_ARGS=...     extra pytest arguments (e.g. "-k adversarial")
 #   HARNESS_ARGS=...    extra harness_bench.py arguments (e.g. "--repeats 3 --time-budget 1")
 #   OUT=dir             where the results are copied (the device runner sets it)
@@ -80,6 +82,9 @@ fi
 if wants features; then
   step features "$BENCH/features.txt" python3 -m cuda_llm.cli features --arch sm_90
 fi
+if wants hopper; then
+  step hopper "$BENCH/hopper.log" python3 -m pytest -m gpu -q -rA -s tests/test_hopper_gpu.py
+fi
 
 sync_out
 
@@ -101,4 +106,6 @@ fi
 [ -f "$BENCH/profile.md" ] && echo "profile:  $(grep -m1 -iE 'median|seconds per' "$BENCH/profile.md" | cut -c1-200)"
 [ -f "$BENCH/loop.md" ] && echo "loop:     $(grep -m1 -iE 'stop|speedup' "$BENCH/loop.md" | cut -c1-200)"
 [ -f "$BENCH/features.txt" ] && echo "features: $(grep -cE '^[a-z_]+ ' "$BENCH/features.txt") rows in features.txt"
+[ -f "$BENCH/hopper.log" ] && grep -E '^(device |cuBLAS hgemm|hgemm_wgmma |transpose_tma )' "$BENCH/hopper.log" | sed 's/^/hopper:   /' \
+  && echo "hopper:   $(grep -E '[0-9]+ (passed|failed)' "$BENCH/hopper.log" | tail -n 1 | tr -d '=')"
 exit 0
