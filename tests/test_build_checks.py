@@ -266,3 +266,27 @@ def test_library_kernels_by_name():
     assert len(issues) == 2
     assert issues[0].message.startswith("cub::detail::radix_sort::DeviceRadixSortOnesweepKernel (device-wide CUB)")
     assert "thrust" in issues[1].message
+
+
+def test_symbols_read_the_same_with_nm(builds):
+    """pyelftools is the reader; binutils' nm -D is the fallback where it is missing."""
+    import shutil
+
+    from cuda_llm.tools import symbols
+
+    if shutil.which("nm") is None:
+        pytest.skip("binutils' nm not installed")
+    results, _ = builds
+    comp = results["pasted_system"]
+    assert symbols._undefined_with_nm(comp.so_path) == symbols.undefined_symbols(comp.so_path)
+    assert "system" in comp.undefined_symbols
+
+
+def test_a_file_that_is_not_elf_is_refused(tmp_path):
+    from cuda_llm.tools import symbols
+
+    junk = tmp_path / "x.so"
+    junk.write_bytes(b"not an elf")
+    with pytest.raises(ValueError, match="not an ELF"):
+        symbols.undefined_symbols(junk)
+    assert classify_symbol("<unreadable shared object>") is not None

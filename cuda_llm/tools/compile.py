@@ -442,7 +442,9 @@ def _inspect_build(result: CompileResult, work: Path, so_name: str, *, has_libra
         result.source_issues = check_preprocessed(host, result.filename)
     try:
         result.undefined_symbols = undefined_symbols(work / so_name)
-    except Exception:  # noqa: BLE001 - not an ELF shared object: fail closed, the check refuses this name
+    except RuntimeError as exc:     # no ELF reader at all: a set-up problem, not the kernel's
+        raise CompileSetupError(str(exc)) from exc
+    except (OSError, ValueError):   # not an ELF shared object: fail closed, the check refuses this name
         result.undefined_symbols = ["<unreadable shared object>"]
     result.sass = None if has_libraries else read_sass(work / so_name)
 

@@ -217,19 +217,41 @@ def _short_kernel_name(name: str) -> str:
 
 # ------------------------------------------------------------------------------------------ reading
 def undefined_symbols(so_path: str | Path) -> list[str]:
-    """Names of the undefined symbols in the shared object's dynamic symbol table, sorted."""
-    from elftools.elf.elffile import ELFFile
+    """Names of the undefined symbols in the shared object's dynamic symbol table, sorted.
 
+    Read with pyelftools (a dependency); binutils' ``nm -D`` is the fallback where it is missing. Raises
+    ``ValueError`` for a file that is not an ELF object and ``RuntimeError`` when neither reader exists."""
+    try:
+        from elftools.common.exceptions import ELFError
+        from elftools.elf.elffile import ELFFile
+    except ImportError:
+        return _undefined_with_nm(so_path)
     names: set[str] = set()
-    with open(so_path, "rb") as fh:
-        elf = ELFFile(fh)
-        dynsym = elf.get_section_by_name(".dynsym")
-        if dynsym is None:
-            return []
-        for sym in dynsym.iter_symbols():
-            if sym.name and sym["st_shndx"] == "SHN_UNDEF":
-                names.add(sym.name)
+    try:
+        with open(so_path, "rb") as fh:
+            elf = ELFFile(fh)
+            dynsym = elf.get_section_by_name(".dynsym")
+            if dynsym is None:
+                return []
+            for sym in dynsym.iter_symbols():
+                if sym.name and sym["st_shndx"] == "SHN_UNDEF":
+                    names.add(sym.name)
+    except ELFError as exc:
+        raise ValueError(f"{so_path} is not an ELF shared object: {exc}") from exc
     return sorted(names)
+
+
+def _undefined_with_nm(so_path: str | Path) -> list[str]:
+    import shutil
+    import subprocess
+
+    nm = shutil.which("nm")
+    if nm is None:
+        raise RuntimeError("reading a candidate's symbols needs pyelftools (pip install pyelftools) or binutils' nm")
+    proc = subprocess.run([nm, "-D", "--undefined-only", str(so_path)], capture_output=True, text=True, timeout=60)
+    if proc.returncode != 0:
+        raise ValueError(f"{so_path} is not an ELF shared object: {proc.stderr.strip()[:200]}")
+    return sorted({line.split()[-1].split("@", 1)[0] for line in proc.stdout.splitlines() if line.strip()})
 
 
 def check_build(comp: CompileResult, *, allow_libraries: bool = False) -> list[StaticIssue]:
