@@ -12,6 +12,8 @@
 #                       run as report.html + report.json (bench-out/; screenshot it with benchmarks/report_shot.py)
 #                       audit: benchmarks/prompt_audit.py with the GPU's own timings and profiles (--evaluator gpu);
 #                       manual: benchmarks/manual_run.py, a 3-round softmax run whose coder answers are hand-written
+#                       hopper (only when named): tensor peaks with wgmma, the wgmma hgemm and the TMA transpose
+#                       through the harness, cuBLAS below 100% of speed of light
 #   PYTEST_ARGS=...     extra pytest arguments (e.g. "-k adversarial")
 #   HARNESS_ARGS=...    extra harness_bench.py arguments (e.g. "--repeats 3 --eval-time 1")
 #   OUT=dir             where the results are copied (the device runner sets it)
@@ -98,6 +100,9 @@ fi
 if wants manual && [ -f benchmarks/manual_run.py ]; then
   step manual "$BENCH/manual.log" python3 benchmarks/manual_run.py --out "$BENCH"
 fi
+if wants hopper; then
+  step hopper "$BENCH/hopper.log" python3 -m pytest -m gpu -q -rA -s tests/test_hopper_gpu.py
+fi
 
 sync_out
 
@@ -123,4 +128,6 @@ fi
 [ -f "$BENCH/report.html" ] && echo "report:   report.html $(wc -c < "$BENCH/report.html") bytes"
 [ -f "$BENCH/prompt_audit.md" ] && echo "audit:    $(grep -c '| NO |' "$BENCH/prompt_audit.md") checklist items missing (prompt_audit.md)"
 [ -f "$BENCH/manual_run.md" ] && echo "manual:   $(grep -m1 '^status:' "$BENCH/manual_run.md")"
+[ -f "$BENCH/hopper.log" ] && grep -E '^(device |cuBLAS hgemm|hgemm_wgmma |transpose_tma )' "$BENCH/hopper.log" | sed 's/^/hopper:   /' \
+  && echo "hopper:   $(grep -E '[0-9]+ (passed|failed)' "$BENCH/hopper.log" | tail -n 1 | tr -d '=')"
 exit 0

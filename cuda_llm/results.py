@@ -51,9 +51,22 @@ class StaticIssue(BaseModel):
     line: int | None = None
 
 
+class SassSummary(BaseModel):
+    """Which arithmetic units the compiled kernels use, read from their machine code (``cuobjdump -sass``)
+    once per build. The speed-of-light bound takes its compute peak from this, never from the source text."""
+
+    opcodes: dict[str, int] = Field(default_factory=dict)   # base mnemonic (FFMA, HGMMA, LDG...) -> count
+    tensor: dict[str, int] = Field(default_factory=dict)    # tensor-core input type (fp16, bf16, tf32, fp8, int8, fp64...) -> count
+    packed_half: int = 0           # HFMA2/HMUL2/HADD2 arithmetic (twice the fp32 rate), not moves or conversions
+
+    @property
+    def uses_tensor_cores(self) -> bool:
+        return any(self.tensor.values())
+
+
 class CompileResult(BaseModel):
     ok: bool
-    arch: str                      # e.g. "sm_90"
+    arch: str                      # the build target, e.g. "sm_90a" (the architecture-specific target on Hopper)
     source_hash: str
     so_path: str | None = None
     command: list[str] = Field(default_factory=list)
@@ -64,6 +77,10 @@ class CompileResult(BaseModel):
     warnings: list[str] = Field(default_factory=list)
     kernels: list[KernelResources] = Field(default_factory=list)
     timed_out: bool = False
+    filename: str = "kernel.cu"    # the name the candidate was compiled under (errors and warnings name it)
+    undefined_symbols: list[str] = Field(default_factory=list)   # the .so's undefined dynamic symbols (symbol check)
+    source_issues: list[StaticIssue] = Field(default_factory=list)  # rules found in the preprocessed host source
+    sass: SassSummary | None = None   # None: not read (no cuobjdump, or a vendor library does the work)
 
 
 class CaseResult(BaseModel):
@@ -165,6 +182,10 @@ class DeviceInfo(BaseModel):
     peak_bandwidth_gbs: float | None = None     # measured device-to-device copy, read + written
     peak_fp32_gflops: float | None = None       # measured FMA-bound kernel
     driver_version: str | None = None
+    peak_fp16_tc_gflops: float | None = None    # measured tensor-core MMA, fp16 in, fp32 accumulate (bf16 runs at the same rate)
+    peak_tf32_tc_gflops: float | None = None    # measured tensor-core MMA, tf32 in, fp32 accumulate
+    tensor_peak_method: str | None = None       # how the tensor peaks were measured ("wgmma sm_90a", "mma.sync sm_80")
+    measurement_version: int = 0                # which set of peaks was measured (device_info.MEASUREMENT_VERSION)
 
 
 def speedup(baseline_ms: float | None, ms: float | None) -> float | None:

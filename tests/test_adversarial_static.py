@@ -60,15 +60,19 @@ def test_refused_before_the_gpu(path: Path, tmp_path):
 
 
 def test_gpu_side_kernels_compile_and_pass_the_static_checks():
-    """Otherwise the GPU tests would see a static or compile error instead of the trick under test."""
+    """Otherwise the GPU tests would see a static or compile error instead of the trick under test: the
+    raw-text rules, the preprocessed-source rules and the symbol check all pass them."""
     from cuda_llm.tools.compile import compile_many
     from cuda_llm.tools.static_check import check_source
 
     for p in ON_GPU:
         assert check_source(p.read_text(), load_task(header(p)["task"]).task) == [], p.name
-    results = compile_many([p.read_text() for p in ON_GPU], arch="sm_90")
+    from cuda_llm.tools.symbols import check_build
+
+    results = compile_many([p.read_text() for p in ON_GPU], arch="sm_90", filenames=[p.name for p in ON_GPU])
     for p, r in zip(ON_GPU, results):
         assert r.ok, f"{p.name}: {r.errors}"
+        assert check_build(r) == [], f"{p.name}: refused after compiling: {check_build(r)}"
 
 
 @pytest.mark.skipif(has_cuda_device(), reason="checks the behaviour without a CUDA device")

@@ -144,3 +144,40 @@ def test_extract_warnings():
         "ptxas: Registers are spilled to local memory in function 'k'",
     ]
     assert extract_warnings(MANY_LOG) == []
+
+
+# Recorded from nvcc 13.0 building an sm_90a-only instruction for sm_90 with -keep -lineinfo: ptxas names
+# the kept PTX file and its line, then aborts; the PTX's .loc directives map that line to the source.
+INLINE_PTX_LOG = (
+    "ptxas nvcc-keep/r3c1.ptx, line 28; error   : Instruction 'wgmma.fence' not supported on .target 'sm_90'\n"
+    "ptxas fatal   : Ptx assembly aborted due to errors\n"
+)
+INLINE_PTX = "\n".join([".version 9.0", ".target sm_90"] + [""] * 18 + [
+    "\t.loc\t1 2 0", "", "", "", "\t.loc\t1 3 3", "", "", "\twgmma.fence.sync.aligned;", "", "",
+    "\t.loc\t1 4 3", "\tst.global.f32 [%rd1], %f1;", "\t.file\t1 \"/tmp/build/r3c1.cu\""])
+INLINE_SRC = ('#include <cuda_runtime.h>\n__global__ void k(float* y) {\n'
+              '  asm volatile("wgmma.fence.sync.aligned;\\n" ::: "memory");\n  y[threadIdx.x] = 1.f;\n}\n')
+
+
+def test_inline_ptx_errors_keep_the_instruction_and_point_at_the_line():
+    out = condense_errors(INLINE_PTX_LOG, INLINE_SRC, filename="r3c1.cu", ptx=INLINE_PTX).splitlines()
+    assert out[0].startswith("r3c1.cu:3: error: Instruction 'wgmma.fence' not supported on .target 'sm_90'")
+    assert "sm_90a" in out[0]                                    # what to do about it
+    assert out[1] == '  3 |   asm volatile("wgmma.fence.sync.aligned;\\n" ::: "memory");'
+    assert not any("aborted" in line for line in out)
+
+
+def test_inline_ptx_errors_without_the_ptx_keep_the_message():
+    out = condense_errors(INLINE_PTX_LOG, INLINE_SRC, filename="r3c1.cu")
+    assert out.startswith("ptxas: error: Instruction 'wgmma.fence' not supported on .target 'sm_90' (PTX line 28)")
+    assert "aborted" not in out
+    # only the abort line: it stays (better than nothing)
+    assert "aborted due to errors" in condense_errors("ptxas fatal   : Ptx assembly aborted due to errors\n", "")
+
+
+def test_an_undefined_driver_call_says_how_to_get_it():
+    log = "/usr/bin/ld: /tmp/x.o: in function `solve':\nr3c1.cu:(.text+0x1f): undefined reference to `cuTensorMapEncodeTiled'\n"
+    src = "#include <cuda.h>\nvoid f() {}\nextern \"C\" void solve() { CUtensorMap m; cuTensorMapEncodeTiled(&m, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 2, 0, 0, 0, 0, 0, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_NONE, CU_TENSOR_MAP_L2_PROMOTION_NONE, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE); }\n"
+    out = condense_errors(log, src, filename="r3c1.cu")
+    assert out.startswith("r3c1.cu:3: error: undefined reference to `cuTensorMapEncodeTiled`")
+    assert 'cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled"' in out

@@ -188,23 +188,11 @@ def test_sol_is_the_larger_of_bytes_and_flops_terms():
     assert speed_of_light.sol_ms(sgemm, s, _device(bw=None)) is None
 
 
-def test_tensor_core_work_is_bounded_by_bytes_only():
-    hgemm = load_task("hgemm").task
-    s = dict(hgemm.benchmark)
-    assert speed_of_light.sol_ms(hgemm, s, _device()) == pytest.approx(hgemm.bytes_at(s) / 3000e9 * 1e3)
-    sgemm = load_task("sgemm").task
-    assert speed_of_light.uses_tensor_cores("asm(\"mma.sync.aligned.m16n8k8\");")
-    assert speed_of_light.sol_ms(sgemm, sgemm.benchmark, _device(), tensor_cores=True) == pytest.approx(
-        sgemm.bytes_at(sgemm.benchmark) / 3000e9 * 1e3)
-
-
 def test_suspect_only_below_the_margin():
     assert speed_of_light.below_sol(0.5, 1.0)
     assert not speed_of_light.below_sol(0.95, 1.0)
     assert not speed_of_light.below_sol(0.5, None)
     assert speed_of_light.pct_of_sol(1.0, 2.0) == 50.0
-    assert speed_of_light.uses_tensor_cores("using namespace nvcuda; wmma::fragment<...> a;")
-    assert not speed_of_light.uses_tensor_cores("float x = a * b;")
 
 
 # --------------------------------------------------------------------------------------- protocol
@@ -290,7 +278,7 @@ def test_good_kernel_compiles_then_needs_a_device(no_device):
     loaded = load_task("gelu")
     res = evaluate_candidate(loaded, loaded.task.baseline_path.read_text(), options=EvalOptions(arch="sm_90"))
     assert res.status == Status.no_device, res.message
-    assert res.compile is not None and res.compile.ok and res.compile.arch == "sm_90"
+    assert res.compile is not None and res.compile.ok and res.compile.arch == "sm_90a"
     assert "CUDA device" in res.message and res.validation is None
 
 
@@ -306,7 +294,7 @@ def test_bad_kernels_are_refused_before_the_device(no_device):
     broken = good.replace("int threads = 256;", "int threads = 256 +;")
     res = evaluate_candidate(loaded, broken, options=EvalOptions(arch="sm_90"))
     assert res.status == Status.compile_error and not res.compile.ok
-    assert "compilation failed" in res.message and "kernel.cu:13" in res.compile.errors
+    assert "compilation failed" in res.message and "candidate.cu:13" in res.compile.errors
 
 
 def test_baseline_result_without_device_is_not_cached(no_device, tmp_path):

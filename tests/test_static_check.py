@@ -149,6 +149,15 @@ HOST_TRICKS = [
     ("std::thread t([] {}); t.detach();", "std::thread"),
     ("pthread_create(0, 0, 0, 0);", "pthread_create"),
     ("cudaDeviceReset();", "cudaDeviceReset"),
+    ("if (n < 0) exit(1);", "exit"),
+    ("std::exit(2);", "std::exit"),
+    ("abort();", "abort"),
+    ("_exit(0);", "_exit"),
+    ("quick_exit(0);", "quick_exit"),
+    ("syscall(39);", "syscall"),
+    ("int s = socket(2, 1, 0);", "socket"),
+    ("PyRun_SimpleString(0);", "PyRun_SimpleString"),
+    ("cudaIpcOpenMemHandle(0, h, 1);", "cudaIpcOpenMemHandle"),
 ]
 
 
@@ -178,7 +187,7 @@ def test_no_false_alarms_on_comments_strings_and_lookalikes(gelu):
         'extern "C" void solve(const float* x, float* y, int n) {\n'
         '    const char* msg = "cublasCreate failed; fork() and exec not used; thrust::copy";\n'
         "    char c = '\\'';\n"
-        '    if (n < 0) { printf("system(%s) getenv(%d)\\n", msg, c); exit(1); }\n'
+        '    if (n < 0) { printf("system(%s) getenv(%d) exit(1)\\n", msg, c); return; }\n'
         "    cudaStream_t s; cudaStreamCreate(&s); k<<<1, 1, 0, s>>>(x, y, n); cudaStreamSynchronize(s);\n"
         "    cudaStreamDestroy(s); assert(n >= 0);\n"
         "}\n"
@@ -221,3 +230,59 @@ def test_macros_that_spell_the_signature_are_expanded(gelu):
     assert check_source(src, gelu) == []
     wrong = "#define EXPORT\n" + KERNEL + "EXPORT void solve(const float* x, float* y, int n) {}\n"
     assert [i.rule for i in check_source(wrong, gelu)] == ["signature"]
+
+
+L2_SETTINGS = [
+    "cudaDeviceSetLimit(cudaLimitPersistingL2CacheSize, 1 << 20);",
+    "cudaCtxResetPersistingL2Cache();",
+    "cudaStreamAttrValue a; a.accessPolicyWindow.num_bytes = 1 << 20;",
+    "cudaStreamSetAttribute(0, cudaStreamAttributeAccessPolicyWindow, &a);",
+    "cudaDeviceSetLimit((cudaLimit)6, 1 << 20);",
+    "cudaDeviceSetLimit(static_cast<cudaLimit>(0x06), 1 << 20);",
+]
+
+
+@pytest.mark.parametrize("stmt", L2_SETTINGS)
+def test_persisting_l2_and_access_policy_windows_are_refused(gelu, stmt):
+    issues = check_source(_with_body(stmt), gelu)
+    assert issues and all(i.rule == "l2-persistence" and i.line == 3 for i in issues), issues
+    assert "persisting-L2" in issues[0].message
+
+
+def test_safe_device_limits_are_allowed(gelu):
+    assert check_source(_with_body("cudaDeviceSetLimit(cudaLimitStackSize, 4096);"), gelu) == []
+    assert check_source(_with_body("cudaDeviceSetLimit( cudaLimitMallocHeapSize , 1 << 20);"), gelu) == []
+
+
+def test_driver_entry_points_only_by_the_tma_names(gelu):
+    ok = 'void* f; cudaDriverEntryPointQueryResult q; cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &f, 12000, cudaEnableDefault, &q);'
+    assert check_source(_with_body(ok), gelu) == []
+    for bad in ('cudaGetDriverEntryPointByVersion("cuCtxSetLimit", &f, 12000, 0, &q);',
+                'cudaGetDriverEntryPoint(name, &f, 0);',
+                'cuGetProcAddress("cuMemAlloc", &f, 12000, 0, 0);'):
+        issues = check_source(_with_body("void* f; cudaDriverEntryPointQueryResult q; const char* name = 0; " + bad), gelu)
+        assert [(i.rule, i.line) for i in issues] == [("driver-entry-point", 3)], (bad, issues)
+        assert "cuTensorMapEncodeTiled" in issues[0].message
+
+
+@pytest.mark.parametrize("asm", [
+    'asm volatile("syscall" ::: "rax");',
+    'asm volatile("mov $60, %%eax\\n\\t" "sys" "call" ::: "rax");',     # split literal
+    '__asm__("int $0x80");',
+    'asm(".byte 0x0f, 0x05");',
+])
+def test_host_inline_asm_that_makes_system_calls_is_refused(gelu, asm):
+    issues = check_source(_with_body(asm), gelu)
+    assert [(i.rule, i.line) for i in issues] == [("host-asm", 3)], issues
+
+
+def test_ptx_inline_asm_and_asm_labels(gelu):
+    ptx = KERNEL.replace("y[i] = x[i];", 'unsigned lane; asm volatile("mov.u32 %0, %%laneid;" : "=r"(lane)); y[i] = x[i] + lane;')
+    assert check_source(ptx + 'extern "C" void solve(const float* x, float* y, int n) {}\n', gelu) == []
+    label = 'extern "C" void quit(int) __asm__("exit");\n' + GOOD
+    assert [i.rule for i in check_source(label, gelu)] == ["host-asm"]
+
+
+def test_includes_outside_the_toolkit_are_refused(gelu):
+    for inc in ('#include "/etc/passwd"', '#include "../reference.py"', "#include </proc/self/environ>"):
+        assert rules(inc + "\n" + GOOD, gelu) == [("include", 1)], inc

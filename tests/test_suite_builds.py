@@ -1,8 +1,8 @@
-"""Every baseline of the built-in suite compiles with the real nvcc for sm_90, through the product's own
+"""Every baseline of the built-in suite compiles with the real nvcc for sm_90a, through the product's own
 compile verifier (the flags and links the harness uses), in one parallel batch: the 20 naive.cu files,
 the CUB yardsticks, and the cuBLAS yardsticks where cuBLAS is installed (the toolkit's or the pip
-package's). Each library.cu is found by task.library_path, declares what it links in task.toml, and is
-refused as a candidate."""
+package's), and passes the checks made after compiling. Each library.cu is found by task.library_path,
+declares what it links in task.toml, and is refused as a candidate."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ import pytest
 from cuda_llm.tasks import TaskError, list_task_names, load_task, load_task_folder
 from cuda_llm.tasks.loader import SUITE_DIR
 from cuda_llm.tools.compile import compile_many
+from cuda_llm.tools.symbols import check_build
 from cuda_llm.results import CompileResult
 from suite_checks import LIBRARY_TASKS, cublas_installed
 
@@ -50,9 +51,13 @@ def _assert_built(builds: dict[str, CompileResult], labels: list[str]) -> None:
     assert not failed, failed
     for label in labels:
         r = builds[label]
-        assert r.arch == "sm_90" and not r.cached, f"{label}: {r.arch}, cached={r.cached}"
+        assert r.arch == "sm_90a" and not r.cached, f"{label}: {r.arch}, cached={r.cached}"
         assert r.so_path and Path(r.so_path).is_file(), f"{label}: no shared object"
         assert r.kernels, f"{label}: ptxas reported no kernel\n{r.log}"
+        # no false refusal after compiling: preprocessed source, symbols, library kernels (library.cu in
+        # --library mode, where vendor libraries and device-wide CUB are the point)
+        refused = check_build(r, allow_libraries=label.endswith("library.cu"))
+        assert refused == [], f"{label}: {refused}"
 
 
 def test_every_naive_baseline_compiles_for_sm_90_without_spills(builds):

@@ -17,6 +17,11 @@ _EDG = re.compile(r"^(?P<file>[^\s(][^(]*)\((?P<line>\d+)\): (?P<sev>error|catas
 # kernel.cu:2:10: fatal error: x.h: No such file or directory  (host compiler)
 _GCC = re.compile(r"^(?P<file>[^\s:][^:]*):(?P<line>\d+):(?:(?P<col>\d+):)? (?P<sev>error|fatal error): (?P<msg>.*)$")
 _PTXAS = re.compile(r"^(?P<tool>ptxas|nvlink|nvcc|fatbinary)\s+(?P<sev>error|fatal)\s*:\s*(?P<msg>.*)$", re.I)
+# ptxas /tmp/x/r3c1.ptx, line 28; error   : Instruction 'wgmma.fence' not supported on .target 'sm_90'
+_PTX_ERROR = re.compile(r"^ptxas\s+(?P<file>\S+?\.ptx),\s*line\s+(?P<line>\d+);\s*(?P<sev>error|fatal)\s*:\s*(?P<msg>.*)$", re.I)
+_PTX_ABORTED = re.compile(r"^ptxas\s+fatal\s*:\s*Ptx assembly aborted due to errors", re.I)
+_PTX_LOC = re.compile(r"^\s*\.loc\s+(\d+)\s+(\d+)")
+_PTX_FILE = re.compile(r'^\s*\.file\s+(\d+)\s+"([^"]+)"')
 _UNDEF = re.compile(r"undefined reference to [`'](?P<sym>[^'`]+)'")
 _IN_FUNCTION = re.compile(r"in function [`'](?P<fn>[^'`]+)'")
 _INSTANTIATION = re.compile(r"^\s*detected during.*$")
@@ -40,15 +45,21 @@ class _Error:
         return (self.where, self.message)
 
 
-def condense_errors(log: str, source: str, *, max_errors: int = 5, filename: str = "kernel.cu") -> str:
+def condense_errors(log: str, source: str, *, max_errors: int = 5, filename: str = "kernel.cu",
+                    ptx: str | None = None) -> str:
     """The first ``max_errors`` distinct errors of a failed compile, readable on their own.
 
     Each error names ``filename:line``, quotes the source line and puts a caret under the column the
-    compiler pointed at. Linker errors (undefined references) say which call lacks a definition. When
-    nothing in the log looks like an error (a crash of the compiler), the log's last lines are returned.
+    compiler pointed at. Linker errors (undefined references) say which call lacks a definition. Errors
+    of ptxas in inline PTX keep the instruction and the message ("Instruction 'wgmma.fence' not supported
+    on .target 'sm_90'"), placed on the candidate's line through the ``.loc`` directives of ``ptx`` (the
+    PTX that nvcc kept; -lineinfo writes them) when it is given. When nothing in the log looks like an
+    error (a crash of the compiler), the log's last lines are returned.
     """
     src_lines = source.splitlines()
-    errors = _parse(log.splitlines(), filename, src_lines)
+    errors = _parse(log.splitlines(), filename, src_lines, ptx_lines=_ptx_line_map(ptx, filename) if ptx else {})
+    if any(e.where != "ptxas" or "aborted due to errors" not in e.message for e in errors):
+        errors = [e for e in errors if not (e.where == "ptxas" and "aborted due to errors" in e.message)]
     seen: set[tuple] = set()
     unique: list[_Error] = []
     for e in errors:
@@ -69,12 +80,45 @@ def _same_file(path: str, filename: str) -> bool:
     return path == filename or path.endswith("/" + filename)
 
 
-def _parse(lines: list[str], filename: str, src_lines: list[str]) -> list[_Error]:
+def _ptx_line_map(ptx: str, filename: str) -> dict[int, int]:
+    """PTX line -> candidate source line, from the ``.loc`` directive in force at each PTX line."""
+    files = {m.group(1) for m in map(_PTX_FILE.match, ptx.splitlines()) if m and _same_file(m.group(2), filename)}
+    out: dict[int, int] = {}
+    current: int | None = None
+    for n, text in enumerate(ptx.splitlines(), 1):
+        m = _PTX_LOC.match(text)
+        if m:
+            current = int(m.group(2)) if m.group(1) in files and int(m.group(2)) > 0 else None
+            continue
+        if current is not None:
+            out[n] = current
+    return out
+
+
+_INLINE_PTX_ADVICE = {
+    "not supported on .target": "the instruction needs another target (sm_90a-only instructions such as wgmma and "
+                                "setmaxnreg need the sm_90a build; see the build rules)",
+}
+
+
+def _parse(lines: list[str], filename: str, src_lines: list[str], ptx_lines: dict[int, int] | None = None) -> list[_Error]:
     out: list[_Error] = []
     pending_function: str | None = None
     i = 0
     while i < len(lines):
         ln = lines[i]
+        m = _PTX_ERROR.match(ln.strip())
+        if m:
+            msg = m.group("msg").strip()
+            line_no = (ptx_lines or {}).get(int(m.group("line")))
+            where = f"{filename}:{line_no}" if line_no else "ptxas"
+            hint = next((h for k, h in _INLINE_PTX_ADVICE.items() if k in msg), None)
+            text = f"{msg} (in the PTX, from inline assembly or code on this line)" if line_no else f"{msg} (PTX line {m.group('line')})"
+            if hint:
+                text += f"; {hint}"
+            out.append(_Error(where=where, message=text, line=line_no))
+            i += 1
+            continue
         m = _EDG.match(ln) or _GCC.match(ln)
         if m:
             path = m.group("file").strip()
@@ -156,6 +200,10 @@ def _undefined(sym: str, fn_name: str | None, filename: str, src_lines: list[str
         f"undefined reference to `{sym}`{where_fn}: it is declared but never defined; "
         f"define it in this file or stop calling it (no other object files or libraries are linked)"
     )
+    if base.startswith("cuTensorMap") or base.startswith("cu") and base[2:3].isupper():
+        msg = (f"undefined reference to `{sym}`{where_fn}: the CUDA driver library is not linked; fetch "
+               f"{base} with cudaGetDriverEntryPointByVersion(\"{base}\", (void**)&fn, 12000, cudaEnableDefault, &q) "
+               f"(see the build rules); only the TMA descriptor functions may be fetched")
     return _Error(where=f"{filename}:{line_no}" if line_no else "link", message=msg, line=line_no)
 
 

@@ -1,7 +1,9 @@
 """Facts about the GPU and its measured peaks, cached as JSON in the cache directory.
 
-The peaks (a device-to-device copy, an FMA-bound kernel) are measured once per device and driver by
-the GPU worker; later calls read the cache. Without a device this returns None and never starts a worker.
+The peaks (a device-to-device copy, an FMA-bound kernel, tensor-core MMA kernels) are measured once per
+device and driver by the GPU worker; later calls read the cache. A cached entry from an older set of
+measurements (``measurement_version`` below the current one, e.g. without tensor peaks) is measured
+again. Without a device this returns None and never starts a worker.
 """
 
 from __future__ import annotations
@@ -16,6 +18,8 @@ from cuda_llm.tools.device_probe import device_identity, has_cuda_device
 from cuda_llm.results import DeviceInfo
 
 _MEMO: dict[str, DeviceInfo] = {}
+# 2: tensor-core peaks (fp16 and tf32 MMA) were added to the fp32 and bandwidth peaks.
+MEASUREMENT_VERSION = 2
 
 
 def _driver_identity() -> tuple[str, str] | None:
@@ -43,8 +47,9 @@ def get_device_info(*, refresh: bool = False, timeout_s: float = 180.0) -> Devic
         if path.exists():
             try:
                 info = DeviceInfo.model_validate_json(path.read_text())
-                _MEMO[key] = info
-                return info
+                if info.measurement_version >= MEASUREMENT_VERSION:
+                    _MEMO[key] = info
+                    return info
             except ValueError:
                 pass
     from cuda_llm.tools.runner import run_worker

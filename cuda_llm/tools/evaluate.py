@@ -53,8 +53,9 @@ def evaluate_candidate(loaded: LoadedTask, source: str, *, candidate: str = "can
                        options: EvalOptions | None = None, work_dir: Path | None = None,
                        baseline_ms: float | None = None) -> EvalResult:
     """The verdict on one candidate (see module doc)."""
-    from cuda_llm.tools.compile import compile_source, source_hash
+    from cuda_llm.tools.compile import compile_source, safe_filename, source_hash
     from cuda_llm.tools.static_check import check_source
+    from cuda_llm.tools.symbols import check_build
 
     opts = options or EvalOptions()
     task = loaded.task
@@ -73,11 +74,16 @@ def evaluate_candidate(loaded: LoadedTask, source: str, *, candidate: str = "can
         lines = "; ".join(f"[{i.rule}] {i.message}" + (f" (line {i.line})" if i.line else "") for i in issues[:5])
         return done(Status.static_error, f"refused before compiling: {lines}")
     libs = tuple(task.library_links) if opts.allow_libraries else ()
-    comp = compile_source(source, arch=opts.arch, libs=libs)
+    comp = compile_source(source, arch=opts.arch, libs=libs, filename=safe_filename(candidate))
     res.compile = comp
     res.source_hash = comp.source_hash or res.source_hash
     if not comp.ok:
         return done(Status.compile_error, "compilation failed: " + (comp.errors or "see the compile log"))
+    after = check_build(comp, allow_libraries=opts.allow_libraries)   # preprocessed source, symbols, library kernels
+    if after:
+        res.static_issues = after
+        lines = "; ".join(f"[{i.rule}] {i.message}" + (f" (line {i.line})" if i.line else "") for i in after[:5])
+        return done(Status.static_error, f"refused after compiling: {lines}")
     if not has_cuda_device():
         return done(Status.no_device, NO_DEVICE_MESSAGE)
     return _run_on_device(loaded, source, comp.so_path or "", opts, work_dir, res, done)
@@ -147,7 +153,8 @@ def _run_on_device(loaded, source, so_path, opts, work_dir, res, done) -> EvalRe
     t = resp.timing
     if t is None:
         return done(Status.ok, f"{passed} (not timed)")
-    sol = speed_of_light.sol_ms(task, t.sizes, device, tensor_cores=speed_of_light.uses_tensor_cores(source))
+    sol = speed_of_light.sol_ms(task, t.sizes, device, sass=res.compile.sass if res.compile else None,
+                                library=opts.allow_libraries)
     t.sol_ms, t.pct_of_sol = sol, speed_of_light.pct_of_sol(sol, t.median_ms)
     reasons = []
     if speed_of_light.below_sol(t.median_ms, sol):

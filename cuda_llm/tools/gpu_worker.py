@@ -553,7 +553,25 @@ def cmd_device_info() -> DeviceInfoResponse:
     )
     info.peak_bandwidth_gbs = measure_bandwidth_gbs()
     info.peak_fp32_gflops = measure_fp32_gflops(sm, arch)
+    measure_tensor_peaks_into(info)
     return DeviceInfoResponse(info=info, seconds=time.perf_counter() - t0)
+
+
+def measure_tensor_peaks_into(info: DeviceInfo) -> None:
+    """Tensor-core peaks (tensor_peak.py: wgmma on sm_90, mma.sync on sm_80-sm_89). A failure leaves them
+    None, which keeps only the bytes term for tensor-core candidates, never a false suspect."""
+    from cuda_llm.tools.device_info import MEASUREMENT_VERSION
+    from cuda_llm.tools.tensor_peak import measure_tensor_peaks
+
+    try:
+        peaks = measure_tensor_peaks(info.arch, info.sm_count)
+    except Exception as exc:  # no nvcc at run time, or a kernel failure: say so and go on
+        _progress(f"tensor-core peaks not measured: {exc}")
+        peaks = None
+    if peaks is not None:
+        info.peak_fp16_tc_gflops, info.peak_tf32_tc_gflops = peaks.fp16_gflops, peaks.tf32_gflops
+        info.tensor_peak_method = peaks.method
+    info.measurement_version = MEASUREMENT_VERSION
 
 
 def _write(path: str, model: Any) -> None:

@@ -1,9 +1,16 @@
-"""Static checks before compiling: the entry point has the task's exact signature, no library does the
-work, and no host-side trick (forking, sleeping, reading files, host threads) games the harness.
+"""Static checks on the source: the entry point has the task's exact signature, no library does the
+work, and no host-side trick (forking, sleeping, reading files, host threads, ending the process, raw
+system calls, persisting-L2 settings) games the harness.
 
-A candidate refused here costs no compile and no GPU time, and the message tells the coder what to write
-instead. Comments and string literals are blanked first (line structure kept), so nothing fires on a
-comment that mentions cuBLAS or on a printf text. Pure text analysis: no compiler, no task files read.
+They run twice. ``check_source`` reads the text as written, before compiling: a candidate refused there
+costs no compile and no GPU time. ``check_preprocessed`` reads the host pass of the preprocessor output
+that the build keeps (``nvcc -keep``: ``<name>.cpp4.ii``), restricted to the lines that came from the
+candidate's own file and numbered as in that file, so macros and token pasting (``sys##tem``) hide
+nothing. The linked object's symbols are checked after that (symbols.py).
+
+Comments and string literals are blanked first (line structure kept), so nothing fires on a comment that
+mentions cuBLAS or on a printf text; the rules that read strings on purpose (the driver entry point's
+name, inline assembly) read the unblanked text. Pure text analysis: no compiler, no task files read.
 """
 
 from __future__ import annotations
@@ -125,7 +132,54 @@ HOST_TRICKS: tuple[_Rule, ...] = (
           "never reset the device: the harness owns the CUDA context"),
     _Rule(re.compile(r"__attribute__\s*\(\(\s*(constructor|destructor)"), "load-time constructors",
           "do not run code when the library is loaded; do everything inside solve"),
+    _Rule(re.compile(r"(?<![.>\w])(std\s*::\s*|::\s*)?(exit|_exit|_Exit|quick_exit|abort|atexit|at_quick_exit)\s*\("),
+          "ending the process",
+          "return from solve instead (on bad input just return); a launch error is reported by the harness "
+          "through cudaGetLastError"),
+    _Rule(re.compile(r"(?<![.>\w])syscall\s*\(|\bSYS_\w+"), "raw system calls",
+          "a candidate makes no system calls of its own; use the CUDA runtime"),
+    _Rule(re.compile(r"\b(socket|connect|getaddrinfo|gethostbyname)\s*\("), "network access",
+          "a candidate computes on the GPU only; no sockets"),
+    _Rule(re.compile(r"\b_?Py(Run|Eval|Object|Import|Dict|List|Long|Float|Unicode|Bytes|Tuple|Module|Err|Sys|"
+                     r"GILState|Thread|Capsule|Code|Frame|Interpreter|Mem|Type|Callable|Exc|Gen|Iter|Number|"
+                     r"Sequence|Mapping|Set|Bool|Config|Status|Weakref|_)\w*"), "the Python C API",
+          "a candidate must never reach into the process that loads it; compute in CUDA kernels only"),
+    _Rule(re.compile(r"\bcuda(IpcOpenMemHandle|IpcGetMemHandle|LibraryLoadData|LibraryLoadFromFile)\b"),
+          "CUDA calls outside the contract",
+          "no other processes' memory and no code loaded at run time; write the kernels in this file"),
 )
+
+_L2 = ("the harness resets persisting-L2 state before every timed call and measures with a cold L2; "
+       "do not raise the persisting-L2 limit or set access-policy windows (use ld.global.L2::evict_last or "
+       "__ldg/__ldcs cache hints in the kernel instead)")
+L2_RULES: tuple[_Rule, ...] = (
+    _Rule(re.compile(r"\b(cudaLimitPersistingL2CacheSize|CU_LIMIT_PERSISTING_L2_CACHE_SIZE)\b"),
+          "the persisting-L2 limit", _L2),
+    _Rule(re.compile(r"\b(cudaCtxResetPersistingL2Cache|cuCtxResetPersistingL2Cache|cuCtxSetLimit)\b"),
+          "persisting-L2 control", _L2),
+    _Rule(re.compile(r"\b(accessPolicyWindow|cuda(Stream|Launch|KernelNode)AttributeAccessPolicyWindow|"
+                     r"CU_\w*ATTRIBUTE_ACCESS_POLICY_WINDOW|cudaAccessProperty(Persisting|Streaming|Normal)|"
+                     r"CU_ACCESS_PROPERTY_\w+|cudaAccessPolicyWindow|CUaccessPolicyWindow)\b"),
+          "an access-policy window", _L2),
+)
+# cudaDeviceSetLimit may set these; any other limit (the persisting-L2 size, or a number) is refused
+SAFE_LIMITS = {"cudaLimitStackSize", "cudaLimitPrintfFifoSize", "cudaLimitMallocHeapSize",
+               "cudaLimitDevRuntimeSyncDepth", "cudaLimitDevRuntimePendingLaunchCount", "cudaLimitMaxL2FetchGranularity"}
+_SET_LIMIT = re.compile(r"\bcudaDeviceSetLimit\s*\(\s*([^,()]*(?:\([^()]*\))?[^,()]*)\s*,")
+
+# The driver functions a candidate may fetch with cudaGetDriverEntryPoint(ByVersion) / cuGetProcAddress:
+# the TMA descriptor encoders (no -lcuda is linked; this is how a tensor map is made).
+ALLOWED_DRIVER_ENTRY_POINTS = {"cuTensorMapEncodeTiled", "cuTensorMapEncodeIm2col", "cuTensorMapEncodeIm2colWide",
+                               "cuTensorMapReplaceAddress", "cuGetErrorString", "cuGetErrorName"}
+_ENTRY_POINT = re.compile(r"\b(cudaGetDriverEntryPoint(?:ByVersion)?|cuGetProcAddress(?:_v2)?)\s*\(\s*(\"(?:[^\"\\]|\\.)*\"(?:\s*\"(?:[^\"\\]|\\.)*\")*|[^,)]*)")
+
+# Host inline assembly that makes system calls or emits raw bytes (PTX in device code never does either),
+# and asm labels that rename a declaration to another symbol (``void quit(int) __asm__("exit");``).
+_ASM = re.compile(r"\b(?:__asm__|__asm|asm)\b\s*(?:volatile|__volatile__|goto|inline|\s)*\(\s*((?:\"(?:[^\"\\]|\\.)*\"\s*)+)")
+_ASM_FORBIDDEN = re.compile(r"\bsyscall\b|\bsysenter\b|\bint\s*\$?(0x80|128)\b|\bsvc\b|"
+                            r"\.(byte|word|short|long|quad|inst|incbin|ascii|asciz|string|octa)\b")
+_ASM_LABEL = re.compile(r"\)\s*(?:__asm__|__asm|asm)\s*\(\s*\"([A-Za-z_.$][\w.$@]*)\"\s*\)")
+_INCLUDE_PATH = re.compile(r"^[ \t]*#[ \t]*include[ \t]*[<\"](?P<p>/[^>\"]*|[^>\"]*\.\.[^>\"]*)[>\"]", re.M)
 
 
 # ------------------------------------------------------------------------------------------ checks
@@ -142,7 +196,96 @@ def check_source(source: str, task: Task, *, allow_libraries: bool = False) -> l
         issues += _forbidden_headers(no_comments)
         issues += _scan(code, FORBIDDEN_LIBRARIES, "forbidden-library")
     issues += _scan(code, HOST_TRICKS, "host-trick")
+    issues += _scan(code, L2_RULES, "l2-persistence")
+    issues += _string_rules(no_comments)
+    issues += [StaticIssue(rule="include", line=_line_of(no_comments, m.start()),
+                           message=f"#include \"{m.group('p')}\": include only the CUDA toolkit's and the C++ "
+                                   f"standard headers; the candidate is this one file")
+               for m in _INCLUDE_PATH.finditer(no_comments)]
+    return sorted(issues, key=lambda i: i.line or 0)
+
+
+def _string_rules(text: str) -> list[StaticIssue]:
+    """Rules that read string literals: the driver entry point's name, inline assembly, asm labels, and
+    the limit passed to cudaDeviceSetLimit. ``text`` has comments blanked, strings kept."""
+    issues: list[StaticIssue] = []
+    code = strip_comments(text, strings=True)
+    for m in _SET_LIMIT.finditer(code):
+        limit = re.sub(r"\s+", "", m.group(1))
+        if limit not in SAFE_LIMITS:
+            issues.append(StaticIssue(
+                rule="l2-persistence", line=_line_of(code, m.start()),
+                message=f"cudaDeviceSetLimit({limit}, ...): only {', '.join(sorted(SAFE_LIMITS))} may be set; {_L2}"))
+    for m in _ENTRY_POINT.finditer(text):
+        arg = m.group(2).strip()
+        names = re.findall(r'"((?:[^"\\]|\\.)*)"', arg)
+        name = "".join(names) if names else None
+        if name in ALLOWED_DRIVER_ENTRY_POINTS:
+            continue
+        shown = f'"{name}"' if name is not None else (arg or "a computed name")
+        issues.append(StaticIssue(
+            rule="driver-entry-point", line=_line_of(text, m.start()),
+            message=(f"{m.group(1)}({shown}, ...): only the TMA descriptor functions may be fetched from the driver, "
+                     f"by their literal name ({', '.join(sorted(ALLOWED_DRIVER_ENTRY_POINTS))}); other driver calls "
+                     f"are outside the candidate contract")))
+    for m in _ASM.finditer(text):
+        body = "".join(re.findall(r'"((?:[^"\\]|\\.)*)"', m.group(1)))
+        body = re.sub(r"\\[ntrvf]", " ", body)          # C escapes separate instructions
+        bad = _ASM_FORBIDDEN.search(body)
+        if bad:
+            issues.append(StaticIssue(
+                rule="host-asm", line=_line_of(text, m.start()),
+                message=(f"inline assembly with `{bad.group(0)}`: raw system calls and raw instruction bytes are not "
+                         f"allowed; device code uses PTX instructions, host code calls the CUDA runtime")))
+    for m in _ASM_LABEL.finditer(text):
+        issues.append(StaticIssue(
+            rule="host-asm", line=_line_of(text, m.start()),
+            message=(f'asm label "{m.group(1)}": renaming a declaration to another symbol is not allowed; '
+                     f"call functions by their own names")))
     return issues
+
+
+# ------------------------------------------------------------------------------------------ preprocessed
+_LINEMARKER = re.compile(r'^#(?:line)?\s*(\d+)\s+"((?:[^"\\]|\\.)*)"')
+
+
+def own_lines(preprocessed: str, filename: str) -> dict[int, str]:
+    """The preprocessor output that came from ``filename`` itself, by its line number there (text that
+    macros expanded on a line stays on that line; lines from included headers are left out)."""
+    out: dict[int, str] = {}
+    ours = False
+    line = 1
+    for text in preprocessed.splitlines():
+        m = _LINEMARKER.match(text)
+        if m:
+            line = int(m.group(1))
+            path = m.group(2)
+            ours = path == filename or path.endswith("/" + filename)
+            continue
+        if ours and text.strip():
+            out[line] = f"{out[line]} {text}" if line in out else text
+        line += 1
+    return out
+
+
+def check_preprocessed(preprocessed: str, filename: str) -> list[StaticIssue]:
+    """The source rules on the candidate's own lines after preprocessing (host pass): what a macro, an
+    include trick or token pasting spelled is seen as the compiler saw it. Signature rules are not rerun
+    (the raw check already placed the entry point); ``forbidden-library`` issues are dropped by the caller
+    in ``--library`` mode."""
+    lines = own_lines(preprocessed, filename)
+    if not lines:
+        return []
+    text = "\n".join(lines.get(i, "") for i in range(1, max(lines) + 1))
+    code = strip_comments(text, strings=True)
+    issues: list[StaticIssue] = []
+    issues += _scan(code, FORBIDDEN_LIBRARIES, "forbidden-library")
+    issues += _scan(code, HOST_TRICKS, "host-trick")
+    issues += _scan(code, L2_RULES, "l2-persistence")
+    issues += _string_rules(text)
+    for i in issues:
+        i.message += " (seen after preprocessing)"
+    return sorted(issues, key=lambda i: i.line or 0)
 
 
 def _without_preprocessor(code: str) -> str:
