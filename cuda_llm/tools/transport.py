@@ -1,0 +1,77 @@
+"""How arrays travel between the parent and the GPU worker: .npy files in an exchange folder on tmpfs,
+memory-mapped on both sides.
+
+The worker copies device memory straight into a memory-mapped .npy file (one copy); the parent maps the
+same pages read-only (no copy at all). On the 64M-element float output of gelu this was the fastest of the
+transports measured (docs/harness.md, benchmarks/transport_bench.py): np.save/np.load pay two extra copies,
+a pipe three plus the system calls. /dev/shm is used when it has room for the evaluation; otherwise (a
+container's 64 MB /dev/shm) the folder goes beside the cache, where the page cache still serves it.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+from cuda_llm.tools.checker import RawCall
+
+SHM = Path("/dev/shm")
+HEADROOM = 1.25          # ask for this much more tmpfs than the estimate, and leave others room
+
+
+def exchange_parent(need_bytes: int, fallback: Path, shm: Path = SHM) -> Path:
+    """/dev/shm when it is writable and has ``need_bytes`` (x1.25) free, else ``fallback``."""
+    try:
+        if shm.is_dir() and os.access(shm, os.W_OK):
+            st = os.statvfs(shm)
+            if st.f_bavail * st.f_frsize >= need_bytes * HEADROOM:
+                return shm
+    except OSError:
+        pass
+    fallback.mkdir(parents=True, exist_ok=True)
+    return fallback
+
+
+def make_exchange(need_bytes: int, fallback: Path, shm: Path = SHM) -> Path:
+    """A fresh private folder for one evaluation's arrays (removed with ``remove_exchange``)."""
+    parent = exchange_parent(need_bytes, fallback, shm)
+    return Path(tempfile.mkdtemp(prefix="cuda-llm-x-", dir=parent))
+
+
+def remove_exchange(folder: Path) -> None:
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+def write_array(path: Path, arr: np.ndarray) -> None:
+    """A .npy file the other side maps (one copy into the file's pages)."""
+    arr = np.ascontiguousarray(arr)
+    out = np.lib.format.open_memmap(path, mode="w+", dtype=arr.dtype, shape=arr.shape)
+    if arr.size:
+        out[...] = arr
+    del out
+
+
+def open_for_write(path: Path, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+    """A writable memory-mapped .npy of this shape: the worker copies device memory straight into it."""
+    return np.lib.format.open_memmap(path, mode="w+", dtype=np.dtype(dtype), shape=tuple(shape))
+
+
+def read_array(path: Path) -> np.ndarray:
+    """Map a .npy read-only (no copy); a zero-size array is read normally (it cannot be mapped)."""
+    try:
+        return np.load(path, mmap_mode="r")
+    except ValueError:
+        return np.load(path)
+
+
+def read_call(folder: Path, outputs: list[str], inputs: list[str]) -> RawCall:
+    """The raw data of one call as the worker left it: out_*.npy, after_*.npy (if written), guard.npy."""
+    folder = Path(folder)
+    outs = {n: read_array(folder / f"out_{n}.npy") for n in outputs if (folder / f"out_{n}.npy").exists()}
+    after = {n: read_array(folder / f"after_{n}.npy") for n in inputs if (folder / f"after_{n}.npy").exists()}
+    guard = folder / "guard.npy"
+    return RawCall(outputs=outs, inputs_after=after, guards=read_array(guard) if guard.exists() else None)
