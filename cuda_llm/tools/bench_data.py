@@ -280,6 +280,9 @@ def make_sets(loaded: LoadedTask, sizes: Sizes, log: Log = lambda m: None) -> tu
             sets[index] = InputSet(index=index, kind=FRESH, folder=None, expected=expected, rel_slack=slack,
                                    inputs=inputs)
             log(f"benchmark data: set S{index} drawn")
+            for other in (o for i, o in sets.items() if i != index):    # two fresh sets must differ too
+                distinct &= replay_fails(loaded, sizes, other.expected, sets[index].expected, sets[index].rel_slack)
+                distinct &= replay_fails(loaded, sizes, sets[index].expected, other.expected, other.rel_slack)
             continue
         s, ok = _derive(loaded, sizes, index, sets[base], sets[donor], [sets[i] for i in sorted(sets)], log)
         sets[index] = s

@@ -177,6 +177,9 @@ def in_use(entry: Path) -> Iterator[bool]:
     """Hold a shared lock on ``entry`` for the duration (eviction skips it) and mark it used. Yields False
     when the entry does not exist (any more): the caller makes it again."""
     entry = Path(entry)
+    if not entry.exists():
+        yield False
+        return
     try:
         fh = open(_lock_file(entry), "a+")
     except OSError:
