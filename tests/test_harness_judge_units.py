@@ -377,3 +377,17 @@ def test_a_worker_that_dies_at_start_up_is_a_runtime_error(tmp_path, monkeypatch
                        work_dir=tmp_path / "w", worker_argv=[sys.executable, str(script)])
     assert res.status.value == "runtime_error", res.message
     assert "the candidate ended the worker process during start-up: exit code 9" in res.message
+
+
+def test_runtime_only_candidates_build_without_the_checks(tmp_path):
+    """The GPU test judges their trick, not a typo: each builds with nvcc alone (the static checks would
+    refuse them, which is why they live apart in tests/adversarial/runtime/)."""
+    sys.path.insert(0, str(Path(__file__).parent))
+    from adversarial_kernels import RUNTIME, build_without_checks, expected, header
+
+    assert {p.stem for p in RUNTIME} >= {"tamper_writes_nothing", "tamper_forged_times", "exits"}
+    for p in RUNTIME:
+        h = header(p)
+        assert {"task", "expect", "trick", "reason"} <= set(h) and expected(p), p.name
+        so = build_without_checks(p, tmp_path, arch="sm_90")
+        assert so.is_file() and so.stat().st_size > 0
