@@ -91,6 +91,11 @@ class NumpyDevice:
     def free_memory(self) -> int:
         return self._free
 
+    def staging(self, nbytes: int) -> np.ndarray:
+        if getattr(self, "_staging", None) is None or self._staging.size < nbytes:
+            self._staging = np.empty(max(1, nbytes), np.uint8)
+        return self._staging
+
     def reset_persisting_l2(self) -> None:
         self.resets += 1
 

@@ -84,6 +84,7 @@ class PycudaDevice:
         self._start, self._stop = cuda.Event(), cuda.Event()
         self._lib = _libcuda()
         self._reset = getattr(self._lib, "cuCtxResetPersistingL2Cache", None)
+        self._staging: np.ndarray | None = None
 
     @_guarded
     def alloc(self, nbytes: int) -> int:
@@ -126,6 +127,17 @@ class PycudaDevice:
     @_guarded
     def free_memory(self) -> int:
         return int(cuda.mem_get_info()[0])
+
+    def staging(self, nbytes: int) -> np.ndarray:
+        """A page-locked host buffer, grown as needed and reused: device-to-host copies run at full speed
+        into it (pageable memory goes through the driver's bounce buffer)."""
+        if self._staging is None or self._staging.size < nbytes:
+            self._staging = None
+            try:
+                self._staging = cuda.pagelocked_empty(max(1, nbytes), np.uint8)
+            except cuda.Error:
+                self._staging = np.empty(max(1, nbytes), np.uint8)
+        return self._staging
 
     def reset_persisting_l2(self) -> None:
         """Persisting-L2 limit 0 and every persisting line back to normal, before every timed call: a

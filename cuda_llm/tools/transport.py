@@ -1,11 +1,13 @@
 """How arrays travel between the parent and the GPU worker: .npy files in an exchange folder on tmpfs,
-memory-mapped on both sides.
+written with bulk write calls and memory-mapped read-only by the reader.
 
-The worker copies device memory straight into a memory-mapped .npy file (one copy); the parent maps the
-same pages read-only (no copy at all). On the 64M-element float output of gelu this was the fastest of the
-transports measured (docs/harness.md, benchmarks/transport_bench.py): np.save/np.load pay two extra copies,
-a pipe three plus the system calls. /dev/shm is used when it has room for the evaluation; otherwise (a
-container's 64 MB /dev/shm) the folder goes beside the cache, where the page cache still serves it.
+The worker copies device memory into a reused page-locked staging buffer (the fastest device-to-host copy)
+and writes it out with np.save; the parent maps the file (no copy at all). Measured on a 64M-element float
+output (benchmarks/transport_bench.py, figures in docs/harness.md), writing through a memory map paid a
+page fault per 4 KiB of tmpfs and was slower than bulk writes; np.load without a map pays one more copy; a
+pipe a copy plus the system calls and a parent that must read as fast as the worker writes. /dev/shm is
+used when it has room for the evaluation; otherwise (a container's 64 MB /dev/shm) the folder goes beside
+the cache, where the page cache still serves it.
 """
 
 from __future__ import annotations
@@ -47,17 +49,8 @@ def remove_exchange(folder: Path) -> None:
 
 
 def write_array(path: Path, arr: np.ndarray) -> None:
-    """A .npy file the other side maps (one copy into the file's pages)."""
-    arr = np.ascontiguousarray(arr)
-    out = np.lib.format.open_memmap(path, mode="w+", dtype=arr.dtype, shape=arr.shape)
-    if arr.size:
-        out[...] = arr
-    del out
-
-
-def open_for_write(path: Path, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
-    """A writable memory-mapped .npy of this shape: the worker copies device memory straight into it."""
-    return np.lib.format.open_memmap(path, mode="w+", dtype=np.dtype(dtype), shape=tuple(shape))
+    """A .npy file the other side maps: header and data in bulk write calls."""
+    np.save(path, np.ascontiguousarray(arr), allow_pickle=False)
 
 
 def read_array(path: Path) -> np.ndarray:

@@ -55,6 +55,7 @@ class Device(Protocol):
     def dtod(self, dst: int, src: int, nbytes: int) -> None: ...
     def sync(self) -> None: ...                       # whole device; raises DeviceFault
     def free_memory(self) -> int: ...
+    def staging(self, nbytes: int) -> np.ndarray: ...  # a reused host buffer (page-locked where possible), uint8
     def reset_persisting_l2(self) -> None: ...        # limit 0 and every persisting line normal again
     def launch_error(self) -> str | None: ...
     def load(self, so_path: str, entry: str) -> Any: ...
@@ -123,10 +124,6 @@ class Buffers:
         for p in self.task.outputs:
             self.dev.memset_d32(self.ptr[p.name], validate.poison_word32(self.shapes[p.name][1]), self.words[p.name])
 
-    def read_into(self, name: str, host: np.ndarray) -> None:
-        if self.nbytes[name]:
-            self.dev.dtoh(host, self.ptr[name])
-
     def guards(self) -> np.ndarray:
         names = list(self.ptr)
         out = np.empty((len(names), GUARD_BYTES), dtype=np.uint8)
@@ -139,11 +136,8 @@ class Buffers:
         folder.mkdir(parents=True, exist_ok=True)
         names = [p.name for p in self.task.outputs] + ([p.name for p in self.task.inputs] if inputs else [])
         for i, n in enumerate(names):
-            shape, dtype = self.shapes[n]
             kind = "out" if i < len(self.task.outputs) else "after"
-            mm = transport.open_for_write(folder / f"{kind}_{n}.npy", shape, dtype)
-            self.read_into(n, mm)
-            del mm
+            hand_back(self.dev, folder / f"{kind}_{n}.npy", self.ptr[n], *self.shapes[n])
         if inputs:
             transport.write_array(folder / "guard.npy", self.guards())
 
@@ -151,6 +145,16 @@ class Buffers:
         for ptr in self.ptr.values():
             self.dev.free(ptr)
         self.ptr = {}
+
+
+def hand_back(dev: Device, path: Path, ptr: int, shape: tuple[int, ...], dtype: np.dtype) -> None:
+    """Device memory to a .npy file for the parent: through the staging buffer, then one bulk write."""
+    dtype = np.dtype(dtype)
+    count = int(np.prod(shape, dtype=np.int64))
+    host = dev.staging(count * dtype.itemsize)[:count * dtype.itemsize].view(dtype).reshape(shape)
+    if count:
+        dev.dtoh(host, ptr)
+    transport.write_array(path, host)
 
 
 # ------------------------------------------------------------------------------------------ input sets
@@ -404,23 +408,19 @@ class _Slots:
                     self.dev.dtod(self.ptrs[slot][o], self.buf.ptr[o], self.buf.nbytes[o])
         else:
             self.dev.sync()
-            self._write(slot, lambda o, mm: self.buf.read_into(o, mm))
+            self._write(slot, self.buf.ptr)
 
-    def _write(self, slot: int, read: Callable[[str, np.ndarray], None]) -> None:
+    def _write(self, slot: int, ptrs: dict[str, int]) -> None:
         d = self.folder / f"slot{slot}"
         d.mkdir(parents=True, exist_ok=True)
         for o in self.outputs:
-            shape, dtype = self.buf.shapes[o]
-            mm = transport.open_for_write(d / f"out_{o}.npy", shape, dtype)
-            read(o, mm)
-            del mm
+            hand_back(self.dev, d / f"out_{o}.npy", ptrs[o], *self.buf.shapes[o])
 
     def hand_back(self) -> list[dict[str, Any]]:
         if self.ptrs is not None:
             self.dev.sync()
             for slot in self.meta:
-                ptrs = self.ptrs[slot]
-                self._write(slot, lambda o, mm: self.dev.dtoh(mm, ptrs[o]) if self.buf.nbytes[o] else None)
+                self._write(slot, self.ptrs[slot])
         return [{"slot": k, "set": s, "call": i, "dir": str(self.folder / f"slot{k}")} for k, (s, i) in sorted(self.meta.items())]
 
     def free(self) -> None:
