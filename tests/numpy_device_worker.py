@@ -33,6 +33,7 @@ ALIGN = 256
 class NumpyDevice:
     name = "NumPy test device"
     l2_bytes = 1 << 16
+    flush_bytes = 2 * l2_bytes
 
     def __init__(self, free_memory: int = 1 << 34):
         self._bases: list[int] = []

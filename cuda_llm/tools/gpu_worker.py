@@ -36,6 +36,7 @@ from cuda_llm.tools.worker_protocol import (EXIT_CUDA_FAULT, EXIT_OK, DeviceInfo
                                             ServeRequest, dump_json)
 
 CU_LIMIT_PERSISTING_L2_CACHE_SIZE = 0x06
+FLUSH_MIN_BYTES = 64 << 20
 _progress = worker_loop.progress
 _CTYPES = {"int32": ctypes.c_int32, "uint32": ctypes.c_uint32, "float32": ctypes.c_float}
 
@@ -80,6 +81,7 @@ class PycudaDevice:
         self.dev = cuda.Context.get_device()
         self.name = self.dev.name()
         self.l2_bytes = int(self.dev.get_attribute(cuda.device_attribute.L2_CACHE_SIZE))
+        self.flush_bytes = max(2 * self.l2_bytes, FLUSH_MIN_BYTES)   # at least twice the L2: nothing survives
         self._allocs: dict[int, Any] = {}
         self._start, self._stop = cuda.Event(), cuda.Event()
         self._lib = _libcuda()

@@ -32,7 +32,6 @@ from cuda_llm.tools.timing_plan import Schedule
 from cuda_llm.tools.worker_protocol import (EXIT_CUDA_FAULT, EXIT_HARNESS, EXIT_OK, GUARD_BYTE, GUARD_BYTES,
                                             TimeCommand, decode, encode)
 
-FLUSH_MIN_BYTES = 64 << 20
 STAGING_HEADROOM = 512 << 20     # device memory left free when the input sets are staged
 
 
@@ -45,6 +44,7 @@ class Device(Protocol):
 
     name: str
     l2_bytes: int
+    flush_bytes: int                                   # written before every timed call: evicts the L2
 
     def alloc(self, nbytes: int) -> int: ...
     def free(self, ptr: int) -> None: ...
@@ -284,7 +284,7 @@ class Worker:
             sets = SetStore(self.dev, self.loaded, buf, c.sets, [*c.timed_sets, c.post_set])
             self.emit("sets-ready", seconds=time.perf_counter() - t0, on_device=sets.on_device)
             progress(f"timing: input sets ready ({'on the device' if sets.on_device else 'copied from the host'})")
-            flush_bytes = max(2 * self.dev.l2_bytes, FLUSH_MIN_BYTES)
+            flush_bytes = self.dev.flush_bytes
             flush = self.dev.alloc(flush_bytes)
             call = self.dev.bind(self.solve, buf.args)
 
