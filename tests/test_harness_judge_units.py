@@ -342,6 +342,11 @@ def test_transport_round_trip_and_the_fallback_folder(tmp_path):
     assert transport.read_array(x / "empty.npy").size == 0
     transport.remove_exchange(x)
     assert not x.exists()
+    dead = small_shm / f"{transport.PREFIX}999999999-abc"       # left by a killed evaluation
+    dead.mkdir()
+    mine = transport.make_exchange(1, tmp_path / "fallback", shm=small_shm)
+    assert not dead.exists() and mine.exists() and mine.name.startswith(f"{transport.PREFIX}{os.getpid()}-")
+    assert transport.sweep_orphans(small_shm) == 0 and mine.exists()
 
 
 # -------------------------------------------------------------------------------------- environment

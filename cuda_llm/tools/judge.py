@@ -163,11 +163,11 @@ class Judge:
         need = sum(_bytes(loaded, s, 1, 2) for s, _ in cases)
         if opts.timing:
             need += _bytes(loaded, bench_sizes, 3 + 3 * SLOTS_PER_SET, 3)
-        evals = cache_dir() / "evals"
-        evals.mkdir(parents=True, exist_ok=True)
-        self.exchange = transport.make_exchange(need, evals)
         bench_future: Future | None = None
         try:
+            evals = cache_dir() / "evals"
+            evals.mkdir(parents=True, exist_ok=True)
+            self.exchange = transport.make_exchange(need, evals)
             with device_lock(device) as waited:
                 self.state.costs["lock_wait_s"] = waited
                 if opts.timing:    # in the background: from the cache in a moment, or made once per task and shape
@@ -213,7 +213,8 @@ class Judge:
                 self.bench.close()
             self.checker.close()
             self.pool.shutdown(wait=True, cancel_futures=True)
-            transport.remove_exchange(self.exchange)
+            if self.exchange is not None:
+                transport.remove_exchange(self.exchange)
             self.resp.seconds = time.perf_counter() - t0
             self.resp.costs = {**self.state.costs, "checker_s": self.checker.busy_s}
         return self.resp
@@ -259,10 +260,13 @@ class Judge:
 
         def run(pool: Any) -> CaseResult:
             t0 = time.perf_counter()
-            raw = transport.read_call(c.folder, outs, ins)
-            self.state.costs["transport_read_s"] = self.state.costs.get("transport_read_s", 0.0) + time.perf_counter() - t0
-            exp = Expectation(sizes=c.sizes, expected=c.expected.result(), inputs=c.inputs, held_out=c.held_out)
-            return check_call(self.task, exp, raw, seconds=seconds, pool=pool)
+            try:
+                raw = transport.read_call(c.folder, outs, ins)
+                self.state.costs["transport_read_s"] = self.state.costs.get("transport_read_s", 0.0) + time.perf_counter() - t0
+                exp = Expectation(sizes=c.sizes, expected=c.expected.result(), inputs=c.inputs, held_out=c.held_out)
+                return check_call(self.task, exp, raw, seconds=seconds, pool=pool)
+            finally:
+                transport.remove_exchange(c.folder)          # checked: its memory (tmpfs) goes back at once
         return run
 
     # ------------------------------------------------------------------------------------- timing
@@ -280,8 +284,11 @@ class Judge:
         ins = [p.name for p in self.task.inputs] if inputs else []
 
         def run(pool: Any) -> CaseResult:
-            raw = transport.read_call(folder, outs, ins)
-            return check_call(self.task, self._bench_expect(s, others), raw, pool=pool)
+            try:
+                raw = transport.read_call(folder, outs, ins)
+                return check_call(self.task, self._bench_expect(s, others), raw, pool=pool)
+            finally:
+                transport.remove_exchange(folder)
         self.checker.submit(key, run)
 
     def _time(self, sizes: dict[str, int], after_loop: Callable[[], Future]) -> bool:

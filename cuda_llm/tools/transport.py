@@ -38,10 +38,42 @@ def exchange_parent(need_bytes: int, fallback: Path, shm: Path = SHM) -> Path:
     return fallback
 
 
+PREFIX = "cuda-llm-x-"
+
+
 def make_exchange(need_bytes: int, fallback: Path, shm: Path = SHM) -> Path:
-    """A fresh private folder for one evaluation's arrays (removed with ``remove_exchange``)."""
+    """A fresh private folder for one evaluation's arrays (removed with ``remove_exchange``). Folders that
+    a killed evaluation left behind (their process is gone) are removed first: on tmpfs they hold memory."""
+    for parent in {fallback, shm}:
+        sweep_orphans(parent)
     parent = exchange_parent(need_bytes, fallback, shm)
-    return Path(tempfile.mkdtemp(prefix="cuda-llm-x-", dir=parent))
+    return Path(tempfile.mkdtemp(prefix=f"{PREFIX}{os.getpid()}-", dir=parent))
+
+
+def sweep_orphans(parent: Path) -> int:
+    """Remove exchange folders whose process no longer runs; returns how many."""
+    removed = 0
+    try:
+        found = [p for p in parent.iterdir() if p.name.startswith(PREFIX) and p.is_dir()]
+    except OSError:
+        return 0
+    for p in found:
+        pid = p.name[len(PREFIX):].split("-", 1)[0]
+        if not pid.isdigit() or _alive(int(pid)):
+            continue
+        shutil.rmtree(p, ignore_errors=True)
+        removed += 1
+    return removed
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def remove_exchange(folder: Path) -> None:
