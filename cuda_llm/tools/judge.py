@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import os
 import secrets
+import sys
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -47,9 +48,12 @@ WARMUP = 3
 Log = Callable[[str], None]
 
 
+_T0 = time.perf_counter()
+
+
 def _progress(msg: str) -> None:
-    import sys
-    print(f"[judge] {msg}", file=sys.stderr, flush=True)
+    """A time-stamped line on stderr (the worker's own lines go to worker_stderr.log)."""
+    print(f"[judge] +{time.perf_counter() - _T0:.2f}s {msg}", file=sys.stderr, flush=True)
 
 
 @dataclass
