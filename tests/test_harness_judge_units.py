@@ -394,3 +394,23 @@ def test_runtime_only_candidates_build_without_the_checks(tmp_path):
         assert {"task", "expect", "trick", "reason"} <= set(h) and expected(p), p.name
         so = build_without_checks(p, tmp_path, arch="sm_90")
         assert so.is_file() and so.stat().st_size > 0
+
+
+def test_hand_back_writes_a_npy_chunk_by_chunk(tmp_path, monkeypatch):
+    """Device memory reaches the parent as a plain .npy, whatever the chunking of the staging buffer."""
+    sys.path.insert(0, str(Path(__file__).parent))
+    from numpy_device_worker import NumpyDevice
+
+    from cuda_llm.tools import worker_loop
+
+    monkeypatch.setattr(worker_loop, "HAND_BACK_CHUNK", 1000)          # 1000 bytes: 19 chunks, the last partial
+    dev = NumpyDevice()
+    a = np.random.default_rng(0).normal(size=(37, 123)).astype(np.float32)
+    ptr = dev.alloc(a.nbytes)
+    dev.htod(ptr, a)
+    worker_loop.hand_back(dev, tmp_path / "x.npy", ptr, a.shape, a.dtype)
+    back = transport.read_array(tmp_path / "x.npy")
+    assert back.dtype == np.float32 and back.shape == (37, 123) and np.array_equal(back, a)
+    assert dev.staging(1).size == 1000
+    worker_loop.hand_back(dev, tmp_path / "e.npy", ptr, (0,), np.float16)
+    assert transport.read_array(tmp_path / "e.npy").dtype == np.float16

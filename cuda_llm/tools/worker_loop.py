@@ -147,14 +147,23 @@ class Buffers:
         self.ptr = {}
 
 
+HAND_BACK_CHUNK = 64 << 20       # bytes per device-to-host copy: the page-locked staging buffer stays small
+
+
 def hand_back(dev: Device, path: Path, ptr: int, shape: tuple[int, ...], dtype: np.dtype) -> None:
-    """Device memory to a .npy file for the parent: through the staging buffer, then one bulk write."""
+    """Device memory to a .npy file for the parent: chunk by chunk through the page-locked staging buffer,
+    each chunk one bulk write."""
     dtype = np.dtype(dtype)
-    count = int(np.prod(shape, dtype=np.int64))
-    host = dev.staging(count * dtype.itemsize)[:count * dtype.itemsize].view(dtype).reshape(shape)
-    if count:
-        dev.dtoh(host, ptr)
-    transport.write_array(path, host)
+    nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+    header = {"descr": np.lib.format.dtype_to_descr(dtype), "fortran_order": False, "shape": tuple(shape)}
+    with open(path, "wb") as f:
+        np.lib.format.write_array_header_1_0(f, header)
+        if nbytes:
+            stage = dev.staging(min(nbytes, HAND_BACK_CHUNK))
+            for off in range(0, nbytes, HAND_BACK_CHUNK):
+                n = min(HAND_BACK_CHUNK, nbytes - off)
+                dev.dtoh(stage[:n], ptr + off)
+                f.write(memoryview(stage[:n]))
 
 
 # ------------------------------------------------------------------------------------------ input sets
