@@ -1,8 +1,9 @@
 """How arrays travel between the parent and the GPU worker: .npy files in an exchange folder on tmpfs,
 written with bulk write calls and memory-mapped read-only by the reader.
 
-The worker copies device memory into a reused page-locked staging buffer (the fastest device-to-host copy)
-and writes it out with np.save; the parent maps the file (no copy at all). Measured on a 64M-element float
+The worker copies device memory, 64 MB at a time, into a reused page-locked staging buffer (the fastest
+device-to-host copy) and writes each chunk with one write call (worker_loop.hand_back); the parent maps
+the file (no copy at all). Measured on a 64M-element float
 output (benchmarks/transport_bench.py, figures in docs/harness.md), writing through a memory map paid a
 page fault per 4 KiB of tmpfs and was slower than bulk writes; np.load without a map pays one more copy; a
 pipe a copy plus the system calls and a parent that must read as fast as the worker writes. /dev/shm is
