@@ -4,7 +4,6 @@ outputs, the transport, and the worker's environment."""
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import re

@@ -33,7 +33,7 @@ from cuda_llm.paths import cache_dir
 from cuda_llm.results import CaseResult, Status, TimingResult, ValidationResult
 from cuda_llm.tasks.inputs import dims, make_case_inputs, reference_outputs
 from cuda_llm.tasks.loader import LoadedTask
-from cuda_llm.tools import bench_data, cache_store, timing_plan, timing_stats, transport
+from cuda_llm.tools import bench_data, timing_plan, timing_stats, transport
 from cuda_llm.tools.checker import Checker, Expectation, check_call
 from cuda_llm.tools.runner import Event, WorkerGone, WorkerSession, describe_exit, device_lock, pinned_device
 from cuda_llm.tools.worker_protocol import (EXIT_CUDA_FAULT, EXIT_HARNESS, ClockCheck, EvaluateResponse, ServeRequest,
