@@ -14,8 +14,11 @@
 #                       manual: benchmarks/manual_run.py, a 3-round softmax run whose coder answers are hand-written
 #                       hopper (only when named): tensor peaks with wgmma, the wgmma hgemm and the TMA transpose
 #                       through the harness, cuBLAS below 100% of speed of light
+#                       transport (only when named): the CPU transport measurement; cache (only when named):
+#                       cache growth over 100 evaluations, ~5 min
 #   PYTEST_ARGS=...     extra pytest arguments (e.g. "-k adversarial")
 #   HARNESS_ARGS=...    extra harness_bench.py arguments (e.g. "--repeats 3 --eval-time 1")
+#   CACHE_ARGS=...      extra cache_bench.py arguments (e.g. "--evals 50")
 #   OUT=dir             where the results are copied (the device runner sets it)
 #   INSTALL_WHEELS=0    use the current Python environment instead of the carried .whl/ wheels
 #   DEADLINE_S=540      seconds for the whole script: each step is stopped (timeout) when they run out,
@@ -68,9 +71,10 @@ wants() { case " $STEPS " in *" $1 "*) return 0 ;; esac; return 1; }
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv > "$BENCH/gpu.txt" 2>&1
 
 # PYTEST_ARGS / HARNESS_ARGS are parsed like a shell line, so quotes work: PYTEST_ARGS="-k 'not slow'"
-pytest_args=(); harness_args=()
+pytest_args=(); harness_args=(); cache_args=()
 [ -n "${PYTEST_ARGS:-}" ] && eval "pytest_args=(${PYTEST_ARGS})"
 [ -n "${HARNESS_ARGS:-}" ] && eval "harness_args=(${HARNESS_ARGS})"
+[ -n "${CACHE_ARGS:-}" ] && eval "cache_args=(${CACHE_ARGS})"
 if wants doctor; then
   step doctor "$BENCH/doctor.txt" python3 -m cuda_llm.cli doctor --no-llm --runs-dir "$BENCH/doctor-runs"
 fi
@@ -85,6 +89,12 @@ if wants profile && [ -f benchmarks/profile_bench.py ]; then
 fi
 if wants loop && [ -f benchmarks/loop_bench.py ]; then
   step loop "$BENCH/loop.log" python3 benchmarks/loop_bench.py --out "$BENCH"
+fi
+if wants transport; then
+  step transport "$BENCH/transport.log" python3 benchmarks/transport_bench.py --out "$BENCH"
+fi
+if wants cache; then
+  step cache "$BENCH/cache.log" python3 benchmarks/cache_bench.py --out "$BENCH" ${cache_args[@]+"${cache_args[@]}"}
 fi
 if wants features; then
   step features "$BENCH/features.txt" python3 -m cuda_llm.cli features --arch sm_90
@@ -123,6 +133,8 @@ fi
   && echo "          $(grep -E '^Median evaluation' "$BENCH/harness.md" | cut -c1-220)"
 [ -f "$BENCH/profile.md" ] && echo "profile:  $(grep -m1 -iE 'median|seconds per' "$BENCH/profile.md" | cut -c1-200)"
 [ -f "$BENCH/loop.md" ] && echo "loop:     $(grep -m1 -iE 'stop|speedup' "$BENCH/loop.md" | cut -c1-200)"
+[ -f "$BENCH/transport.md" ] && echo "transport: $(grep -E '^\| (npy-write-mmap-read|pipe) ' "$BENCH/transport.md" | tr '\n' ' ')"
+[ -f "$BENCH/cache.md" ] && echo "cache:    $(grep -E '^Benchmark-data entries added' "$BENCH/cache.md" | cut -c1-200)"
 [ -f "$BENCH/features.txt" ] && echo "features: $(grep -cE '^[a-z_]+ ' "$BENCH/features.txt") rows in features.txt"
 [ -f "$BENCH/doctor.txt" ] && echo "doctor:   $(grep -E '^(ok|warn|FAIL) ' "$BENCH/doctor.txt" | awk '{print $2"="$1}' | tr '\n' ' ')"
 [ -f "$BENCH/report.html" ] && echo "report:   report.html $(wc -c < "$BENCH/report.html") bytes"

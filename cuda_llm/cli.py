@@ -26,6 +26,7 @@ COMMANDS: dict[str, str] = {
     "doctor": "cuda_llm.commands.doctor_cmd",
     "show": "cuda_llm.commands.show_cmd",
     "check-task": "cuda_llm.commands.check_task_cmd",
+    "cache": "cuda_llm.commands.cache_cmd",
 }
 
 

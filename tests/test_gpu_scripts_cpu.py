@@ -25,7 +25,8 @@ def _rows() -> list[dict]:
     return [
         {"task": "gelu", "status": "ok", "median_ms": 0.21, "min_ms": 0.2, "iqr_ms": 0.001, "rse": 0.002,
          "pct_of_sol": 81.0, "spread_pct": 0.4, "compile_s": 1.5, "validation_s": 0.3, "timing_s": 0.8, "eval_s": 1.4,
-         "ncu_ms": 0.2, "event_vs_ncu_pct": 5.0},
+         "ncu_ms": 0.2, "event_vs_ncu_pct": 5.0, "check_s": 0.61, "transport_s": 0.25, "sets_s": 0.12,
+         "worker_start_s": 0.9},
         {"task": "sgemm", "status": "ok", "median_ms": 40.0, "library_status": "ok", "library_ms": 4.0,
          "library_pct_of_sol": 60.0, "naive_over_library": 10.0, "eval_s": 2.5, "spread_pct": 3.0},
         {"task": "sort_u32", "status": "ok", "median_ms": 9.0, "library_status": "compile_error",
@@ -46,6 +47,8 @@ def test_harness_report_from_rows(tmp_path):
     for name in ("gelu", "sgemm", "sort_u32", "broken"):
         assert name in md
     assert "ok/ok" in md and "ok/compile_error" in md
+    assert "check s" in md and "transp. s" in md and " 0.61 " in md          # the judge's own costs
+    assert "(the 8 first tasks: 1.9 s)" in md
     assert "10.00" in md                                    # naive / library ratio of sgemm
     assert "Naive baselines ok: 3/4" in md and "library baselines ok: 1/2" in md
     assert "broken naive: error: RuntimeError: boom" in md and "sort_u32 library: compile_error" in md

@@ -1,5 +1,10 @@
-"""The harness on a real GPU: every adversarial kernel gets its expected status, every naive baseline
-passes its task, timing is sane, and a hang or a fault leaves the next evaluation working."""
+"""The harness on a real GPU: every adversarial kernel gets its expected status (the memo kernels too), every
+naive baseline passes its task, timing is sane, a hang or a fault leaves the next evaluation working, and a
+candidate that gets past the static checks and rewrites the worker's Python state, or ends the process,
+cannot change the verdict.
+
+Budget (the whole `pytest -m gpu` must fit 5 minutes on an H100): one evaluation per kernel, timing only
+where the trick needs it (`// needs: timing`), short timing budgets, and the naive baselines untimed."""
 
 from __future__ import annotations
 
@@ -12,7 +17,7 @@ import pytest
 from cuda_llm.tasks import list_task_names, load_task
 from cuda_llm.tools.evaluate import EvalOptions, evaluate_candidate
 from cuda_llm.results import Status
-from adversarial_kernels import ADV, expected, header
+from adversarial_kernels import ADV, RUNTIME, build_without_checks, expected, header
 
 pytestmark = pytest.mark.gpu
 
@@ -29,14 +34,17 @@ def _naive_still_works() -> None:
     assert res.status == Status.ok, res.message
 
 
+QUICK_TIMING = dict(time_budget_s=1.0, min_time_s=0.1, max_reps=60, seed=3)
+
+
 @pytest.mark.parametrize("path", ON_GPU, ids=lambda p: p.stem)
 def test_adversarial_kernel_is_caught(path: Path) -> None:
     h = header(path)
     loaded = load_task(h["task"])
     want = expected(path)
-    timeout = 25.0 if Status.timeout in want else 120.0
+    timeout = 10.0 if Status.timeout in want else 120.0     # the limit counts only while the judge waits
     res = evaluate_candidate(loaded, path.read_text(), candidate=path.name,
-                             options=EvalOptions(time_budget_s=2.0, timeout_s=timeout, seed=3, max_reps=100))
+                             options=EvalOptions(**QUICK_TIMING, timeout_s=timeout, timing=h.get("needs") == "timing"))
     print(f"{path.name}: {res.status.value}: {res.message}")
     assert res.status in want, f"{path.name}: got {res.status.value}: {res.message}"
     assert not (res.status == Status.ok), "an adversarial kernel must never pass"
@@ -59,7 +67,7 @@ def test_naive_baseline_passes_its_task(name: str) -> None:
     assert res.validation is not None and res.validation.n_passed == len(loaded.task.all_cases())
 
 
-def test_timing_is_sane_and_repeatable() -> None:
+def test_timing_is_sane_repeatable_and_converges() -> None:
     from cuda_llm.tools.device_info import get_device_info
 
     dev = get_device_info()
@@ -69,14 +77,16 @@ def test_timing_is_sane_and_repeatable() -> None:
     src = loaded.task.baseline_path.read_text()
     medians = []
     for seed in (1, 2):
-        res = evaluate_candidate(loaded, src, candidate="naive", options=EvalOptions(time_budget_s=3.0, seed=seed))
+        res = evaluate_candidate(loaded, src, candidate="naive", options=EvalOptions(time_budget_s=2.0, seed=seed))
         assert res.status == Status.ok, res.message
         t = res.timing
         assert t is not None and t.repetitions >= 10 and len(t.samples_ms) == t.repetitions
+        assert t.sizes == loaded.task.benchmark
         assert t.min_ms <= t.median_ms <= max(t.samples_ms)
         assert t.host_median_ms is not None and t.host_median_ms >= 0.9 * t.median_ms
         assert t.sol_ms is not None and t.median_ms >= 0.8 * t.sol_ms
         assert 1.0 < t.pct_of_sol <= 125.0
+        assert t.rse <= 0.02, f"rse {t.rse:.3%} after {t.repetitions} reps ({t.stop_reason})"
         assert res.revalidation is not None and res.revalidation.passed
         medians.append(t.median_ms)
     assert abs(medians[0] - medians[1]) / min(medians) < 0.10, medians
@@ -94,15 +104,6 @@ def test_run_once_for_the_profiler(tmp_path: Path) -> None:
                                "sizes": {"n": 100000}, "seed": 0, "repeat": 3}))
     out = run_worker(["run-once", "--request", str(req)], timeout_s=60)
     assert out.rc == 0, out.stderr
-
-
-def test_mutated_input_is_named_in_the_reason() -> None:
-    loaded = load_task("gelu")
-    res = evaluate_candidate(loaded, (ADV / "mutates_input.cu").read_text(), candidate="mutates_input",
-                             options=EvalOptions(timing=False, seed=4))
-    assert res.status == Status.wrong_answer, res.message
-    bad = res.validation.first_failure() if res.validation else None
-    assert bad is not None and "input" in (bad.reason or "") and "modified" in (bad.reason or ""), bad
 
 
 def test_l2_flush_keeps_a_cache_sized_benchmark_at_dram_speed(tmp_path: Path) -> None:
@@ -138,17 +139,6 @@ def test_l2_flush_keeps_a_cache_sized_benchmark_at_dram_speed(tmp_path: Path) ->
     assert t.min_ms >= 0.8 * t.sol_ms
 
 
-def test_gelu_naive_timing_converges() -> None:
-    loaded = load_task("gelu")
-    res = evaluate_candidate(loaded, loaded.task.baseline_path.read_text(), candidate="naive",
-                             options=EvalOptions(time_budget_s=5.0, seed=8))
-    assert res.status == Status.ok, res.message
-    t = res.timing
-    assert t is not None and t.median_ms > 0 and t.iqr_ms >= 0
-    assert t.rse <= 0.02, f"rse {t.rse:.3%} after {t.repetitions} reps ({t.stop_reason})"
-    assert t.sizes == loaded.task.benchmark
-
-
 def test_eval_command_on_the_gpu(capsys) -> None:
     from cuda_llm.cli import main
 
@@ -163,3 +153,52 @@ def test_eval_command_on_the_gpu(capsys) -> None:
     rc = main(["eval", "gelu", str(ADV / "off_by_one.cu"), "--eval-time", "1", "--json"])
     data = json.loads(capsys.readouterr().out)
     assert rc == 1 and data["status"] == "wrong_answer"
+
+
+# ------------------------------------------------------------------------------ the judge's runtime
+@pytest.mark.parametrize("name", ["sgemm", "hgemm"])
+def test_an_honest_gemm_passes_the_varied_timing_loop(name: str, tmp_path: Path) -> None:
+    """The naive GEMMs through the whole loop (three input sets in the same buffers, kept outputs, the
+    parent's clock): ok, not suspect. The memo kernels for the same tasks are adversarial kernels above."""
+    from cuda_llm.tools.worker_protocol import EvaluateResponse
+
+    loaded = load_task(name)
+    res = evaluate_candidate(loaded, loaded.task.baseline_path.read_text(), candidate="naive",
+                             options=EvalOptions(time_budget_s=1.0, min_time_s=0.1, seed=12), work_dir=tmp_path)
+    assert res.status == Status.ok, res.message
+    resp = EvaluateResponse.model_validate_json((tmp_path / "eval_result.json").read_text())
+    assert resp.clock is not None and resp.clock.issues == [] and resp.clock.calls == res.timing.repetitions
+    print(f"\n{name}: {res.timing.median_ms:.3f} ms, parent clock per call {resp.clock.parent_solve_ms:.3f} ms, "
+          f"costs {resp.costs}")
+
+
+@pytest.mark.parametrize("path", RUNTIME, ids=lambda p: p.stem)
+def test_runtime_only_candidates_get_their_verdict(path: Path, tmp_path: Path) -> None:
+    """Built without the static and symbol checks on purpose (they refuse dlsym and exit before any GPU
+    work): tampering with the worker's Python state cannot change the verdict, forged event times are
+    caught by the parent's clock, and an exit is a runtime_error that says so."""
+    from cuda_llm.tools.evaluate import run_compiled
+
+    h = header(path)
+    loaded = load_task(h["task"])
+    so = build_without_checks(path, tmp_path)
+    res = run_compiled(loaded, str(so), source=path.read_text(), candidate=path.name,
+                       options=EvalOptions(**QUICK_TIMING), work_dir=tmp_path / "work")
+    print(f"{path.name}: {res.status.value}: {res.message}")
+    assert res.status in expected(path), res.message
+    assert h["reason"] in res.message, res.message
+    if res.status == Status.runtime_error:
+        assert "exit code 3" in res.message
+        _naive_still_works()
+
+
+def test_the_worker_is_pinned_to_the_gpu_it_was_given(tmp_path: Path) -> None:
+    from cuda_llm.tools.device_probe import cuda_device_count
+
+    loaded = load_task("gelu")
+    last = cuda_device_count() - 1
+    res = evaluate_candidate(loaded, loaded.task.baseline_path.read_text(), candidate="naive",
+                             options=EvalOptions(timing=False, seed=5, gpu=last), work_dir=tmp_path)
+    assert res.status == Status.ok, res.message
+    with pytest.raises(ValueError, match="not visible"):
+        evaluate_candidate(loaded, loaded.task.baseline_path.read_text(), options=EvalOptions(gpu=last + 1))

@@ -19,8 +19,8 @@ from pydantic import ValidationError
 from cuda_llm.tools import speed_of_light, timing_stats, validate
 from cuda_llm.tools.device_probe import has_cuda_device
 from cuda_llm.results import CaseResult, DeviceInfo, Status, TimingResult, ValidationResult
-from cuda_llm.tools.worker_protocol import (CaseSpec, DeviceInfoResponse, EvaluateRequest, EvaluateResponse,
-                                            RunOnceRequest, WorkerError, dump_json)
+from cuda_llm.tools.worker_protocol import (DeviceInfoResponse, EvaluateResponse, RunOnceRequest, ServeRequest,
+                                            TimeCommand, WorkerError, decode, dump_json, encode)
 
 
 # ------------------------------------------------------------------------------------------ validate
@@ -112,7 +112,7 @@ def test_large_outputs_are_checked_block_by_block_with_the_same_verdicts(monkeyp
     e = rng.standard_normal((70, 101))                       # 7070 elements: 8 blocks, the last one partial
     g = (e * (1 + 3e-6)).astype(np.float32)
     quick = validate.compare_output("y", g, e, (1e-5, 1e-4), is_float=True)
-    monkeypatch.setattr(validate, "_passes_quickly", lambda *a: None)
+    monkeypatch.setattr(validate, "_passes_quickly", lambda *a, **k: None)
     full = validate.compare_output("y", g, e, (1e-5, 1e-4), is_float=True)
     assert quick["passed"] and full["passed"]
     assert quick["max_abs_err"] == pytest.approx(full["max_abs_err"]) and quick["max_rel_err"] == pytest.approx(full["max_rel_err"])
@@ -197,11 +197,17 @@ def test_suspect_only_below_the_margin():
 
 # --------------------------------------------------------------------------------------- protocol
 def test_protocol_round_trips():
-    req = EvaluateRequest(so_path="/x/kernel.so", task_folder="/t/gelu", seed=7, held_out=False,
-                          cases=[CaseSpec(sizes={"n": 3}), CaseSpec(sizes={"n": 1000}, held_out=True)],
-                          benchmark_sizes={"n": 1 << 20}, time_budget_s=2.5)
-    back = EvaluateRequest.model_validate_json(req.model_dump_json())
-    assert back == req and back.cases[1].held_out
+    req = ServeRequest(so_path="/x/kernel.so", task_folder="/t/gelu")
+    assert ServeRequest.model_validate_json(req.model_dump_json()) == req
+    cmd = TimeCommand(sizes={"n": 1 << 20}, sets={"0": {"kind": "fresh", "inputs": {"x": "/s/in_x.npy"}}},
+                      dirs={"first": "/x/f", "last": "/x/l", "post": "/x/p", "snap": "/x/s"}, schedule_seed=5,
+                      time_budget_s=2.5)
+    line = encode({"cmd": "time", **cmd.model_dump()})
+    assert line.endswith(b"\n") and line.count(b"\n") == 1
+    assert TimeCommand.model_validate(decode(line)) == cmd
+    assert decode(b"not json") is None and decode(b"[1, 2]") is None
+    with pytest.raises(ValidationError):
+        TimeCommand.model_validate({**cmd.model_dump(), "blank_every": 0})
     case = CaseResult(sizes={"n": 3}, passed=False, reason="y: NaN", first_bad_index=[2], expected=1.0, got=float("nan"))
     resp = EvaluateResponse(device="H100", validation=ValidationResult(passed=False, cases=[case]),
                             timing=TimingResult(sizes={"n": 3}, median_ms=1.0, min_ms=0.9, mean_ms=1.1, iqr_ms=0.1,

@@ -68,6 +68,11 @@ class Param(BaseModel):
     shape: list[Expr] | None = None  # pointers: dimensions as expressions of the size names
     value: Expr | None = None  # scalars: defaults to the size of the same name
     generator: Generator = Field(default_factory=Generator)
+    # How the benchmark's input sets differ inside the timing loop (docs/harness.md): "replace" swaps a
+    # few scattered chunks for values of another drawn set at the same positions; "shuffle_rows" copies
+    # whole rows (first axis) from elsewhere in the same array, for rows that must stay valid against
+    # other inputs (points near fixed centroids); "fixed" never changes (CSR row pointers, indices).
+    vary: Literal["replace", "shuffle_rows", "fixed"] = "replace"
 
     @field_validator("name")
     @classmethod

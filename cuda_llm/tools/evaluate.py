@@ -1,8 +1,9 @@
-"""Evaluate one candidate: static check -> compile -> (GPU worker) validate, time, validate again.
+"""Evaluate one candidate: static check -> compile -> on the device: validate, time, validate again -> verdict.
 
 Never raises for a bad kernel: every failure becomes an EvalResult with a status and a message that a
-person or an LLM can act on. Held-out shapes are named in the stored case results but never in the
-message, because messages go into prompts.
+person or an LLM can act on. The candidate runs only in the GPU worker; the comparisons with the reference
+and the verdict happen here and in judge.py, in a process that never loads candidate code. Failure text
+comes from failure_text.py, which never names a held-out shape.
 """
 
 from __future__ import annotations
@@ -17,9 +18,10 @@ from pydantic import BaseModel
 
 from cuda_llm.paths import cache_dir
 from cuda_llm.tasks.loader import LoadedTask
-from cuda_llm.tools import failure_text, speed_of_light, timing_stats
+from cuda_llm.tools import cache_store, failure_text, speed_of_light, timing_stats
 from cuda_llm.tools.device_probe import has_cuda_device
 from cuda_llm.results import DeviceInfo, EvalResult, Status
+from cuda_llm.tools.worker_protocol import EvaluateResponse
 
 
 class EvalOptions(BaseModel):
@@ -35,10 +37,14 @@ class EvalOptions(BaseModel):
     timing: bool = True
     allow_libraries: bool = False
     timing_repeats: int = 1        # >1: time the same data again, for the spread of the median (benchmarks)
+    gpu: int | None = None         # which visible GPU the worker gets (CUDA_VISIBLE_DEVICES pinned); default the first
+    validation_cap_s: float = 20.0  # after a failing case, start no new case once this has passed
 
 
 NO_DEVICE_MESSAGE = ("compiled and passed the static checks; testing and timing need a CUDA device, and the "
                      "driver reports none here. Run this on a machine with an NVIDIA GPU (and pip install -e '.[gpu]').")
+CAP_EVERY_S = 60.0               # the cache cap is enforced after an evaluation at most this often
+_last_cap = 0.0
 
 
 def _device_info_or_none() -> DeviceInfo | None:
@@ -86,22 +92,29 @@ def evaluate_candidate(loaded: LoadedTask, source: str, *, candidate: str = "can
         return done(Status.static_error, f"refused after compiling: {lines}")
     if not has_cuda_device():
         return done(Status.no_device, NO_DEVICE_MESSAGE)
-    return _run_on_device(loaded, source, comp.so_path or "", opts, work_dir, res, done)
+    out = run_compiled(loaded, comp.so_path or "", source=source, options=opts, work_dir=work_dir,
+                       candidate=candidate, baseline_ms=baseline_ms)
+    out.static_issues, out.compile, out.source_hash = res.static_issues, comp, res.source_hash
+    out.seconds = time.perf_counter() - t0
+    return out
 
 
-def _run_on_device(loaded, source, so_path, opts, work_dir, res, done) -> EvalResult:
-    from cuda_llm.tools.runner import run_worker
-    from cuda_llm.tools.worker_protocol import EvaluateRequest, EvaluateResponse
+def run_compiled(loaded: LoadedTask, so_path: str, *, source: str, options: EvalOptions | None = None,
+                 work_dir: Path | None = None, candidate: str = "candidate", baseline_ms: float | None = None,
+                 worker_argv: list[str] | None = None) -> EvalResult:
+    """Test, time and judge a candidate already compiled to ``so_path`` (static checks and compile are the
+    caller's: tests that reach the runtime on purpose use this). ``source`` only feeds the speed-of-light
+    bound; the work folder keeps eval_result.json and the worker's logs."""
+    from cuda_llm.tools.compile import source_hash
+    from cuda_llm.tools.judge import judge
 
-    task = loaded.task
+    opts = options or EvalOptions()
+    t0 = time.perf_counter()
+    res = EvalResult(task=loaded.task.name, candidate=candidate, source_hash=source_hash(source), status=Status.ok,
+                     baseline_ms=baseline_ms)
     device = _device_info_or_none()
     res.device = device.name if device else None
     seed = opts.seed if opts.seed is not None else int.from_bytes(res.source_hash.encode()[:4], "little") ^ int(time.time())
-    req = EvaluateRequest(so_path=so_path, task_folder=str(task.folder), seed=seed & 0x7FFFFFFF, held_out=opts.held_out,
-                          timing=opts.timing, time_budget_s=opts.time_budget_s, min_reps=opts.min_reps,
-                          min_time_s=opts.min_time_s,
-                          max_reps=opts.max_reps, rse_target=opts.rse_target, cache_dir=str(cache_dir()),
-                          timing_repeats=opts.timing_repeats)
     tmp = None
     if work_dir is None:
         evals = cache_dir() / "evals"          # beside the builds, not in a small /tmp
@@ -111,35 +124,57 @@ def _run_on_device(loaded, source, so_path, opts, work_dir, res, done) -> EvalRe
     else:
         work = Path(work_dir)
         work.mkdir(parents=True, exist_ok=True)
+    build = Path(so_path).resolve().parent
+    cached_build = (cache_dir() / "builds").resolve() in build.parents
     try:
-        req_path, res_path = work / "eval_request.json", work / "eval_result.json"
-        res_path.unlink(missing_ok=True)
-        req_path.write_text(req.model_dump_json(indent=1))
-        out = run_worker(["evaluate", "--request", str(req_path), "--result", str(res_path)], timeout_s=opts.timeout_s)
-        (work / "worker_stderr.log").write_text(out.stderr)
-        if out.timed_out:
-            where = out.last_progress() or "before the first case"
-            return done(Status.timeout, f"killed after {opts.timeout_s:g} s without finishing (last step: {where}). "
-                                        f"A kernel that never ends: check loop bounds and barriers that not every "
-                                        f"thread reaches. The next evaluation starts a fresh process.")
-        resp = None
-        if res_path.exists():         # written even after a CUDA fault (exit code 3) or a harness failure (4)
-            try:
-                resp = EvaluateResponse.model_validate_json(res_path.read_text())
-            except ValueError:
-                resp = None
-        if resp is None:
-            tail = out.stderr_tail(8)
-            sig = f" (killed by signal {-out.rc})" if out.rc is not None and out.rc < 0 else ""
-            return done(Status.runtime_error, f"the GPU worker crashed{sig}, exit code {out.rc}: {tail}")
-        if resp.harness_error:
-            return done(Status.runtime_error, f"internal harness error, not caused by the kernel: "
-                                              f"{resp.harness_error}. Check the task's reference and inputs.")
+        with (cache_store.in_use(build) if cached_build else _nothing()), \
+                (cache_store.in_use(work) if tmp is not None else _nothing()):
+            resp = judge(loaded, so_path, opts, seed & 0x7FFFFFFF, work, worker_argv)
+            (work / "eval_result.json").write_text(resp.model_dump_json(indent=1))
     finally:
         if tmp is not None:
             tmp.cleanup()
+        _enforce_cap()
+    out = verdict(loaded, source, opts, resp, res, device)
+    out.seconds = time.perf_counter() - t0
+    return out
+
+
+class _nothing:
+    def __enter__(self) -> bool:
+        return True
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+
+def _enforce_cap() -> None:
+    """Keep the whole cache under its cap; at most once a minute per process (a scan costs milliseconds)."""
+    global _last_cap
+    now = time.monotonic()
+    if now - _last_cap < CAP_EVERY_S:
+        return
+    _last_cap = now
+    try:
+        cache_store.enforce_cap()
+    except (OSError, cache_store.CacheConfigError):
+        pass
+
+
+def verdict(loaded: LoadedTask, source: str, opts: EvalOptions, resp: EvaluateResponse, res: EvalResult,
+            device: DeviceInfo | None) -> EvalResult:
+    """The status and the message from what the judge found (pure: no device, no files)."""
+    task = loaded.task
+
+    def done(status: Status, message: str) -> EvalResult:
+        res.status, res.message = status, message
+        return res
+
     res.validation, res.timing, res.revalidation = resp.validation, resp.timing, resp.revalidation
     res.device = resp.device or res.device
+    if resp.harness_error:
+        return done(Status.runtime_error, f"internal harness error, not caused by the kernel: "
+                                          f"{resp.harness_error}. Check the task's reference and inputs.")
     n_shown = len(task.shapes)
     passed = failure_text.passed_text(n_shown, opts.held_out and bool(task.held_out))
     if resp.error is not None and resp.error.stage == "validation":
@@ -163,6 +198,8 @@ def _run_on_device(loaded, source, so_path, opts, work_dir, res, done) -> EvalRe
     if timing_stats.hidden_work(t.median_ms, resp.hidden_median_ms):
         reasons.append(f"the device stayed busy {resp.hidden_median_ms:.4g} ms after solve()'s timed work ended "
                        f"(event median {t.median_ms:.4g} ms): work on a non-blocking stream that solve() did not wait for")
+    if resp.clock is not None and resp.clock.issues:
+        reasons.append("the times do not agree with the judge's clock: " + "; ".join(resp.clock.issues))
     headline = f"{passed}; median {t.median_ms:.4g} ms"
     if res.speedup is not None:
         headline += f" ({res.speedup:.2f}x the naive baseline)"
@@ -195,7 +232,9 @@ def baseline_result(loaded: LoadedTask, which: str = "naive", options: EvalOptio
     cache = _baseline_path(loaded, which, source, device.name) if device else None
     if cache is not None and cache.exists():
         try:
-            return EvalResult.model_validate_json(cache.read_text())
+            got = EvalResult.model_validate_json(cache.read_text())
+            cache_store.touch(cache)           # used now: last in line for eviction
+            return got
         except ValueError:
             pass
     result = evaluate_candidate(loaded, source, candidate=which, options=opts)

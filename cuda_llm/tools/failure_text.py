@@ -23,6 +23,7 @@ KIND_TEXT: dict[str, str] = {
     "size": "an output of the wrong size",
     "cuda_error": "a CUDA error (fault or failed launch)",
     "replay": "outputs that do not match the current inputs (a result computed for other inputs)",
+    "worker_exit": "the candidate ended the worker process (exit, abort or a crash)",
 }
 HELD_OUT = "a held-out shape"
 

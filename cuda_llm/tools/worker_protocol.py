@@ -1,21 +1,39 @@
-"""Requests and responses between the parent process and the GPU worker (JSON files, pydantic models).
+"""What crosses the boundary between the parent (the judge) and the GPU worker (the only process that loads
+candidate code).
 
-The worker runs in a child process so that a crash, a CUDA fault or a hang of a candidate becomes a
-result instead of taking the caller down; these models are all that crosses that boundary.
+The worker runs in a child process so that a crash, a CUDA fault, an exit or a hang of a candidate becomes
+a result instead of taking the caller down, and so that nothing the candidate does in that process can
+reach the verdict. The parent sends commands as JSON lines on the worker's stdin; the worker answers with
+JSON event lines on a pipe of its own (``--events-fd``; a candidate's printf goes to stdout, never there),
+which the parent time-stamps as they arrive. Arrays travel as .npy files in an exchange folder on tmpfs
+(see transport.py): inputs from the parent, raw outputs, inputs after the call and guard bytes back.
+
+Commands (parent -> worker):
+    {"cmd": "case", "i", "sizes", "held_out", "dir"}       run solve() once on the inputs in dir
+    {"cmd": "time", ...TimeCommand}                         the timing loop at the benchmark shape
+    {"cmd": "quit"}
+Events (worker -> parent): ready, calling/returned (around an untimed solve()), case, fault, error,
+sets-ready, first, timing-start, t, b, timing-end, last, snaps, post, repeat, timed, bye. Inside the loop: t (one per timed call) and b (a
+blank iteration without solve()).
 """
 
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from pydantic import BaseModel, Field
 
 from cuda_llm.results import DeviceInfo, Status, TimingResult, ValidationResult
 
-# Exit codes of ``gpu_worker evaluate`` (anything else, e.g. a negative signal number, is a crash).
+# Exit codes of ``gpu_worker serve`` (anything else, e.g. a negative signal number, is a crash or an exit
+# the candidate caused).
 EXIT_OK = 0
-EXIT_CUDA_FAULT = 3      # the candidate broke the CUDA context; the result file says how
-EXIT_HARNESS = 4         # the worker itself failed (task data, reference): not the kernel's fault
+EXIT_CUDA_FAULT = 3      # the candidate broke the CUDA context; the fault event says how
+EXIT_HARNESS = 4         # the worker itself failed (task data, files): not the kernel's fault
+
+GUARD_BYTES = 1024       # after every buffer: a store past the end lands here and is reported
+GUARD_BYTE = 0xA5
 
 
 class CaseSpec(BaseModel):
@@ -35,26 +53,31 @@ class RunOnceRequest(BaseModel):
     repeat: int = Field(default=1, ge=1)
 
 
-class EvaluateRequest(BaseModel):
-    """Validate every case, time at the benchmark shape, validate again on fresh inputs."""
+class ServeRequest(BaseModel):
+    """What the worker loads before the first command: the candidate and its task."""
 
     so_path: str
     task_folder: str
-    seed: int = 0
-    held_out: bool = True
-    timing: bool = True
+
+
+class TimeCommand(BaseModel):
+    """The timing loop: input sets (files, never references), when to stop, what to keep."""
+
+    sizes: dict[str, int]
+    sets: dict[str, dict[str, Any]]          # bench_data.BenchSets.plan()
+    timed_sets: list[int] = Field(default_factory=lambda: [0, 1, 2])
+    post_set: int = 3
+    dirs: dict[str, str]                     # "first", "last", "post", "snap" -> exchange folders
+    schedule_seed: int
+    slots_per_set: int = 1
+    blank_every: int = Field(default=2, ge=1)   # one blank iteration after every this many timed calls
+    warmup: int = 3
     time_budget_s: float = 10.0
     min_reps: int = 10
-    min_time_s: float = 0.3          # sample at least this long (a stable median for short kernels)
+    min_time_s: float = 0.3
     max_reps: int = 500
     rse_target: float = 0.01
-    warmup: int = 3
-    benchmark_sizes: dict[str, int] | None = None   # default: the task's benchmark shape
-    cases: list[CaseSpec] | None = None             # default: every shape of the task (held-out ones if held_out)
-    validation_cap_s: float = 20.0                  # after a failing case, start no new case past this
-    timing_repeats: int = Field(default=1, ge=1)     # extra timings of the same data: spread of the median
-    cache_benchmark_data: bool = True               # reuse the benchmark-shape inputs + reference on disk
-    cache_dir: str | None = None
+    timing_repeats: int = 1
 
 
 class WorkerError(BaseModel):
@@ -63,15 +86,31 @@ class WorkerError(BaseModel):
     stage: str = ""                # "validation", "timing", "revalidation"
 
 
+class ClockCheck(BaseModel):
+    """The parent's own clock against the times the worker reported (see timing_stats.clock_issues)."""
+
+    calls: int = 0
+    parent_call_ms: float | None = None      # median interval between timed-call events, parent clock
+    parent_blank_ms: float | None = None     # the same loop without solve()
+    parent_solve_ms: float | None = None     # median of (call interval - nearest blank interval)
+    event_median_ms: float | None = None
+    loop_s: float | None = None              # first to last timed call, parent clock
+    issues: list[str] = Field(default_factory=list)
+
+
 class EvaluateResponse(BaseModel):
+    """The judge's record of one evaluation on the device (written as eval_result.json in the work folder)."""
+
     device: str | None = None
     validation: ValidationResult | None = None
     timing: TimingResult | None = None
     revalidation: ValidationResult | None = None
-    hidden_median_ms: float | None = None   # device busy after solve()'s stop event completed
+    hidden_median_ms: float | None = None   # device busy after solve()'s stop event completed (worker clock)
+    clock: ClockCheck | None = None
     repeat_medians_ms: list[float] = Field(default_factory=list)   # one per timing repeat
     repeat_seconds: list[float] = Field(default_factory=list)
-    benchmark_data_s: float = 0.0           # making or loading the benchmark-shape inputs and reference
+    benchmark_data_s: float = 0.0           # making or loading the benchmark-shape input sets and references
+    costs: dict[str, float] = Field(default_factory=dict)   # seconds: checker, transport, sets, worker start...
     error: WorkerError | None = None
     harness_error: str | None = None        # the worker failed for a reason that is not the kernel's
     notes: list[str] = Field(default_factory=list)
@@ -83,11 +122,21 @@ class DeviceInfoResponse(BaseModel):
     seconds: float = 0.0
 
 
-EvalRequest = EvaluateRequest
-EvalResponse = EvaluateResponse
-
-
 def dump_json(model: BaseModel) -> str:
     """JSON that keeps NaN and Inf (as the tokens NaN/Infinity, which model_validate_json reads back):
     pydantic's own dump turns them into null, and "got NaN" is exactly what a wrong kernel's report needs."""
     return json.dumps(model.model_dump(mode="python"), indent=1, default=str)
+
+
+def encode(obj: dict[str, Any]) -> bytes:
+    """One protocol line."""
+    return (json.dumps(obj, separators=(",", ":"), default=str) + "\n").encode()
+
+
+def decode(line: bytes | str) -> dict[str, Any] | None:
+    """A protocol line as a dict, or None for anything that is not one (never raises)."""
+    try:
+        obj = json.loads(line)
+    except (ValueError, TypeError):
+        return None
+    return obj if isinstance(obj, dict) else None

@@ -1,5 +1,6 @@
 // task: gelu
 // expect: wrong_answer
+// needs: timing
 // trick: at the benchmark shape it works on the first call only, so repeated timed calls cost nothing.
 //        Outputs are poisoned before every timed call and checked after the last one.
 #include <cuda_runtime.h>

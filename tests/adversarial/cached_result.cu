@@ -1,5 +1,6 @@
 // task: gelu
 // expect: wrong_answer|suspect
+// needs: timing
 // trick: returns a result cached from an earlier call: it remembers (x, y, n) of the last call and, when
 //        they repeat, skips the work, as if the inputs could not have changed. Repeated timing calls on
 //        the same buffers cost nothing (below the speed of light -> suspect), and correctness checked again

@@ -1,5 +1,6 @@
 // task: gelu
 // expect: wrong_answer|suspect
+// needs: timing
 // trick: launches the (correct) work on its own non-blocking stream and returns at once. Events recorded
 //        on the default stream then time almost nothing, and a harness that reads y after synchronizing
 //        only the default stream sees the poison. The harness must synchronize the whole device and

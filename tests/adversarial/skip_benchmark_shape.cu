@@ -1,5 +1,6 @@
 // task: gelu
 // expect: wrong_answer
+// needs: timing
 // trick: does nothing at all at the benchmark size (a "free" speedup); the first call at that shape
 //        is checked before timing starts, so the poison left in y fails it.
 #include <cuda_runtime.h>

@@ -1,5 +1,6 @@
 // task: gelu
 // expect: wrong_answer
+// needs: timing
 // trick: special-cases the benchmark shape (n = 67108864, never a correctness shape): there it computes
 //        only the first half of y, so it looks ~2x faster than honest code while staying above the
 //        speed-of-light bound (no "suspect" flag). Only a correctness check at the benchmark shape

@@ -1,0 +1,5 @@
+"""Returns without writing y."""
+
+
+def solve(dev, x, y, n):
+    return None

@@ -1,0 +1,149 @@
+"""The judge end to end without a GPU: the real worker loop (worker_loop.serve) runs in a real child process
+on a NumPy test device (tests/numpy_device_worker.py), with candidates written in NumPy
+(tests/numpy_kernels/). Everything the parent does is real: the session, the transport, the checker, the
+input sets, the timing schedule, the clock cross-check and the verdict. The same tricks on the GPU, as
+CUDA files, are in tests/test_harness_gpu.py."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+from cuda_llm.results import Status
+from cuda_llm.tasks import load_task
+from cuda_llm.tools.evaluate import EvalOptions, run_compiled
+
+HERE = Path(__file__).parent
+KERNELS = HERE / "numpy_kernels"
+WORKER = [sys.executable, str(HERE / "numpy_device_worker.py")]
+BENCH_N = 200_003
+
+
+@pytest.fixture(scope="module")
+def gelu_small(tmp_path_factory) -> Path:
+    """gelu with a benchmark shape a CPU handles in milliseconds."""
+    folder = tmp_path_factory.mktemp("tasks") / "gelu"
+    shutil.copytree(load_task("gelu").task.folder, folder)
+    toml = (folder / "task.toml").read_text()
+    (folder / "task.toml").write_text(re.sub(r"\[benchmark\]\s*\nn = \d+", f"[benchmark]\nn = {BENCH_N}", toml))
+    return folder
+
+
+@pytest.fixture(autouse=True)
+def _cache(tmp_path_factory, monkeypatch):
+    monkeypatch.setenv("CUDA_LLM_CACHE", str(tmp_path_factory.getbasetemp() / "session-cache"))
+
+
+FAST = dict(time_budget_s=2.0, min_reps=6, max_reps=24, min_time_s=0.0, timeout_s=60.0, seed=3)
+
+
+def judge(folder: Path, kernel: str, tmp_path: Path, worker=WORKER, **kw):
+    loaded = load_task(folder)
+    src = KERNELS / f"{kernel}.py"
+    opts = EvalOptions(**{**FAST, **kw})
+    res = run_compiled(loaded, str(src), source=src.read_text(), options=opts, work_dir=tmp_path / "work",
+                       candidate=kernel, worker_argv=worker)
+    print(f"{kernel}: {res.status.value}: {res.message}")
+    return res
+
+
+def test_an_honest_kernel_passes_and_every_set_is_checked(gelu_small, tmp_path):
+    res = judge(gelu_small, "gelu_ok", tmp_path)
+    assert res.status == Status.ok, res.message
+    assert res.validation.passed and len(res.validation.cases) == 7
+    assert res.revalidation is not None and res.revalidation.passed
+    t = res.timing
+    assert t is not None and t.sizes == {"n": BENCH_N} and 6 <= t.repetitions <= 24
+    from cuda_llm.tools.worker_protocol import EvaluateResponse
+    resp = EvaluateResponse.model_validate_json((tmp_path / "work" / "eval_result.json").read_text())
+    assert resp.clock is not None and resp.clock.issues == [] and resp.clock.calls == t.repetitions
+    assert resp.clock.parent_blank_ms is not None and resp.clock.parent_call_ms is not None
+    assert resp.costs["checker_s"] > 0 and "worker_start_s" in resp.costs
+    assert (tmp_path / "work" / "worker_stderr.log").read_text().count("[gpu-worker]") >= 7
+
+
+@pytest.mark.parametrize("kernel", ["gelu_memo_pointer", "gelu_memo_sampled"])
+def test_a_memo_replays_an_answer_and_fails(gelu_small, tmp_path, kernel):
+    """Correct on every correctness case (fresh buffers each), but inside the timing loop the same buffers
+    get other contents: the kept output of some call holds another set's answer."""
+    res = judge(gelu_small, kernel, tmp_path)
+    assert res.status == Status.wrong_answer, res.message
+    assert res.validation.passed
+    bad = res.revalidation.first_failure()
+    assert bad is not None and bad.kind in ("replay", "wrong_values"), bad
+    assert "at the benchmark shape" in res.message
+    if kernel == "gelu_memo_pointer":
+        assert bad.kind == "replay" and "match the reference of input set" in res.message
+
+
+def test_the_verdict_is_not_in_the_worker(gelu_small, tmp_path):
+    """A candidate that rewrites the validator, the checker and the poison inside the worker process and
+    writes nothing: the parent still sees unwritten outputs."""
+    res = judge(gelu_small, "gelu_tamper", tmp_path)
+    assert res.status == Status.wrong_answer, res.message
+    assert res.validation.first_failure().kind in ("wrong_values", "unwritten")
+
+
+def test_forged_event_times_are_caught_by_the_parents_clock(gelu_small, tmp_path):
+    res = judge(gelu_small, "gelu_forged_time", tmp_path, max_reps=12)
+    assert res.status == Status.suspect, res.message
+    assert "judge's clock" in res.message and "more than the same loop without solve()" in res.message
+
+
+def test_the_candidate_ending_the_process_is_a_runtime_error_that_says_so(gelu_small, tmp_path):
+    res = judge(gelu_small, "gelu_exit", tmp_path)
+    assert res.status == Status.runtime_error, res.message
+    assert "the candidate ended the worker process in solve()" in res.message and "exit code 7" in res.message
+    assert "sizes n=1" in res.message
+    assert res.validation is not None and res.validation.cases[-1].kind == "worker_exit"
+
+
+def test_an_abort_on_a_held_out_shape_names_neither_its_size_nor_its_index(gelu_small, tmp_path):
+    res = judge(gelu_small, "gelu_abort_held_out", tmp_path)
+    assert res.status == Status.runtime_error, res.message
+    assert "signal 6 (SIGABRT)" in res.message and "a held-out case" in res.message
+    assert not re.search(r"\b7\b", res.message.replace("signal 6", "")), res.message
+    from cuda_llm.tools.failure_text import describe, note
+    for text in (describe(res, full=True), note(res)):
+        assert not re.search(r"n=7\b|\b1048579\b", text), text
+
+
+def test_an_exit_in_the_timing_loop_says_where(gelu_small, tmp_path):
+    res = judge(gelu_small, "gelu_exit_timing", tmp_path)
+    assert res.status == Status.runtime_error, res.message
+    assert "during the timed calls" in res.message and "exit code 0" in res.message
+
+
+def test_a_wrong_first_call_at_the_benchmark_shape_stops_the_worker(gelu_small, tmp_path):
+    res = judge(gelu_small, "gelu_skip_benchmark", tmp_path, time_budget_s=30.0, max_reps=100000, min_reps=100000)
+    assert res.status == Status.wrong_answer, res.message
+    assert "on the first call" in res.message and res.seconds < 25, res.message
+
+
+def test_working_on_the_first_call_only_fails(gelu_small, tmp_path):
+    res = judge(gelu_small, "gelu_first_call_only", tmp_path)
+    assert res.status == Status.wrong_answer, res.message
+    assert "timed call" in res.message or "after" in res.message
+
+
+def test_an_input_used_as_scratch_in_the_loop_is_seen(gelu_small, tmp_path):
+    res = judge(gelu_small, "gelu_mutates_input", tmp_path)
+    assert res.status == Status.wrong_answer, res.message
+    assert res.revalidation.first_failure().kind == "input_modified"
+
+
+def test_a_hang_is_a_timeout_with_the_phase(gelu_small, tmp_path):
+    res = judge(gelu_small, "gelu_hang", tmp_path, timeout_s=4.0)
+    assert res.status == Status.timeout, res.message
+    assert "in solve() during validation, the case at sizes n=31" in res.message
+
+
+def test_input_sets_are_copied_from_the_host_when_the_device_is_full(gelu_small, tmp_path):
+    res = judge(gelu_small, "gelu_memo_pointer", tmp_path, worker=[*WORKER, "--free-memory", "0"])
+    assert res.status == Status.wrong_answer, res.message
+    res = judge(gelu_small, "gelu_ok", tmp_path, worker=[*WORKER, "--free-memory", "0"])
+    assert res.status == Status.ok, res.message
