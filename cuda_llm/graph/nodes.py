@@ -19,7 +19,7 @@ from cuda_llm.agents.usage import total_tokens
 from cuda_llm.graph import stop_rules
 from cuda_llm.graph.deps import Deps
 from cuda_llm.graph.selection import decide, interval
-from cuda_llm.graph.stages import PASSED, StageContext, ToolStage, load_profile
+from cuda_llm.graph.stages import PASSED, StageContext, ToolStage, coder_model, load_profile
 from cuda_llm.graph.state import (
     MAX_HISTORY, BestSummary, Candidate, GraphState, Limits, RESET, candidate_id, round_cands, short,
 )
@@ -194,7 +194,7 @@ def _rank(deps: Deps, round_: int) -> list[Any]:
     filters = task_filters(deps.task)
     try:
         return rank_features(deps.catalogue, stats, arch=deps.arch, task_tags=list(deps.task.tags), seed=round_,
-                             top=TOP_FEATURES_OFFERED, **filters)
+                             top=TOP_FEATURES_OFFERED, model=coder_model(deps), **filters)
     except Exception as exc:  # noqa: BLE001 - a broken statistics file must not stop the run
         deps.event("warning", where="rank_features", error=short(str(exc), 300))
         return rank_features(deps.catalogue, [], arch=deps.arch, seed=round_, top=TOP_FEATURES_OFFERED, **filters)
