@@ -29,6 +29,7 @@ from pydantic import BaseModel, ConfigDict
 from cuda_llm.feature_db.catalogue import parse_arch, supports
 from cuda_llm.feature_db.model import Feature
 from cuda_llm.feature_db.stats import ANY_MODEL, FeatureStats, normalize_arch, normalize_model, pooled
+from cuda_llm.tasks.precision import float_input_dtypes, tightest_rtol
 
 PRIOR_MEAN = 0.0              # before evidence: the step closes no headroom
 PRIOR_SD = 0.25               # a feature closing a quarter of the headroom (or losing as much) is plausible
@@ -156,20 +157,12 @@ def posterior(st: FeatureStats, pool: FeatureStats | None = None, mine: FeatureS
 def task_tolerance(task: Any) -> float:
     """The tightest relative tolerance among a task's float outputs (0 when an output must be exact, or
     when a tolerance is an expression): features with ``min_tolerance`` above it are not offered."""
-    tols: list[float] = []
-    for out in task.outputs:
-        if not out.dtype.is_float:
-            return 0.0
-        rtol = task.tolerance_for(out).rtol
-        if not isinstance(rtol, (int, float)):
-            return 0.0
-        tols.append(float(rtol))
-    return min(tols) if tols else 0.0
+    return tightest_rtol(task)
 
 
 def task_float_inputs(task: Any) -> list[str]:
     """The dtypes of a task's float inputs, e.g. ['float16'] for a half-precision GEMM."""
-    return sorted({p.dtype.value for p in task.inputs if p.dtype.is_float})
+    return float_input_dtypes(task)
 
 
 def task_filters(task: Any) -> dict[str, Any]:

@@ -63,17 +63,26 @@ class ResourceRule(BaseModel):
     value: int
 
 
-Rule = SourceRule | ResourceRule
+class RuleGroup(BaseModel):
+    """Matches when every ``all_of`` rule matches and no ``none_of`` rule does: one alternative of an
+    ``any_of`` list that needs several facts at once (e.g. a two-stage shared buffer *and* a stage flip)."""
+
+    model_config = ConfigDict(extra="forbid")
+    all_of: list[SourceRule | ResourceRule] = Field(min_length=1)
+    none_of: list[SourceRule | ResourceRule] = Field(default_factory=list)
+
+
+Rule = SourceRule | ResourceRule | RuleGroup
 
 
 class Detector(BaseModel):
     """A feature is detected when any ``any_of`` rule matches (if there are any), every ``all_of`` rule
-    matches, and no ``none_of`` rule matches."""
+    matches, and no ``none_of`` rule matches. An ``any_of`` entry may be a group ``{ all_of = [...] }``."""
 
     model_config = ConfigDict(extra="forbid")
     any_of: list[Rule] = Field(default_factory=list)
-    all_of: list[Rule] = Field(default_factory=list)
-    none_of: list[Rule] = Field(default_factory=list)
+    all_of: list[SourceRule | ResourceRule] = Field(default_factory=list)
+    none_of: list[SourceRule | ResourceRule] = Field(default_factory=list)
 
     @model_validator(mode="after")
     def _not_empty(self) -> "Detector":

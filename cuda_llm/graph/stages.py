@@ -233,7 +233,7 @@ class ProfileStage:
                 roof = None
         from cuda_llm.tools.diagnosis import diagnose
 
-        diag = diagnose(prof, roof, res.compile)
+        diag = diagnose(prof, roof, res.compile, allowed_features=_applicable_ids(deps))
         deps.rundir.write_text(f"profiles/{c.id}.json", json.dumps({
             "profile": prof.model_dump(mode="json"), "roofline": roof.model_dump(mode="json") if roof else None,
             "diagnosis": diag.model_dump(mode="json"), "candidate": c.id}, indent=1))
@@ -241,6 +241,19 @@ class ProfileStage:
         deps.event("profile", candidate=c.id, available=prof.available, summary=short(summary, 300),
                    bottleneck=diag.bottleneck, suggested=diag.suggested_features, cached=not got.fresh)
         return ctx.patch(c.id, profile=short(summary), bottleneck=str(diag.bottleneck))
+
+
+def _applicable_ids(deps: Deps) -> set[str] | None:
+    """The catalogue features this task may use on this arch (its family, bound, tolerance, dtypes): the
+    only ones the diagnosis may suggest."""
+    if not deps.catalogue:
+        return None
+    try:
+        from cuda_llm.feature_db.bandit import applicable, task_filters
+
+        return {f.id for f in applicable(deps.catalogue, arch=deps.arch, **task_filters(deps.task))}
+    except Exception:  # noqa: BLE001 - without the filter the diagnosis still speaks
+        return None
 
 
 def default_stages() -> list[ToolStage]:
