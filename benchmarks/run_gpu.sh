@@ -7,7 +7,11 @@
 # Environment:
 #   SKIP_TESTS=1        skip the pytest -m gpu run
 #   TASKS=a,b           only these tasks in the harness and profiling benchmarks
-#   STEPS="tests harness profile loop features"   the steps to run (default: all)
+#   STEPS="tests harness profile loop features exemplars record diagnosis detector"   the steps to run
+#                       (default: all). exemplars: every catalogue exemplar built and checked on the GPU;
+#                       record: Nsight Compute recordings of the known kernels (tests/fixtures/ncu/record.py)
+#                       into bench-out/ncu-rec; diagnosis: the verdict table on the fixtures with those
+#                       recordings merged in; detector: precision and recall of the detectors (CPU only)
 #   PYTEST_ARGS=...     extra pytest arguments (e.g. "-k adversarial")
 #   HARNESS_ARGS=...    extra harness_bench.py arguments (e.g. "--repeats 3 --time-budget 1")
 #   OUT=dir             where the results are copied (the device runner sets it)
@@ -25,7 +29,7 @@ else
 fi
 export PYTHONUNBUFFERED=1
 export CUDA_LLM_CACHE="${CUDA_LLM_CACHE:-/tmp/cuda-llm-cache}"
-STEPS="${STEPS:-tests harness profile loop features}"
+STEPS="${STEPS:-tests harness profile loop features exemplars record diagnosis detector}"
 [ "${SKIP_TESTS:-0}" = "1" ] && STEPS="${STEPS//tests/}"
 BENCH=bench-out
 rm -rf "$BENCH"    # a summary must never show the logs of an earlier call (they went to that call's $OUT)
@@ -80,6 +84,21 @@ fi
 if wants features; then
   step features "$BENCH/features.txt" python3 -m cuda_llm.cli features --arch sm_90
 fi
+if wants exemplars; then
+  step exemplars "$BENCH/exemplars.log" python3 -m pytest -m gpu -q -rA tests/test_exemplars_gpu.py
+fi
+if wants record; then
+  step record "$BENCH/record.log" python3 tests/fixtures/ncu/record.py record --out "$BENCH/ncu-rec" \
+    --tasks "${RECORD_TASKS:-sgemm_cublas,hgemm_cublas,gemv_cublas,reduce_sum_cub,prefix_sum_cub,softmax_tuned,sgemm_tiled,sgemm}"
+fi
+if wants diagnosis; then
+  rm -rf /tmp/ncu-fixtures && cp -r tests/fixtures/ncu /tmp/ncu-fixtures
+  [ -f "$BENCH/ncu-rec/summary.json" ] && python3 tests/fixtures/ncu/record.py merge --from "$BENCH/ncu-rec" --into /tmp/ncu-fixtures
+  step diagnosis "$BENCH/diagnosis.log" python3 benchmarks/diagnosis_bench.py --out "$BENCH" --fixtures /tmp/ncu-fixtures
+fi
+if wants detector; then
+  step detector "$BENCH/detector.log" python3 benchmarks/detector_bench.py --out "$BENCH"
+fi
 
 sync_out
 
@@ -101,4 +120,7 @@ fi
 [ -f "$BENCH/profile.md" ] && echo "profile:  $(grep -m1 -iE 'median|seconds per' "$BENCH/profile.md" | cut -c1-200)"
 [ -f "$BENCH/loop.md" ] && echo "loop:     $(grep -m1 -iE 'stop|speedup' "$BENCH/loop.md" | cut -c1-200)"
 [ -f "$BENCH/features.txt" ] && echo "features: $(grep -cE '^[a-z_]+ ' "$BENCH/features.txt") rows in features.txt"
+[ -f "$BENCH/exemplars.log" ] && echo "exemplars: $(grep -E '[0-9]+ (passed|failed)' "$BENCH/exemplars.log" | tail -n 1 | tr -d '=')"
+[ -f "$BENCH/diagnosis.md" ] && echo "diagnosis: $(sed -n 3p "$BENCH/diagnosis.md" | cut -c1-200)"
+[ -f "$BENCH/detector.md" ] && echo "detector: $(sed -n 3p "$BENCH/detector.md" | cut -c1-200)"
 exit 0

@@ -233,14 +233,26 @@ def test_a_device_without_peaks_falls_back_to_the_fp32_roof():
 
 
 # ------------------------------------------------------------------------------ consistency with catalogue
+def _all_facts() -> list[Facts]:
+    """Empty facts, the recorded profiles' facts, and the rule table's: every path of the feature functions."""
+    out = [Facts.gather(None, None, None)]
+    for name in ("gelu", "cross_entropy", "nbody", "softmax", "sgemm", "hgemm", "sort_small", "stencil2d"):
+        entry = SUMMARY["baselines"][name]
+        p = profile_from_text((FIXTURES / FIXTURE_FILE.get(name, f"{name}.csv")).read_text())
+        out.append(Facts.gather(p, roofline_point(load_task(entry["task"]).task, entry["sizes"],
+                                                  entry["event_median_ms"], device(entry)), None))
+    out += [Facts.gather(prof, r, c) for _, prof, r, c, _, _ in CASES]
+    return out
+
+
 def test_every_suggested_feature_is_in_the_catalogue_and_serves_the_bottleneck():
     by_id = {f.id: f for f in CATALOGUE}
-    facts = Facts.gather(None, None, None)
-    for rule in RULES:
-        feats = rule.features_for(facts)
-        assert set(feats) <= IDS, (rule.name, set(feats) - IDS)
-        b = rule.bottleneck_for(facts)
-        assert all(b in by_id[x].serves for x in feats), (rule.name, b, [x for x in feats if b not in by_id[x].serves])
+    for facts in _all_facts():
+        for rule in RULES:
+            feats = rule.features_for(facts)
+            assert set(feats) <= IDS, (rule.name, set(feats) - IDS)
+            b = rule.bottleneck_for(facts)
+            assert all(b in by_id[x].serves for x in feats), (rule.name, b, [x for x in feats if b not in by_id[x].serves])
     for reason, feats in STALL_FEATURES.items():
         assert set(feats) <= IDS, reason
     assert set(AT_ROOF_MEMORY) | set(AT_ROOF_COMPUTE) <= IDS
@@ -278,8 +290,9 @@ VERDICTS: dict[str, tuple[str, Bottleneck, bool | None, str | None, set[str], se
 FIXTURE_FILE = {"sort_small": "sort_small_trimmed.csv"}
 
 
-def device() -> DeviceInfo:
-    pk = SUMMARY["peaks"]
+def device(entry: dict | None = None) -> DeviceInfo:
+    """The peaks of the run that recorded ``entry`` (record.py merge keeps them per entry), else the file's."""
+    pk = (entry or {}).get("peaks") or SUMMARY["peaks"]
     extra = {k: pk[k] for k in ("peak_fp16_tc_gflops", "peak_tf32_tc_gflops") if pk.get(k)}
     return TensorDevice(name=pk["device"], arch="sm_90", compute_capability=(9, 0), sm_count=pk["sm_count"],
                         peak_bandwidth_gbs=pk["copy_gbs"], peak_fp32_gflops=pk["fma_gflops"], **extra)
@@ -289,10 +302,10 @@ def real(name: str):
     fixture = FIXTURES / FIXTURE_FILE.get(name, f"{name}.csv")
     entry = SUMMARY["baselines"].get(name)
     if not fixture.exists() or entry is None or "event_median_ms" not in entry:
-        pytest.skip(f"{name}: not recorded yet (python tests/fixtures/ncu/record.py record ... on the H100)")
+        pytest.skip(f"{name}: not recorded yet (tests/fixtures/ncu/README.md: record.py record, then merge)")
     task = load_task(entry["task"]).task
     p = profile_from_text(fixture.read_text())
-    r = roofline_point(task, entry["sizes"], entry["event_median_ms"], device())
+    r = roofline_point(task, entry["sizes"], entry["event_median_ms"], device(entry))
     return task, p, r, diagnose(p, r, None, allowed_features=allowed(task.name), max_features=12)
 
 

@@ -118,6 +118,7 @@ class Diagnosis(BaseModel):
     kernel: str | None = None                                  # the kernel diagnosed (the longest one)
     at_roof: bool = False                                      # >= AT_ROOF_PCT of speed of light
     pct_of_sol: float | None = None
+    roof: str | None = None                                    # whose compute rate the roof uses (fp32, fp16-tensor...)
     losses: list[Loss] = Field(default_factory=list)           # the findings' estimated costs, largest first
 
     def as_text(self) -> str:
@@ -528,13 +529,13 @@ RULES: tuple[Rule, ...] = (
     Rule("synchronization", "latency-bound", _stall_group("synchronization"),
          ("warp_shuffle", "double_buffering", "warp_specialization"),
          "warps wait at barriers or memory fences: fewer block-wide syncs, warp-level exchanges."),
-    Rule("memory-queues", lambda f: _idle_bottleneck(f, "memory-bound"), _stall_group("memory-queues"),
+    Rule("memory-queues", "memory-bound", _stall_group("memory-queues"),
          ("vector_loads", "smem_tiling", "register_blocking"),
          "the memory-instruction queues are full: fewer, wider memory instructions."),
     Rule("dependencies", lambda f: _idle_bottleneck(f, "latency-bound"), _stall_group("dependencies"),
          ("loop_unrolling", "register_blocking"),
          "each instruction waits on the one before: independent accumulators and unrolled loops."),
-    Rule("issue", lambda f: _idle_bottleneck(f, "compute-bound"), _stall_group("issue"), _compute_features,
+    Rule("issue", "compute-bound", _stall_group("issue"), _compute_features,
          "the schedulers have more ready warps than issue slots: fewer instructions per result."),
 )
 
@@ -624,5 +625,6 @@ def diagnose(profile: ProfileResult | None, roofline: RooflinePoint | None, comp
     return Diagnosis(
         bottleneck=bottleneck, evidence=evidence, suggested_features=suggested, summary=summary,
         rules=names, kernel=k.name if k else None, at_roof=at_roof,
-        pct_of_sol=r.pct_of_sol if r is not None else None, losses=losses,
+        pct_of_sol=r.pct_of_sol if r is not None else None, roof=r.compute_unit if r is not None else None,
+        losses=losses,
     )
