@@ -1,8 +1,9 @@
 """Telling which catalogue features a candidate uses, from its source and its compile report.
 
-Detectors are data (rules in each feature's TOML); this module only evaluates them. Comments and string
-literals are blanked before matching, so a comment that says "no tensor cores here" does not count;
-inline-PTX strings are matched separately (rule scope "asm").
+Detectors are data (rules in each feature's TOML, "(A and B) or C" through rule groups); this module only
+evaluates them. Comments and string literals are blanked before matching, so a comment that says "no
+tensor cores here" does not count; inline-PTX strings are matched separately (rule scope "asm"). How
+well they do is measured on a labelled corpus (detector_eval.py, tests/detector_corpus/).
 """
 
 from __future__ import annotations

@@ -22,7 +22,6 @@ returns a state update, usually ``ctx.patch(cid, ...)`` merged over candidates. 
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
