@@ -269,7 +269,8 @@ CHECKS: dict[str, list[tuple[str, str]]] = {
         ("what was tried and how it ended", r"What was tried so far and how it ended:\n- r\d"),
     ],
     "planner": [
-        ("posterior mean and tries per feature", r"expected [0-9.]+x \(posterior mean, failures counted\); (tried|untried)"),
+        ("posterior mean and tries per feature", r"(expected to close [+-][0-9]+% of the headroom to speed of light "
+                                                  r"\(posterior mean, failures counted\); tried|; untried)"),
         ("the critic's recommendations in the offer", r"recommended now by the critic"),
         ("the whole critique", r"Recommended change: "),
     ],

@@ -7,7 +7,8 @@
 # Environment:
 #   SKIP_TESTS=1        skip the pytest -m gpu run
 #   TASKS=a,b           only these tasks in the harness and profiling benchmarks
-#   STEPS="doctor tests harness profile loop features report audit manual"   the steps to run (default: all)
+#   STEPS="doctor tests harness profile loop features report audit manual exemplars record diagnosis detector"
+#                       the steps to run (default: all these)
 #                       doctor: `cuda-llm doctor --no-llm` (bench-out/doctor.txt); report: the loop step's straight
 #                       run as report.html + report.json (bench-out/; screenshot it with benchmarks/report_shot.py)
 #                       audit: benchmarks/prompt_audit.py with the GPU's own timings and profiles (--evaluator gpu);
@@ -16,6 +17,10 @@
 #                       through the harness, cuBLAS below 100% of speed of light
 #                       transport (only when named): the CPU transport measurement; cache (only when named):
 #                       cache growth over 100 evaluations, ~5 min
+#                       exemplars: every catalogue exemplar built and checked on the GPU;
+#                       record: Nsight Compute recordings of the known kernels (tests/fixtures/ncu/record.py)
+#                       into bench-out/ncu-rec; diagnosis: the verdict table on the fixtures with those
+#                       recordings merged in; detector: precision and recall of the detectors (CPU only)
 #   PYTEST_ARGS=...     extra pytest arguments (e.g. "-k adversarial")
 #   HARNESS_ARGS=...    extra harness_bench.py arguments (e.g. "--repeats 3 --eval-time 1")
 #   CACHE_ARGS=...      extra cache_bench.py arguments (e.g. "--evals 50")
@@ -34,7 +39,7 @@ else
 fi
 export PYTHONUNBUFFERED=1
 export CUDA_LLM_CACHE="${CUDA_LLM_CACHE:-/tmp/cuda-llm-cache}"
-STEPS="${STEPS:-doctor tests harness profile loop features report audit manual}"
+STEPS="${STEPS:-doctor tests harness profile loop features report audit manual exemplars record diagnosis detector}"
 [ "${SKIP_TESTS:-0}" = "1" ] && STEPS="${STEPS//tests/}"
 BENCH=bench-out
 rm -rf "$BENCH"    # a summary must never show the logs of an earlier call (they went to that call's $OUT)
@@ -113,6 +118,21 @@ fi
 if wants hopper; then
   step hopper "$BENCH/hopper.log" python3 -m pytest -m gpu -q -rA -s tests/test_hopper_gpu.py
 fi
+if wants exemplars; then
+  step exemplars "$BENCH/exemplars.log" python3 -m pytest -m gpu -q -rA tests/test_exemplars_gpu.py
+fi
+if wants record; then
+  step record "$BENCH/record.log" python3 tests/fixtures/ncu/record.py record --out "$BENCH/ncu-rec" \
+    --tasks "${RECORD_TASKS:-sgemm_cublas,hgemm_cublas,gemv_cublas,reduce_sum_cub,prefix_sum_cub,softmax_tuned,sgemm_tiled,sgemm}"
+fi
+if wants diagnosis; then
+  rm -rf /tmp/ncu-fixtures && cp -r tests/fixtures/ncu /tmp/ncu-fixtures
+  [ -f "$BENCH/ncu-rec/summary.json" ] && python3 tests/fixtures/ncu/record.py merge --from "$BENCH/ncu-rec" --into /tmp/ncu-fixtures
+  step diagnosis "$BENCH/diagnosis.log" python3 benchmarks/diagnosis_bench.py --out "$BENCH" --fixtures /tmp/ncu-fixtures
+fi
+if wants detector; then
+  step detector "$BENCH/detector.log" python3 benchmarks/detector_bench.py --out "$BENCH"
+fi
 
 sync_out
 
@@ -142,4 +162,7 @@ fi
 [ -f "$BENCH/manual_run.md" ] && echo "manual:   $(grep -m1 '^status:' "$BENCH/manual_run.md")"
 [ -f "$BENCH/hopper.log" ] && grep -E '^(device |cuBLAS hgemm|hgemm_wgmma |transpose_tma )' "$BENCH/hopper.log" | sed 's/^/hopper:   /' \
   && echo "hopper:   $(grep -E '[0-9]+ (passed|failed)' "$BENCH/hopper.log" | tail -n 1 | tr -d '=')"
+[ -f "$BENCH/exemplars.log" ] && echo "exemplars: $(grep -E '[0-9]+ (passed|failed)' "$BENCH/exemplars.log" | tail -n 1 | tr -d '=')"
+[ -f "$BENCH/diagnosis.md" ] && echo "diagnosis: $(sed -n 3p "$BENCH/diagnosis.md" | cut -c1-200)"
+[ -f "$BENCH/detector.md" ] && echo "detector: $(sed -n 3p "$BENCH/detector.md" | cut -c1-200)"
 exit 0

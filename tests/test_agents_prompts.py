@@ -73,9 +73,9 @@ def assert_bounded_history(text: str) -> None:
 
 # -- planner
 def planner_ctx(**kw) -> PlannerContext:
-    offered = [OfferedFeature(id="vector_loads", name="Vector loads", category="memory", expected_speedup=1.0,
+    offered = [OfferedFeature(id="vector_loads", name="Vector loads", category="memory", expected_share=0.0,
                               recommended_by=["the critic"]),
-               OfferedFeature(id="warp_shuffle", name="Warp shuffles", category="reduction", expected_speedup=1.31,
+               OfferedFeature(id="warp_shuffle", name="Warp shuffles", category="reduction", expected_share=0.31,
                               tries=5, passed=4, mean_speedup=1.40, reason="proven"),
                OfferedFeature(id="smem_tiling")]
     return PlannerContext(task=TASK, device=H100, n_candidates=3, round_index=4, offered=offered, best=BEST,
@@ -95,7 +95,8 @@ def test_planner_prompt_carries_the_evidence():
     assert "r2c3" in text and "0.4321 ms" in text and "3.50x the naive baseline" in text
     assert "0.1772 ms" in text and "41.0% of it" in text                                # speed of light and % of it
     assert "40 registers" in text and "SPILLS" in text and "dram__throughput" in text  # resources and profile
-    assert "expected 1.31x (posterior mean" in text and "tried 5, passed 4, mean 1.40x" in text
+    assert "expected to close +31% of the headroom to speed of light (posterior mean" in text
+    assert "tried 5, passed 4, mean 1.40x" in text
     assert "recommended now by the critic" in text and "memory-bound: try vector_loads" in text
     assert "Round 4." in text and "exactly 3 candidate plans" in text
     # the planner gives every candidate its own feature set, whatever the model answered

@@ -118,12 +118,16 @@ def test_keeps_the_fastest_and_ignores_wins_inside_the_noise(tmp_path):
     cands = [e for e in events if e["event"] == "candidate"]
     assert all(e["features"] and e["parent"] for e in cands)
     assert {e["parent"] for e in cands if e["candidate"].startswith("r3")} == {"r2c0"}
-    # the feature database learned from every candidate: r3c1 repeats r1c1's source (its measurement is
-    # read from the run's cache) but over another parent, so it is a try of its own
+    # the feature database heard of every candidate: r3c1 repeats r1c1's source (its measurement is read
+    # from the run's cache) but over another parent, so it counts again. These candidates only rename the
+    # naive kernel, so no feature is in their code that was not in their parent's: nothing is credited, and
+    # each asked feature is a compliance miss (feature_db/credit.py)
     from cuda_llm.feature_db.stats import StatsStore
 
     rows = StatsStore(tmp_path / "stats.sqlite").all(category="reduction")
-    assert sum(r.tries for r in rows) == 6 and any(r.n_speedups for r in rows)
+    assert sum(r.asked for r in rows) == 6 and sum(r.complied for r in rows) == 0
+    assert sum(r.tries for r in rows) == 0 and not any(r.n_rewards for r in rows)
+    assert sum(1 for e in events if e["event"] == "credit") == 6
 
 
 def test_repairs_after_a_compile_error(tmp_path):

@@ -121,7 +121,7 @@ def test_an_exit_in_the_timing_loop_says_where(gelu_small, tmp_path):
 def test_a_wrong_first_call_at_the_benchmark_shape_stops_the_worker(gelu_small, tmp_path):
     res = judge(gelu_small, "gelu_skip_benchmark", tmp_path, time_budget_s=30.0, max_reps=100000, min_reps=100000)
     assert res.status == Status.wrong_answer, res.message
-    assert "on the first call" in res.message and res.seconds < 25, res.message
+    assert "on the first call" in res.message and res.timing is None, res.message   # no timed loop after it
 
 
 def test_working_on_the_first_call_only_fails(gelu_small, tmp_path):

@@ -188,3 +188,42 @@ def test_committed_reports_import_to_the_same_metrics(name):
                          capture_output=True, text=True, timeout=120).stdout
     a, b = profile_from_text(out), profile_from_text(text(f"{name}.csv"))
     assert [k.duration_ns for k in a.kernels] == [k.duration_ns for k in b.kernels]
+
+
+def test_compute_workload_metrics_are_parsed():
+    """Pipe utilization, issue activity and warp latency (ComputeWorkloadAnalysis, InstructionStats and
+    WarpStateStats metrics) from the recorded raw pages."""
+    sgemm = profile_from_text(text("sgemm.csv")).dominant()
+    (lsu,), = [raw_column("sgemm.csv", "sm__inst_executed_pipe_lsu.avg.pct_of_peak_sustained_elapsed")]
+    assert sgemm.pipe_pct["lsu"] == pytest.approx(float(lsu[0]))
+    assert sgemm.pipe_pct["fma"] == pytest.approx(float(raw_column("sgemm.csv",
+                                                        "sm__pipe_fma_cycles_active.avg.pct_of_peak_sustained_elapsed")[0][0]))
+    assert sgemm.busiest_pipe == ("lsu", sgemm.pipe_pct["lsu"])
+    assert sgemm.issue_active_pct == pytest.approx(14.0)          # smsp__issue_active 0.14 per cycle
+    assert sgemm.warp_cycles_per_inst == pytest.approx(110.707127)
+    assert sgemm.instructions == pytest.approx(11860443136)
+    # "tensor" and "shared" count the fp16/uniform work of any kernel on an H100: never read as tensor cores
+    gelu = profile_from_text(text("gelu.csv")).dominant()
+    assert float(raw_column("gelu.csv", "sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_elapsed")[0][0]) > 1
+    assert "tensor" not in gelu.pipe_pct and not gelu.uses_tensor_cores
+    assert gelu.tensor_pipe_pct == 0
+
+
+def test_tensor_pipes_and_merged_launches():
+    header = ['"ID"', '"Kernel Name"', '"gpu__time_duration.sum"',
+              '"sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active"',
+              '"sm__inst_executed_pipe_fma.avg.pct_of_peak_sustained_active"', '"sm__inst_executed.avg.per_cycle_active"']
+    rows = [",".join(header), '"","","us","%","%",""', '"0","k()","10","80","20","1.5"', '"1","k()","30","40","60","2.5"']
+    k = kernels_from_text("\n".join(rows))[0]
+    assert k.launches == 2 and k.uses_tensor_cores
+    assert k.tensor_pipe_pct == pytest.approx((80 * 10 + 40 * 30) / 40)        # time-weighted
+    assert k.pipe_pct["fma"] == pytest.approx((20 * 10 + 60 * 30) / 40)
+    assert k.ipc == pytest.approx((1.5 * 10 + 2.5 * 30) / 40)
+
+
+def test_the_default_sections_include_the_compute_side():
+    from cuda_llm.tools.ncu import DEFAULT_SECTIONS, build_command
+
+    assert {"ComputeWorkloadAnalysis", "InstructionStats", "WarpStateStats"} <= set(DEFAULT_SECTIONS)
+    cmd = build_command("ncu", ["python", "-m", "x"], Path("/tmp/r"))
+    assert cmd.count("--section") == len(DEFAULT_SECTIONS) and "ComputeWorkloadAnalysis" in cmd

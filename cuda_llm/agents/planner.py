@@ -19,43 +19,48 @@ MAX_FEATURES_PER_CANDIDATE = 3
 
 
 class OfferedFeature(BaseModel):
-    """A feature as offered to the planner: what the statistics expect of it (the posterior mean, failures
-    counted), how often it was tried, and who recommends it now."""
+    """A feature as offered to the planner: what the statistics expect of it (the posterior mean of the share
+    of the headroom to speed of light that adding it closed, failures counted), how often it was tried, how
+    often the coder used it when asked, and who recommends it now."""
 
     id: str
     name: str = ""
     category: str = ""
-    expected_speedup: float | None = None   # exp(posterior mean of the log value); 1.0 = no change expected
+    expected_share: float | None = None     # posterior mean of the headroom share closed; 0 = no change expected
     tries: int = 0
     passed: int = 0
-    mean_speedup: float | None = None       # over the passing tries
+    mean_speedup: float | None = None       # over the passing tries, against their parents
+    compliance: float | None = None         # share of the asks whose code used it (None: never asked)
     reason: str = ""
     recommended_by: list[str] = Field(default_factory=list)   # "the critic", "the diagnosis"
 
     @classmethod
     def from_ranked(cls, ranked: Any, recommended_by: Sequence[str] = ()) -> "OfferedFeature":
-        """From a feature_db RankedFeature (feature, expected_log_speedup, reason, stats)."""
+        """From a feature_db RankedFeature (feature, expected_value, reason, stats, compliance)."""
         f, s = ranked.feature, getattr(ranked, "stats", None)
         tries = int(getattr(s, "tries", 0) or 0) if s is not None else 0
         n_speedups = int(getattr(s, "n_speedups", 0) or 0) if s is not None else 0
-        exp_log = getattr(ranked, "expected_log_speedup", None)
         return cls(id=f.id, name=getattr(f, "name", ""), category=str(getattr(f, "category", "")),
-                   expected_speedup=math.exp(exp_log) if exp_log is not None else None, tries=tries,
+                   expected_share=getattr(ranked, "expected_value", None), tries=tries,
                    passed=int(getattr(s, "passed", 0) or 0) if s is not None else 0,
                    mean_speedup=math.exp(s.mean_log_speedup) if n_speedups else None,
+                   compliance=getattr(ranked, "compliance", None),
                    reason=str(getattr(ranked, "reason", "")), recommended_by=list(recommended_by))
 
     def render(self) -> str:
         parts = [f"- `{self.id}`" + (f" ({self.name}, {self.category})" if self.name else "")]
-        if self.expected_speedup is not None:
-            parts.append(f"expected {self.expected_speedup:.2f}x (posterior mean, failures counted)")
+        if self.expected_share is not None and self.tries:
+            parts.append(f"expected to close {100 * self.expected_share:+.0f}% of the headroom to speed of light "
+                         f"(posterior mean, failures counted)")
         if self.tries:
             tried = f"tried {self.tries}, passed {self.passed}"
             if self.mean_speedup is not None:
-                tried += f", mean {self.mean_speedup:.2f}x when it passed"
+                tried += f", mean {self.mean_speedup:.2f}x over the parent when it passed"
             parts.append(tried)
         else:
             parts.append("untried")
+        if self.compliance is not None:
+            parts.append(f"the coder used it in {100 * self.compliance:.0f}% of the asks")
         if self.recommended_by:
             parts.append("recommended now by " + " and ".join(self.recommended_by))
         return "; ".join(parts)

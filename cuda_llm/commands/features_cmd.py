@@ -144,7 +144,7 @@ def run(args: argparse.Namespace) -> int:
                                tolerance=tolerance, float_inputs=float_inputs, seed=args.seed)
         if args.json:
             print(json.dumps([{"id": r.feature.id, "kind": r.feature.category, "score": r.score,
-                               "expected_log_speedup": r.expected_log_speedup, "reason": r.reason,
+                               "expected_value": r.expected_value, "reason": r.reason,
                                "stats": r.stats.model_dump()} for r in ranked], indent=2))
             return 0
         table = [[i + 1, r.feature.id, r.feature.category, r.feature.min_arch, round(r.score, 3), r.stats.tries,

@@ -2,7 +2,8 @@
 
 ``load_catalogue`` gives the features (data files in ``catalogue/``), ``detect_features`` tells which
 ones a candidate uses, ``StatsStore`` keeps per (feature, task family, arch) statistics in SQLite, and
-``rank_features`` / ``assign_features`` turn them into the planner's offer (a seeded bandit).
+``rank_features`` / ``assign_features`` turn them into the planner's offer (a seeded bandit);
+``credit_step`` decides what one measured candidate teaches (credit.py).
 """
 
 from cuda_llm.feature_db.bandit import (
@@ -11,15 +12,17 @@ from cuda_llm.feature_db.bandit import (
 from cuda_llm.feature_db.catalogue import (
     CatalogueError, arch_name, feature_index, get_feature, load_catalogue, load_catalogue_from, parse_arch, supports,
 )
+from cuda_llm.feature_db.credit import Credit, StepOutcome, credit_step, detect_pair, headroom_closed
 from cuda_llm.feature_db.detect import detect_features, split_source
-from cuda_llm.feature_db.model import Detector, Feature, ResourceRule, SourceRule
+from cuda_llm.feature_db.model import Detector, Feature, ResourceRule, RuleGroup, SourceRule
 from cuda_llm.feature_db.stats import (
-    DB_ENV, FeatureStats, StatsStore, StatsStoreError, default_path, features_to_credit, normalize_arch,
+    DB_ENV, FeatureStats, StatsStore, StatsStoreError, default_path, normalize_arch,
 )
 
 __all__ = [
-    "CatalogueError", "DB_ENV", "Detector", "Feature", "FeatureStats", "RankedFeature", "ResourceRule", "SourceRule",
-    "StatsStore", "StatsStoreError", "applicable", "arch_name", "assign_features", "default_path", "detect_features",
-    "explain", "feature_index", "features_to_credit", "get_feature", "load_catalogue", "load_catalogue_from",
+    "CatalogueError", "Credit", "DB_ENV", "Detector", "Feature", "FeatureStats", "RankedFeature", "ResourceRule", "RuleGroup", "SourceRule",
+    "StepOutcome", "StatsStore", "StatsStoreError", "applicable", "arch_name", "assign_features", "credit_step",
+    "default_path", "detect_features", "detect_pair", "headroom_closed",
+    "explain", "feature_index", "get_feature", "load_catalogue", "load_catalogue_from",
     "normalize_arch", "parse_arch", "rank_features", "split_source", "supports", "task_filters", "task_float_inputs", "task_tolerance",
 ]

@@ -1,17 +1,20 @@
-"""Which features to try next: a bandit over the catalogue, scored on log-speedup over the parent.
+"""Which features to try next: a bandit over the catalogue, scored on the headroom each feature closes.
 
 The value of trying a feature is modelled as
 
-    value = p * mu + (1 - p) * log(FAIL_SPEEDUP)
+    value = p * mu + (1 - p) * FAIL_VALUE
 
-where ``p`` is the chance a candidate using it compiles and passes (Beta posterior over tries/passed)
-and ``mu`` the mean log-speedup of the ones that pass (Normal posterior with a prior of "no change").
-Failed compiles and failed tests therefore pull a feature down. Thompson sampling draws ``p`` and ``mu``
-from their posteriors (seeded: the same seed and statistics give the same ranking); UCB instead adds
-one posterior standard deviation to the posterior mean. An untried feature starts from the prior,
-nudged by what the same feature did for other task categories or architectures.
+where ``p`` is the chance a candidate introducing it compiles and passes (Beta posterior over tries and
+passes, keyed by the coder model: what one model writes correctly says little about another) and ``mu``
+the mean reward of the ones that pass: the share of the remaining headroom to speed of light the step
+closed, split among its new features (credit.py; Normal posterior with a prior of "no change"). Failed
+compiles and failed tests therefore pull a feature down. Thompson sampling draws ``p`` and ``mu`` from
+their posteriors (seeded: the same seed and statistics give the same ranking); UCB instead adds one
+posterior standard deviation to the posterior mean. An untried feature starts from the prior, nudged by
+what the same feature did for other task families or architectures. How often the coder really used a
+feature when asked (compliance) is reported beside the score, never mixed into it.
 
-Pure: reads statistics through ``.all()`` of a StatsStore, or takes the FeatureStats rows directly.
+Pure: reads statistics through ``.all(by_model=True)`` of a StatsStore, or takes FeatureStats rows.
 """
 
 from __future__ import annotations
@@ -25,62 +28,79 @@ from pydantic import BaseModel, ConfigDict
 
 from cuda_llm.feature_db.catalogue import parse_arch, supports
 from cuda_llm.feature_db.model import Feature
-from cuda_llm.feature_db.stats import FeatureStats, normalize_arch, pooled
+from cuda_llm.feature_db.stats import ANY_MODEL, FeatureStats, normalize_arch, normalize_model, pooled
+from cuda_llm.tasks.precision import float_input_dtypes, tightest_rtol
 
-PRIOR_MEAN_LOG = 0.0          # before evidence: no change in speed
-PRIOR_SD_LOG = 0.5            # +-65 % is plausible for one feature
-OBS_SD_LOG = 0.3              # spread of one try's log-speedup before the data says otherwise
-OBS_SD_WEIGHT = 2.0           # pseudo-observations behind OBS_SD_LOG
+PRIOR_MEAN = 0.0              # before evidence: the step closes no headroom
+PRIOR_SD = 0.25               # a feature closing a quarter of the headroom (or losing as much) is plausible
+OBS_SD = 0.2                  # spread of one try's reward before the data says otherwise
+OBS_SD_WEIGHT = 2.0           # pseudo-observations behind OBS_SD
 PASS_PRIOR = (2.0, 1.0)       # Beta prior on "compiles and passes": mildly optimistic (2/3)
-FAIL_SPEEDUP = 0.75           # what a failed candidate is worth: a wasted slot, valued as a 0.75x
-POOL_SHRINK = 4.0             # evidence from other categories/archs counts as n / (n + 4) of the prior mean
+FAIL_VALUE = -0.1             # what a failed candidate is worth: a wasted slot, a tenth of the headroom
+POOL_SHRINK = 4.0             # evidence from other families/archs counts as n / (n + 4) of the prior mean
 POOL_PASS_WEIGHT = 0.25       # ... and each of its tries as a quarter of a try for the pass rate
+OTHER_MODEL_PASS_WEIGHT = 0.5  # a try by another coder model (same family and arch): half a try
 UCB_C = 1.0
 
 Method = Literal["thompson", "ucb"]
 
 
 class RankedFeature(BaseModel):
-    """One feature offered to the planner: its score (log-speedup units), why, and the evidence."""
+    """One feature offered to the planner: its score (reward units), why, and the evidence."""
 
     model_config = ConfigDict(frozen=True)
     feature: Feature
     score: float
-    expected_log_speedup: float   # posterior mean of the value, failures included
+    expected_value: float          # posterior mean of the value, failures included
     reason: str
-    stats: FeatureStats
+    stats: FeatureStats            # this family and arch, every coder model pooled
+    compliance: float | None = None   # how often the coder used it when asked (None: never asked)
 
     @property
     def untried(self) -> bool:
         return self.stats.tries == 0
 
-
-def _fmt_x(log_s: float) -> str:
-    return f"{math.exp(log_s):.2f}x"
+    @property
+    def expected_log_speedup(self) -> float:
+        """The expected value under its former name (it is a share of headroom now, not a log-speedup)."""
+        return self.expected_value
 
 
 def _tries(n: int) -> str:
     return f"{n} try" if n == 1 else f"{n} tries"
 
 
-def explain(st: FeatureStats, pool: FeatureStats | None = None) -> str:
-    """The one-line reason shown beside a score."""
+def _share(x: float) -> str:
+    return f"{100 * x:+.0f}%"
+
+
+def _compliance(st: FeatureStats) -> str:
+    if not st.asked or st.complied == st.asked:
+        return ""
+    return f"; coder used it in {st.complied} of {st.asked} asks"
+
+
+def explain(st: FeatureStats, pool: FeatureStats | None = None, mine: FeatureStats | None = None) -> str:
+    """The one-line reason shown beside a score. ``mine``: the same cell for this run's coder model."""
+    comp = _compliance(st)
     if st.tries == 0:
         text = "untried: explore"
-        if pool is not None and pool.n_speedups:
-            text += f" (elsewhere {_fmt_x(pool.mean_log_speedup)} over {_tries(pool.n_speedups)})"
+        if pool is not None and pool.n_rewards:
+            text += f" (elsewhere {_share(pool.mean_reward)} of headroom over {_tries(pool.n_rewards)})"
         elif pool is not None and pool.tries:
             text += f" (elsewhere {pool.passed}/{pool.tries} passed)"
-        return text
+        return text + comp
     compiled = f", {st.compiled}/{st.tries} compiled" if st.compiled < st.tries else ""
     passed = f"{st.passed}/{st.tries} passed"
-    if st.n_speedups:
-        over = _tries(st.n_speedups) if st.n_speedups == st.tries else f"{st.n_speedups} of {st.tries} tries"
-        spread = f" (sd {math.sqrt(st.var_log_speedup):.2f} in log)" if st.n_speedups >= 2 and st.var_log_speedup > 0.01 else ""
-        return f"mean {_fmt_x(st.mean_log_speedup)} over {over}{spread}, {passed}{compiled}"
+    if mine is not None and mine.model not in ("", ANY_MODEL) and mine.tries != st.tries:
+        passed += f" ({mine.passed}/{mine.tries} by {mine.model})"
+    if st.n_rewards:
+        over = _tries(st.n_rewards) if st.n_rewards == st.tries else f"{st.n_rewards} of {st.tries} tries"
+        spread = f" (sd {100 * math.sqrt(st.var_reward):.0f}%)" if st.n_rewards >= 2 and st.var_reward > 0.0025 else ""
+        return f"closes {_share(st.mean_reward)} of the headroom over {over}{spread}, {passed}{compiled}{comp}"
     if st.passed == 0:
-        return f"{_tries(st.tries)}, {passed}{compiled}: penalized"
-    return f"{_tries(st.tries)}, {passed}{compiled}, no speedup measured yet"
+        return f"{_tries(st.tries)}, {passed}{compiled}: penalized{comp}"
+    return f"{_tries(st.tries)}, {passed}{compiled}, no headroom measured yet{comp}"
 
 
 class _Posterior(BaseModel):
@@ -99,47 +119,50 @@ class _Posterior(BaseModel):
         return a * b / ((a + b) ** 2 * (a + b + 1))
 
     def value(self, p: float, mu: float) -> float:
-        return p * mu + (1.0 - p) * math.log(FAIL_SPEEDUP)
+        return p * mu + (1.0 - p) * FAIL_VALUE
 
 
-def posterior(st: FeatureStats, pool: FeatureStats | None = None) -> _Posterior:
-    """Beta posterior on passing and Normal posterior on the mean log-speedup of passing tries."""
+def posterior(st: FeatureStats, pool: FeatureStats | None = None, mine: FeatureStats | None = None) -> _Posterior:
+    """Beta posterior on passing and Normal posterior on the mean reward of passing tries.
+
+    ``st``: the cell (this family and arch), every model pooled: its rewards count in full. ``mine``: the
+    same cell for this run's coder model: its tries count in full for the pass rate, the other models'
+    at OTHER_MODEL_PASS_WEIGHT (without ``mine`` every model counts in full). ``pool``: other families
+    and archs, a weak prior for both.
+    """
     a0, b0 = PASS_PRIOR
-    mu0 = PRIOR_MEAN_LOG
+    mu0 = PRIOR_MEAN
     if pool is not None and pool.tries:
         a0 += POOL_PASS_WEIGHT * pool.passed
         b0 += POOL_PASS_WEIGHT * (pool.tries - pool.passed)
-        if pool.n_speedups:
-            mu0 += (pool.mean_log_speedup - PRIOR_MEAN_LOG) * pool.n_speedups / (pool.n_speedups + POOL_SHRINK)
-    n = st.n_speedups
-    prec = 1.0 / PRIOR_SD_LOG**2
+        if pool.n_rewards:
+            mu0 += (pool.mean_reward - PRIOR_MEAN) * pool.n_rewards / (pool.n_rewards + POOL_SHRINK)
+    if mine is None:
+        passed, failed = float(st.passed), float(st.tries - st.passed)
+    else:
+        other_passed, other_failed = st.passed - mine.passed, (st.tries - st.passed) - (mine.tries - mine.passed)
+        passed = mine.passed + OTHER_MODEL_PASS_WEIGHT * other_passed
+        failed = (mine.tries - mine.passed) + OTHER_MODEL_PASS_WEIGHT * other_failed
+    n = st.n_rewards
+    prec = 1.0 / PRIOR_SD**2
     num = mu0 * prec
     if n:
         dof = max(n - 1, 0)
-        sigma2 = (OBS_SD_WEIGHT * OBS_SD_LOG**2 + dof * st.var_log_speedup) / (OBS_SD_WEIGHT + dof)
+        sigma2 = (OBS_SD_WEIGHT * OBS_SD**2 + dof * st.var_reward) / (OBS_SD_WEIGHT + dof)
         prec += n / sigma2
-        num += n * st.mean_log_speedup / sigma2
-    return _Posterior(alpha=a0 + st.passed, beta=b0 + (st.tries - st.passed), mu_mean=num / prec,
-                      mu_sd=math.sqrt(1.0 / prec))
+        num += n * st.mean_reward / sigma2
+    return _Posterior(alpha=a0 + passed, beta=b0 + failed, mu_mean=num / prec, mu_sd=math.sqrt(1.0 / prec))
 
 
 def task_tolerance(task: Any) -> float:
     """The tightest relative tolerance among a task's float outputs (0 when an output must be exact, or
     when a tolerance is an expression): features with ``min_tolerance`` above it are not offered."""
-    tols: list[float] = []
-    for out in task.outputs:
-        if not out.dtype.is_float:
-            return 0.0
-        rtol = task.tolerance_for(out).rtol
-        if not isinstance(rtol, (int, float)):
-            return 0.0
-        tols.append(float(rtol))
-    return min(tols) if tols else 0.0
+    return tightest_rtol(task)
 
 
 def task_float_inputs(task: Any) -> list[str]:
     """The dtypes of a task's float inputs, e.g. ['float16'] for a half-precision GEMM."""
-    return sorted({p.dtype.value for p in task.inputs if p.dtype.is_float})
+    return float_input_dtypes(task)
 
 
 def task_filters(task: Any) -> dict[str, Any]:
@@ -152,18 +175,19 @@ def applicable(
     catalogue: Iterable[Feature], *, arch: str, category: str, bound: str | None = None, tolerance: float | None = None,
     float_inputs: list[str] | None = None,
 ) -> list[Feature]:
-    """Features the architecture supports and that apply to this task family, bound and tolerance."""
+    """Features the architecture supports and that apply to this task family, bound, tolerance and float
+    input dtypes."""
     parse_arch(arch)   # clear error for a malformed arch before filtering
     return [f for f in catalogue
             if supports(f, arch) and f.applies_to_family(category) and f.applies_to_bound(bound)
-            and f.allowed_by_tolerance(tolerance, float_inputs)]
+            and f.allowed_by_tolerance(tolerance, float_inputs) and f.allowed_for_dtypes(float_inputs)]
 
 
 def _rows(stats: Any) -> list[FeatureStats]:
     if stats is None:
         return []
     if hasattr(stats, "all"):
-        return list(stats.all())
+        return list(stats.all(by_model=True))
     return list(stats)
 
 
@@ -181,18 +205,22 @@ def rank_features(
     float_inputs: Iterable[str] | None = None,
     exclude: Iterable[str] = (),
     method: Method = "thompson",
+    model: str | None = None,
 ) -> list[RankedFeature]:
     """Rank the applicable features, best first.
 
-    ``stats``: a StatsStore (read once) or FeatureStats rows. ``category`` is the task family. ``bound``
-    ('memory'/'compute') may also come as a tag in ``task_tags``; ``tolerance`` (see task_tolerance)
-    hides features that need a looser one unless they are lossless on ``float_inputs`` (the task's float
-    input dtypes); ``task_filters(task)`` gives all of these. ``exclude`` drops ids. ``top`` keeps the best ``top``, always
-    including the best proven features by posterior mean. Same inputs and seed, same ranking.
+    ``stats``: a StatsStore (read once) or FeatureStats rows (per model, or pooled). ``category`` is the
+    task family. ``bound`` ('memory'/'compute') may also come as a tag in ``task_tags``; ``tolerance``
+    (see task_tolerance) hides features that need a looser one unless they are lossless on
+    ``float_inputs`` (the task's float input dtypes); ``task_filters(task)`` gives all of these. ``model``:
+    the coder model of this run, whose own pass rate counts in full. ``exclude`` drops ids. ``top``
+    keeps the best ``top``, always including the best proven features by posterior mean. Same inputs and
+    seed, same ranking.
     """
     if method not in ("thompson", "ucb"):
         raise ValueError(f"method {method!r}: use 'thompson' or 'ucb'")
     arch = normalize_arch(arch)
+    model_key = normalize_model(model) if model is not None else None
     if bound is None:
         bound = next((t for t in task_tags if t in ("memory", "compute")), None)
     excluded = set(exclude)
@@ -200,24 +228,31 @@ def rank_features(
     features = [f for f in applicable(catalogue, arch=arch, category=category, bound=bound, tolerance=tolerance,
                                       float_inputs=inputs) if f.id not in excluded]
     rows = _rows(stats)
-    cell = {(r.feature, r.category, r.arch): r for r in rows}
+    by_cell: dict[tuple[str, str, str], list[FeatureStats]] = {}
+    for r in rows:
+        by_cell.setdefault((r.feature, r.category, r.arch), []).append(r)
     rng = random.Random(f"{seed}:{arch}:{category}")
     ranked: list[RankedFeature] = []
     for f in sorted(features, key=lambda f: f.id):
-        st = cell.get((f.id, category, arch)) or FeatureStats(feature=f.id, category=category, arch=arch)
+        cell_rows = by_cell.get((f.id, category, arch), [])
+        st = pooled(cell_rows, f.id, category, arch)
+        mine = None
+        if model_key is not None:
+            own = [r for r in cell_rows if r.model == model_key]
+            mine = pooled(own, f.id, category, arch, model=model_key)
         others = [r for r in rows if r.feature == f.id and (r.category, r.arch) != (category, arch)]
         pool = pooled(others, f.id, category, arch) if others else None
-        post = posterior(st, pool)
+        post = posterior(st, pool, mine)
         expected = post.value(post.p_mean, post.mu_mean)
         if method == "thompson":
             p = rng.betavariate(post.alpha, post.beta)
             mu = rng.gauss(post.mu_mean, post.mu_sd)
             score = post.value(p, mu)
         else:
-            sd = math.sqrt(post.p_mean**2 * post.mu_sd**2 + (post.mu_mean - math.log(FAIL_SPEEDUP)) ** 2 * post.p_var)
+            sd = math.sqrt(post.p_mean**2 * post.mu_sd**2 + (post.mu_mean - FAIL_VALUE) ** 2 * post.p_var)
             score = expected + UCB_C * sd
-        ranked.append(RankedFeature(feature=f, score=score, expected_log_speedup=expected,
-                                    reason=explain(st, pool), stats=st))
+        ranked.append(RankedFeature(feature=f, score=score, expected_value=expected,
+                                    reason=explain(st, pool, mine), stats=st, compliance=st.compliance))
     tiebreak = {r.feature.id: rng.random() for r in ranked}   # equal UCB scores: no alphabetical bias
     ranked.sort(key=lambda r: (-r.score, tiebreak[r.feature.id]))
     if top is None or top >= len(ranked):
@@ -226,8 +261,8 @@ def rank_features(
         raise ValueError(f"top={top}: offer at least one feature, or None for all")
     # A short list still carries the proven winners: a quarter of it (at least one) is reserved for the
     # best features by posterior mean, so one unlucky draw cannot hide them from the planner.
-    proven = sorted((r for r in ranked if not r.untried and r.expected_log_speedup > 0),
-                    key=lambda r: (-r.expected_log_speedup, r.feature.id))[: max(1, top // 4)]
+    proven = sorted((r for r in ranked if not r.untried and r.expected_value > 0),
+                    key=lambda r: (-r.expected_value, r.feature.id))[: max(1, top // 4)]
     keep = {r.feature.id for r in proven}
     for r in ranked:
         if len(keep) >= top:
@@ -264,7 +299,7 @@ def assign_features(
     explore_leads = untried[:n_explore]       # by sampled score: Thompson already randomizes among them
     # exploit: proven features by posterior mean (not by the sample), then the ranking
     proven = sorted((r for r in ranked if not r.untried and r.feature.id not in explore_leads
-                     and r.expected_log_speedup > 0), key=lambda r: (-r.expected_log_speedup, r.feature.id))
+                     and r.expected_value > 0), key=lambda r: (-r.expected_value, r.feature.id))
     exploit_pool = list(dict.fromkeys([r.feature.id for r in proven] + [i for i in order if i not in explore_leads]))
     exploit_leads = exploit_pool[: n_candidates - n_explore]
     k = 0

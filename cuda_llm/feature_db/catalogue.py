@@ -92,3 +92,23 @@ def get_feature(feature_id: str) -> Feature:
         return idx[feature_id]
     except KeyError:
         raise KeyError(f"unknown feature {feature_id!r}; known: {', '.join(sorted(idx))}") from None
+
+
+CHECK_PRELUDE = Path(__file__).parent / "exemplar_check.cuh"
+
+
+def check_program(feature: Feature) -> str:
+    """One self-checking CUDA program: the check helpers, the exemplar, then its check's main()."""
+    if feature.check is None:
+        raise CatalogueError(f"{feature.id}: no check section (host code with main() that runs the exemplar)")
+    return "\n".join([CHECK_PRELUDE.read_text(), f"// ---- exemplar of {feature.id}", feature.exemplar,
+                      f"// ---- check of {feature.id}", feature.check])
+
+
+def nvcc_arch_flags(feature: Feature, arch: str | None = None) -> list[str]:
+    """nvcc flags for the exemplar: -arch=sm_XY, or the arch-specific target for sm_90a-only code."""
+    target = arch or feature.compile_arch
+    if target.endswith("a"):
+        num = target.removeprefix("sm_")
+        return [f"-gencode=arch=compute_{num},code=sm_{num}"]
+    return [f"-arch={target}"]

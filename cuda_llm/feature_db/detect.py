@@ -1,8 +1,9 @@
 """Telling which catalogue features a candidate uses, from its source and its compile report.
 
-Detectors are data (rules in each feature's TOML); this module only evaluates them. Comments and string
-literals are blanked before matching, so a comment that says "no tensor cores here" does not count;
-inline-PTX strings are matched separately (rule scope "asm").
+Detectors are data (rules in each feature's TOML, "(A and B) or C" through rule groups); this module only
+evaluates them. Comments and string literals are blanked before matching, so a comment that says "no
+tensor cores here" does not count; inline-PTX strings are matched separately (rule scope "asm"). How
+well they do is measured on a labelled corpus (detector_eval.py, tests/detector_corpus/).
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
-from cuda_llm.feature_db.model import Detector, Feature, ResourceRule, SourceRule
+from cuda_llm.feature_db.model import Detector, Feature, ResourceRule, RuleGroup, SourceRule
 from cuda_llm.results import KernelResources
 
 _ASM_START = re.compile(r"\b(?:asm|__asm__|__asm)\s*(?:volatile|__volatile__)?\s*\(")
@@ -90,7 +91,11 @@ _OPS = {
 }
 
 
-def rule_matches(rule: SourceRule | ResourceRule, views: SourceViews, kernels: Sequence[KernelResources]) -> bool:
+def rule_matches(rule: SourceRule | ResourceRule | RuleGroup, views: SourceViews,
+                 kernels: Sequence[KernelResources]) -> bool:
+    if isinstance(rule, RuleGroup):
+        return all(rule_matches(r, views, kernels) for r in rule.all_of) and \
+            not any(rule_matches(r, views, kernels) for r in rule.none_of)
     if isinstance(rule, SourceRule):
         text = views.code if rule.scope == "code" else views.asm
         if rule.min_count == 1:

@@ -13,6 +13,11 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 Category = Literal["memory", "compute", "parallelism", "synchronization", "launch"]
 Bound = Literal["memory", "compute", "*"]
+# The bottlenecks the rule-based diagnosis names (tools/diagnosis.py, Bottleneck, less "unknown"): what a
+# feature serves. A test keeps the two lists equal and checks every suggestion of the diagnosis against it.
+Serves = Literal["memory-bound", "compute-bound", "latency-bound", "occupancy-bound", "launch-bound", "divergence",
+                 "bank-conflicts"]
+FloatDType = Literal["float16", "bfloat16", "float32"]
 
 # Pattern families of the task suite (Task.family). "*" means every family.
 KNOWN_FAMILIES: frozenset[str] = frozenset(
@@ -58,17 +63,26 @@ class ResourceRule(BaseModel):
     value: int
 
 
-Rule = SourceRule | ResourceRule
+class RuleGroup(BaseModel):
+    """Matches when every ``all_of`` rule matches and no ``none_of`` rule does: one alternative of an
+    ``any_of`` list that needs several facts at once (e.g. a two-stage shared buffer *and* a stage flip)."""
+
+    model_config = ConfigDict(extra="forbid")
+    all_of: list[SourceRule | ResourceRule] = Field(min_length=1)
+    none_of: list[SourceRule | ResourceRule] = Field(default_factory=list)
+
+
+Rule = SourceRule | ResourceRule | RuleGroup
 
 
 class Detector(BaseModel):
     """A feature is detected when any ``any_of`` rule matches (if there are any), every ``all_of`` rule
-    matches, and no ``none_of`` rule matches."""
+    matches, and no ``none_of`` rule matches. An ``any_of`` entry may be a group ``{ all_of = [...] }``."""
 
     model_config = ConfigDict(extra="forbid")
     any_of: list[Rule] = Field(default_factory=list)
-    all_of: list[Rule] = Field(default_factory=list)
-    none_of: list[Rule] = Field(default_factory=list)
+    all_of: list[SourceRule | ResourceRule] = Field(default_factory=list)
+    none_of: list[SourceRule | ResourceRule] = Field(default_factory=list)
 
     @model_validator(mode="after")
     def _not_empty(self) -> "Detector":
@@ -91,14 +105,25 @@ class Feature(BaseModel):
     min_tolerance: float | None = Field(
         default=None, description="only for tasks whose float outputs allow at least this relative error"
     )
-    lossless_for_inputs: list[Literal["float16", "float32"]] = Field(
+    lossless_for_inputs: list[FloatDType] = Field(
         default_factory=list,
         description="float input dtypes on which the feature loses no precision (then min_tolerance does not apply)",
     )
+    input_dtypes: list[FloatDType] = Field(
+        default_factory=list,
+        description="the float input dtypes the feature is for (3xTF32: float32); empty: any",
+    )
+    serves: list[Serves] = Field(description="the bottlenecks (diagnosis names) it relieves")
     conflicts_with: list[str] = Field(default_factory=list, description="features not to combine in one candidate")
     how: str = Field(description="how to apply it, a few lines for the coder")
     exemplar: str = Field(description="a small complete CUDA snippet with a __global__ kernel using it")
     exemplar_arch: str | None = Field(default=None, description="arch to compile the exemplar for; default from min_cc")
+    needs_arch_specific: bool = Field(
+        default=False, description="uses sm_90a-only instructions (wgmma, setmaxnreg): compile for the 'a' target "
+        "(-gencode=arch=compute_90a,code=sm_90a), which runs on that architecture only")
+    check: str | None = Field(
+        default=None, description="host code with main() appended to the exemplar: runs it on the GPU, checks the "
+        "output against a CPU computation, prints PASS and returns 0 (tests/test_exemplars_gpu.py)")
     detector: Detector
 
     @field_validator("id")
@@ -133,6 +158,13 @@ class Feature(BaseModel):
             raise ValueError(f"unknown families {unknown}; known: {sorted(KNOWN_FAMILIES)} or '*'")
         return v
 
+    @field_validator("serves")
+    @classmethod
+    def _serves(cls, v: list[str]) -> list[str]:
+        if not v:
+            raise ValueError("name at least one bottleneck it relieves")
+        return v
+
     @field_validator("bounds")
     @classmethod
     def _bounds(cls, v: list[str]) -> list[str]:
@@ -147,9 +179,22 @@ class Feature(BaseModel):
             raise ValueError("the exemplar must define a __global__ kernel")
         return v
 
+    @field_validator("check")
+    @classmethod
+    def _check_main(cls, v: str | None) -> str | None:
+        if v is not None and "main(" not in v:
+            raise ValueError("the check must define int main() (it is appended to the exemplar and run)")
+        return v
+
     @property
     def min_arch(self) -> str:
         return f"sm_{self.min_cc[0]}{self.min_cc[1]}"
+
+    @property
+    def compile_arch(self) -> str:
+        """The target the exemplar compiles for: exemplar_arch, else min_cc; 'a' added for sm_90a-only code."""
+        arch = self.exemplar_arch or self.min_arch
+        return arch + "a" if self.needs_arch_specific and not arch.endswith("a") else arch
 
     def applies_to_family(self, family: str) -> bool:
         return "*" in self.applies_to or family in self.applies_to
@@ -163,3 +208,9 @@ class Feature(BaseModel):
         if self.min_tolerance is None or tolerance is None or tolerance >= self.min_tolerance:
             return True
         return bool(float_inputs) and all(d in self.lossless_for_inputs for d in float_inputs)
+
+    def allowed_for_dtypes(self, float_inputs: list[str] | None) -> bool:
+        """Whether the task's float inputs (None: unknown) are of a dtype the feature is for."""
+        if not self.input_dtypes or float_inputs is None:
+            return True
+        return bool(float_inputs) and all(d in self.input_dtypes for d in float_inputs)

@@ -1,15 +1,26 @@
 """What every measured candidate taught us about each feature, kept in SQLite across runs and processes.
 
-One row per (feature, task category, GPU architecture): how often a candidate using the feature was
-tried, compiled and passed, and the running mean and variance (Welford) of its log-speedup over its
-parent candidate. Every ``record`` also appends one row to an ``events`` log, so the aggregates can be
-audited or rebuilt. An event may carry a key (the graph uses run/candidate/source hash): a second record
-with the same key is ignored, so a step replayed after a resume never counts a candidate twice.
+One row per (feature, task family, GPU architecture, coder model): how often a candidate that really
+introduced the feature (detected in its code, absent from its parent: see credit.py) was tried, compiled
+and passed; the running mean and variance (Welford) of its reward, the share of the headroom to speed of
+light the step closed, split among the step's new features; the same for its log-speedup over the parent
+(for display); and how often the planner asked for it and the coder complied. Every ``record`` also
+appends one row to an ``events`` log, so the aggregates can be audited or rebuilt. An event may carry a
+key (the graph uses run/candidate/source hash): a second record with the same key is ignored, so a step
+replayed after a resume never counts a candidate twice.
+
+Pass rates are keyed by the coder's model: what one model can write correctly says little about another.
+``all()`` pools the models (one row per feature, family and arch, as the CLI shows it);
+``all(by_model=True)`` gives the per-model rows the bandit reads.
 
 Concurrency: several runs (threads or processes) may share one file. WAL mode lets readers go on while
 one writer commits; every update is a ``BEGIN IMMEDIATE`` transaction (read-modify-write under the
 write lock) and waits up to ``busy_timeout`` for the lock instead of failing. Each call opens its own
 connection, so a store object may be used from any thread and survives ``fork``.
+
+Schema 1 files (no model, no reward, no compliance) are migrated in place when opened: their rows keep
+their counts and speedups under the model "" (unknown) with no rewards, since their speedups were
+credited to every asked feature and cannot be re-split.
 """
 
 from __future__ import annotations
@@ -29,16 +40,16 @@ from cuda_llm.feature_db.catalogue import arch_name, parse_arch
 
 DB_ENV = "CUDA_LLM_FEATURE_DB"
 DB_FILENAME = "feature_stats.sqlite"
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 BUSY_TIMEOUT_MS = 60_000
+ANY_MODEL = "*"                      # the model of a row pooled over models
 _ID = re.compile(r"^[a-z][a-z0-9_]*$")
 
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS feature_stats (
+_STATS_COLUMNS = """
     feature TEXT NOT NULL,
     category TEXT NOT NULL,
     arch TEXT NOT NULL,
+    model TEXT NOT NULL DEFAULT '',
     tries INTEGER NOT NULL DEFAULT 0,
     compiled INTEGER NOT NULL DEFAULT 0,
     passed INTEGER NOT NULL DEFAULT 0,
@@ -46,9 +57,17 @@ CREATE TABLE IF NOT EXISTS feature_stats (
     sum_log_speedup REAL NOT NULL DEFAULT 0,
     mean_log_speedup REAL NOT NULL DEFAULT 0,
     m2_log_speedup REAL NOT NULL DEFAULT 0,
+    n_rewards INTEGER NOT NULL DEFAULT 0,
+    mean_reward REAL NOT NULL DEFAULT 0,
+    m2_reward REAL NOT NULL DEFAULT 0,
+    asked INTEGER NOT NULL DEFAULT 0,
+    complied INTEGER NOT NULL DEFAULT 0,
     updated_at REAL NOT NULL,
-    PRIMARY KEY (feature, category, arch)
-);
+    PRIMARY KEY (feature, category, arch, model)
+"""
+_SCHEMA = f"""
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS feature_stats ({_STATS_COLUMNS});
 CREATE TABLE IF NOT EXISTS events (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
     at REAL NOT NULL,
@@ -58,11 +77,20 @@ CREATE TABLE IF NOT EXISTS events (
     compiled INTEGER NOT NULL,
     passed INTEGER NOT NULL,
     speedup REAL,
-    key TEXT
+    key TEXT,
+    model TEXT NOT NULL DEFAULT '',
+    reward REAL,
+    asked TEXT NOT NULL DEFAULT '',
+    complied TEXT NOT NULL DEFAULT ''
 );
 """
-# Added to schema 1 in place (older files get the column; older readers ignore it).
+# Columns added to events since schema 1 (older files get them; their old rows keep the defaults).
+_EVENT_COLUMNS = {"key": "TEXT", "model": "TEXT NOT NULL DEFAULT ''", "reward": "REAL",
+                  "asked": "TEXT NOT NULL DEFAULT ''", "complied": "TEXT NOT NULL DEFAULT ''"}
 _EVENT_KEY = "CREATE UNIQUE INDEX IF NOT EXISTS events_by_key ON events (key)"
+# Schema 1's feature_stats columns, copied into schema 2's table by the migration.
+_V1_COLUMNS = ("feature, category, arch, tries, compiled, passed, n_speedups, sum_log_speedup, mean_log_speedup, "
+               "m2_log_speedup, updated_at")
 
 
 class StatsStoreError(RuntimeError):
@@ -70,18 +98,25 @@ class StatsStoreError(RuntimeError):
 
 
 class FeatureStats(BaseModel):
-    """Learned numbers for one feature in one task category on one architecture."""
+    """Learned numbers for one feature in one task family on one architecture, for one coder model
+    ("" unknown, "*" pooled over models)."""
 
     feature: str
     category: str
     arch: str
-    tries: int = 0
+    model: str = ANY_MODEL
+    tries: int = 0                 # candidates that introduced the feature (detected, new over the parent)
     compiled: int = 0
     passed: int = 0
     n_speedups: int = 0
     sum_log_speedup: float = 0.0
     mean_log_speedup: float = 0.0
     var_log_speedup: float = 0.0   # sample variance (n - 1); 0 below two speedups
+    n_rewards: int = 0             # passing tries with a measured reward
+    mean_reward: float = 0.0       # mean share of the headroom to speed of light closed, per credited feature
+    var_reward: float = 0.0
+    asked: int = 0                 # candidates the planner asked to use it
+    complied: int = 0              # ... whose code did use it
 
     @property
     def mean_speedup(self) -> float | None:
@@ -92,6 +127,11 @@ class FeatureStats(BaseModel):
     def failures(self) -> int:
         """Tries that did not compile or did not pass the tests."""
         return self.tries - self.passed
+
+    @property
+    def compliance(self) -> float | None:
+        """How often the coder used the feature when asked to (None before it was asked for)."""
+        return self.complied / self.asked if self.asked else None
 
 
 def default_path() -> Path:
@@ -109,14 +149,9 @@ def normalize_arch(arch: str) -> str:
     return arch_name(parse_arch(arch))
 
 
-def features_to_credit(asked: Iterable[str], detected: Iterable[str], parent_detected: Iterable[str] = ()) -> list[str]:
-    """The features a candidate's outcome should be credited to: those the planner asked for, plus those
-    detected in its source that its parent did not already use (a feature inherited unchanged from the
-    parent did not cause the change in speed)."""
-    parent = set(parent_detected)
-    out = dict.fromkeys(asked)
-    out.update(dict.fromkeys(f for f in detected if f not in parent))
-    return list(out)
+def normalize_model(model: str | None) -> str:
+    """The coder model as a key: trimmed, '' when unknown."""
+    return (model or "").strip()
 
 
 @contextmanager
@@ -129,6 +164,23 @@ def _immediate(conn: sqlite3.Connection) -> Iterator[None]:
         conn.execute("ROLLBACK")
         raise
     conn.execute("COMMIT")
+
+
+def _welford(n: int, mean: float, m2: float, x: float) -> tuple[int, float, float]:
+    """One more observation in a numerically stable running mean and sum of squared deviations."""
+    n += 1
+    delta = x - mean
+    mean += delta / n
+    m2 += delta * (x - mean)
+    return n, mean, m2
+
+
+def _ids(values: Iterable[str], what: str) -> list[str]:
+    ids = list(dict.fromkeys(values))
+    bad = [f for f in ids if not isinstance(f, str) or not _ID.match(f)]
+    if bad:
+        raise ValueError(f"{what} {bad!r} are not catalogue ids (lower-case letters, digits, underscores)")
+    return ids
 
 
 class StatsStore:
@@ -189,10 +241,14 @@ class StatsStore:
                 elif tables - {"sqlite_sequence"}:
                     raise StatsStoreError(f"{self.path}: an SQLite file of something else (tables {sorted(tables)}); "
                                           f"pass another path (--db or ${DB_ENV})")
+                if "feature_stats" in tables:
+                    self._migrate_stats(conn)
                 for stmt in filter(str.strip, _SCHEMA.split(";")):
                     conn.execute(stmt)
-                if "key" not in {r[1] for r in conn.execute("PRAGMA table_info(events)")}:
-                    conn.execute("ALTER TABLE events ADD COLUMN key TEXT")
+                have = {r[1] for r in conn.execute("PRAGMA table_info(events)")}
+                for col, decl in _EVENT_COLUMNS.items():
+                    if col not in have:
+                        conn.execute(f"ALTER TABLE events ADD COLUMN {col} {decl}")
                 conn.execute(_EVENT_KEY)
                 conn.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
         except sqlite3.DatabaseError as exc:
@@ -200,6 +256,18 @@ class StatsStore:
                                   f"move it away or pass another path (--db or ${DB_ENV})") from None
         finally:
             conn.close()
+
+    @staticmethod
+    def _migrate_stats(conn: sqlite3.Connection) -> None:
+        """Schema 1 -> 2: the stats table gains the model key, rewards and compliance (inside the caller's
+        transaction, so a failure leaves the file as it was)."""
+        cols = {r[1] for r in conn.execute("PRAGMA table_info(feature_stats)")}
+        if "model" in cols:
+            return
+        conn.execute(f"CREATE TABLE feature_stats_v2 ({_STATS_COLUMNS})")
+        conn.execute(f"INSERT INTO feature_stats_v2 ({_V1_COLUMNS}, model) SELECT {_V1_COLUMNS}, '' FROM feature_stats")
+        conn.execute("DROP TABLE feature_stats")
+        conn.execute("ALTER TABLE feature_stats_v2 RENAME TO feature_stats")
 
     # -- writing ------------------------------------------------------------------------------------------
     def record(
@@ -212,21 +280,28 @@ class StatsStore:
         passed: bool,
         speedup_over_parent: float | None,
         key: str | None = None,
+        model: str | None = None,
+        reward: float | None = None,
+        asked: Iterable[str] = (),
+        complied: Iterable[str] = (),
     ) -> bool:
-        """Count one evaluated candidate for each of its features (ids deduplicated); False when ``key``
-        was recorded before (nothing counted again).
+        """Count one evaluated candidate; False when ``key`` was recorded before (nothing counted again).
 
-        ``speedup_over_parent`` is parent time / candidate time (2.0 = twice as fast); it is used only
-        when the candidate passed, since a wrong kernel's speed means nothing.
+        ``features``: the credited ones (credit.credit_step: in the code, new over the parent); each gets a
+        try. ``speedup_over_parent`` (parent time / candidate time) and ``reward`` (the share of headroom
+        closed per credited feature) count only when the candidate passed, since a wrong kernel's speed
+        means nothing. ``asked`` / ``complied``: what the planner asked for and which of those the code
+        uses; counted for compliance only, never as tries.
         """
         arch = normalize_arch(arch)
         category = category.strip()
         if not category:
             raise ValueError("category must be the task family, e.g. 'reduction'")
-        ids = list(dict.fromkeys(features))
-        bad = [f for f in ids if not isinstance(f, str) or not _ID.match(f)]
-        if bad:
-            raise ValueError(f"feature ids {bad!r} are not catalogue ids (lower-case letters, digits, underscores)")
+        ids = _ids(features, "feature ids")
+        asked_ids = _ids(asked, "asked feature ids")
+        complied_ids = _ids(complied, "complied feature ids")
+        if set(complied_ids) - set(asked_ids):
+            raise ValueError(f"complied {sorted(set(complied_ids) - set(asked_ids))} were not asked for")
         if passed and not compiled:
             raise ValueError("passed=True with compiled=False: a candidate that did not compile cannot pass")
         log_s: float | None = None
@@ -235,49 +310,59 @@ class StatsStore:
             if not math.isfinite(s) or s <= 0:
                 raise ValueError(f"speedup_over_parent={speedup_over_parent!r}: give parent_ms / candidate_ms (> 0), or None")
             log_s = math.log(s)
+        r: float | None = None
+        if reward is not None and passed:
+            r = float(reward)
+            if not math.isfinite(r) or not -1.0 <= r <= 1.0:
+                raise ValueError(f"reward={reward!r}: give the share of headroom closed per feature, in [-1, 1]")
+        model_key = normalize_model(model)
         now = time.time()
         with self._write() as conn:
             if key is not None and conn.execute("SELECT 1 FROM events WHERE key = ?", (key,)).fetchone():
                 return False
             conn.execute(
-                "INSERT INTO events (at, arch, category, features, compiled, passed, speedup, key) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                "INSERT INTO events (at, arch, category, features, compiled, passed, speedup, key, model, reward, "
+                "asked, complied) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (now, arch, category, ",".join(ids), int(compiled), int(passed),
-                 None if log_s is None else float(speedup_over_parent), key),  # type: ignore[arg-type]
+                 None if log_s is None else float(speedup_over_parent), key, model_key, r,  # type: ignore[arg-type]
+                 ",".join(asked_ids), ",".join(complied_ids)),
             )
-            for fid in ids:
+            for fid in dict.fromkeys(ids + asked_ids):
                 row = conn.execute(
-                    "SELECT n_speedups, mean_log_speedup, m2_log_speedup FROM feature_stats "
-                    "WHERE feature = ? AND category = ? AND arch = ?", (fid, category, arch)).fetchone()
-                n, mean, m2 = row if row else (0, 0.0, 0.0)
-                add = 0.0
-                if log_s is not None:   # Welford: numerically stable running mean and variance
-                    n += 1
-                    delta = log_s - mean
-                    mean += delta / n
-                    m2 += delta * (log_s - mean)
-                    add = log_s
+                    "SELECT tries, compiled, passed, n_speedups, sum_log_speedup, mean_log_speedup, m2_log_speedup, "
+                    "n_rewards, mean_reward, m2_reward, asked, complied FROM feature_stats "
+                    "WHERE feature = ? AND category = ? AND arch = ? AND model = ?",
+                    (fid, category, arch, model_key)).fetchone()
+                tries, comp, pas, n, s_log, mean, m2, nr, mr, m2r, ask, com = row if row else (0,) * 12
+                if fid in ids:
+                    tries, comp, pas = tries + 1, comp + int(compiled), pas + int(passed)
+                    if log_s is not None:
+                        n, mean, m2 = _welford(n, mean, m2, log_s)
+                        s_log += log_s
+                    if r is not None:
+                        nr, mr, m2r = _welford(nr, mr, m2r, r)
+                if fid in asked_ids:
+                    ask += 1
+                    com += int(fid in complied_ids)
                 conn.execute(
-                    "INSERT INTO feature_stats (feature, category, arch, tries, compiled, passed, n_speedups, "
-                    "sum_log_speedup, mean_log_speedup, m2_log_speedup, updated_at) VALUES (?, ?, ?, 1, ?, ?, ?, ?, ?, ?, ?) "
-                    "ON CONFLICT (feature, category, arch) DO UPDATE SET tries = tries + 1, "
-                    "compiled = compiled + excluded.compiled, passed = passed + excluded.passed, "
-                    "n_speedups = excluded.n_speedups, sum_log_speedup = sum_log_speedup + ?, "
-                    "mean_log_speedup = excluded.mean_log_speedup, m2_log_speedup = excluded.m2_log_speedup, "
-                    "updated_at = excluded.updated_at",
-                    (fid, category, arch, int(compiled), int(passed), n, add, mean, m2, now, add),
+                    "INSERT OR REPLACE INTO feature_stats (feature, category, arch, model, tries, compiled, passed, "
+                    "n_speedups, sum_log_speedup, mean_log_speedup, m2_log_speedup, n_rewards, mean_reward, m2_reward, "
+                    "asked, complied, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    (fid, category, arch, model_key, tries, comp, pas, n, s_log, mean, m2, nr, mr, m2r, ask, com, now),
                 )
         return True
 
     # -- reading ------------------------------------------------------------------------------------------
-    _COLS = "feature, category, arch, tries, compiled, passed, n_speedups, sum_log_speedup, mean_log_speedup, m2_log_speedup"
+    _COLS = ("feature, category, arch, model, tries, compiled, passed, n_speedups, sum_log_speedup, mean_log_speedup, "
+             "m2_log_speedup, n_rewards, mean_reward, m2_reward, asked, complied")
 
     @staticmethod
     def _row(r: tuple) -> FeatureStats:
-        feature, category, arch, tries, compiled, passed, n, s, mean, m2 = r
-        return FeatureStats(feature=feature, category=category, arch=arch, tries=tries, compiled=compiled,
+        feature, category, arch, model, tries, compiled, passed, n, s, mean, m2, nr, mr, m2r, asked, complied = r
+        return FeatureStats(feature=feature, category=category, arch=arch, model=model, tries=tries, compiled=compiled,
                             passed=passed, n_speedups=n, sum_log_speedup=s, mean_log_speedup=mean,
-                            var_log_speedup=m2 / (n - 1) if n >= 2 else 0.0)
+                            var_log_speedup=m2 / (n - 1) if n >= 2 else 0.0, n_rewards=nr, mean_reward=mr,
+                            var_reward=m2r / (nr - 1) if nr >= 2 else 0.0, asked=asked, complied=complied)
 
     def _query(self, sql: str, args: tuple) -> list[tuple]:
         conn = self._connect()
@@ -288,15 +373,19 @@ class StatsStore:
         finally:
             conn.close()
 
-    def get(self, feature_id: str, category: str, arch: str) -> FeatureStats:
-        """The statistics of one cell; all zeros (tries == 0) when nothing was recorded yet."""
+    def get(self, feature_id: str, category: str, arch: str, model: str | None = None) -> FeatureStats:
+        """The statistics of one cell for one coder model, or pooled over the models when ``model`` is None;
+        all zeros (tries == 0) when nothing was recorded yet."""
         arch = normalize_arch(arch)
-        rows = self._query(f"SELECT {self._COLS} FROM feature_stats WHERE feature = ? AND category = ? AND arch = ?",
-                           (feature_id, category, arch))
-        return self._row(rows[0]) if rows else FeatureStats(feature=feature_id, category=category, arch=arch)
+        rows = [r for r in self.all(arch=arch, category=category, by_model=model is not None) if r.feature == feature_id
+                and (model is None or r.model == normalize_model(model))]
+        return rows[0] if rows else FeatureStats(feature=feature_id, category=category, arch=arch,
+                                                 model=ANY_MODEL if model is None else normalize_model(model))
 
-    def all(self, arch: str | None = None, category: str | None = None) -> list[FeatureStats]:
-        """Every recorded cell, optionally only one architecture and/or category; sorted by key."""
+    def all(self, arch: str | None = None, category: str | None = None, *, by_model: bool = False,
+            model: str | None = None) -> list[FeatureStats]:
+        """Every recorded cell, optionally only one architecture, category and/or coder model; sorted by
+        key. Rows of several models are pooled into one (model "*") unless ``by_model`` or ``model``."""
         where, args = [], []
         if arch is not None:
             where.append("arch = ?")
@@ -304,11 +393,20 @@ class StatsStore:
         if category is not None:
             where.append("category = ?")
             args.append(category)
+        if model is not None:
+            where.append("model = ?")
+            args.append(normalize_model(model))
         sql = f"SELECT {self._COLS} FROM feature_stats"
         if where:
             sql += " WHERE " + " AND ".join(where)
-        sql += " ORDER BY feature, category, arch"
-        return [self._row(r) for r in self._query(sql, tuple(args))]
+        sql += " ORDER BY feature, category, arch, model"
+        rows = [self._row(r) for r in self._query(sql, tuple(args))]
+        if by_model or model is not None:
+            return rows
+        cells: dict[tuple[str, str, str], list[FeatureStats]] = {}
+        for r in rows:
+            cells.setdefault((r.feature, r.category, r.arch), []).append(r)
+        return [pooled(group, *cell) for cell, group in cells.items()]
 
     def n_events(self) -> int:
         """How many candidates were recorded (one event per ``record`` call)."""
@@ -318,25 +416,32 @@ class StatsStore:
         return f"StatsStore({str(self.path)!r})"
 
 
-def pooled(stats: Iterable[FeatureStats], feature: str, category: str, arch: str) -> FeatureStats:
-    """One feature's evidence summed over every cell (e.g. other categories on the same arch), as one
-    FeatureStats; variances are combined exactly (parallel Welford)."""
-    n = 0
-    mean = m2 = s = 0.0
-    tries = compiled = passed = 0
+def _combine(n: int, mean: float, m2: float, nb: int, mean_b: float, m2b: float) -> tuple[int, float, float]:
+    """Two (count, mean, sum of squared deviations) summaries as one: parallel Welford, exact."""
+    if not nb:
+        return n, mean, m2
+    delta = mean_b - mean
+    tot = n + nb
+    return tot, mean + delta * nb / tot, m2 + m2b + delta * delta * n * nb / tot
+
+
+def pooled(stats: Iterable[FeatureStats], feature: str, category: str, arch: str, model: str = ANY_MODEL) -> FeatureStats:
+    """One feature's evidence summed over several cells (other families, archs or models), as one
+    FeatureStats; means and variances are combined exactly."""
+    n = nr = 0
+    mean = m2 = s = mr = m2r = 0.0
+    tries = compiled = passed = asked = complied = 0
     for st in stats:
         tries += st.tries
         compiled += st.compiled
         passed += st.passed
+        asked += st.asked
+        complied += st.complied
         s += st.sum_log_speedup
-        if st.n_speedups:
-            nb = st.n_speedups
-            m2b = st.var_log_speedup * (nb - 1)
-            delta = st.mean_log_speedup - mean
-            tot = n + nb
-            mean += delta * nb / tot
-            m2 += m2b + delta * delta * n * nb / tot
-            n = tot
-    return FeatureStats(feature=feature, category=category, arch=arch, tries=tries, compiled=compiled, passed=passed,
-                        n_speedups=n, sum_log_speedup=s, mean_log_speedup=mean,
-                        var_log_speedup=m2 / (n - 1) if n >= 2 else 0.0)
+        n, mean, m2 = _combine(n, mean, m2, st.n_speedups, st.mean_log_speedup,
+                               st.var_log_speedup * max(st.n_speedups - 1, 0))
+        nr, mr, m2r = _combine(nr, mr, m2r, st.n_rewards, st.mean_reward, st.var_reward * max(st.n_rewards - 1, 0))
+    return FeatureStats(feature=feature, category=category, arch=arch, model=model, tries=tries, compiled=compiled,
+                        passed=passed, n_speedups=n, sum_log_speedup=s, mean_log_speedup=mean,
+                        var_log_speedup=m2 / (n - 1) if n >= 2 else 0.0, n_rewards=nr, mean_reward=mr,
+                        var_reward=m2r / (nr - 1) if nr >= 2 else 0.0, asked=asked, complied=complied)

@@ -22,6 +22,7 @@ import tempfile
 import threading
 from dataclasses import dataclass
 from pathlib import Path
+from collections.abc import Collection
 from typing import Any, Protocol, runtime_checkable
 
 from cuda_llm.results import DeviceInfo, EvalResult, Status
@@ -65,8 +66,10 @@ class Evaluator(Protocol):
     def build(self, loaded: Any, source: str, candidate_id: str) -> EvalResult:
         """Static check and compile only (no device): status static_error, compile_error, or ok (it builds)."""
 
-    def analyze(self, loaded: Any, result: EvalResult, profile: Any) -> Analysis:
-        """The roofline point of a timed result and the rule-based diagnosis of its profile (None: no profile)."""
+    def analyze(self, loaded: Any, result: EvalResult, profile: Any,
+                allowed_features: Collection[str] | None = None) -> Analysis:
+        """The roofline point of a timed result and the rule-based diagnosis of its profile (None: no profile),
+        suggesting only ``allowed_features`` (the catalogue features that apply to the task) when given."""
 
     def toolchain(self) -> dict[str, str]:
         """How candidates are built: cuda_version, ptx_isa, command (the nvcc line) and rules (text)."""
@@ -109,17 +112,21 @@ class ToolsMixin:
         comp = compile_source(source, arch=self.arch)
         return res.model_copy(update={"compile": comp, "status": Status.ok if comp.ok else Status.compile_error})
 
-    def analyze(self, loaded: Any, result: EvalResult, profile: Any) -> Analysis:
+    def analyze(self, loaded: Any, result: EvalResult, profile: Any,
+                allowed_features: Collection[str] | None = None) -> Analysis:
         from cuda_llm.tools.diagnosis import diagnose
         from cuda_llm.tools.roofline import roofline_point
 
         roof = None
+        sass = result.compile.sass if result.compile is not None else None
         if self.device is not None and result.timing is not None and result.timing.median_ms > 0:
-            try:
-                roof = roofline_point(loaded.task, result.timing.sizes, result.timing.median_ms, self.device)
+            try:   # the tensor-core roof when the build's SASS has tensor instructions
+                roof = roofline_point(loaded.task, result.timing.sizes, result.timing.median_ms, self.device,
+                                      tensor_cores=sass.uses_tensor_cores if sass is not None else None)
             except Exception:  # noqa: BLE001 - a formula the roofline cannot evaluate: judged without it
                 roof = None
-        return Analysis(roofline=roof, diagnosis=diagnose(profile, roof, result.compile))
+        return Analysis(roofline=roof, diagnosis=diagnose(profile, roof, result.compile,
+                                                          allowed_features=allowed_features))
 
     def toolchain(self) -> dict[str, str]:
         from cuda_llm.tools import compile as comp
@@ -292,9 +299,12 @@ class CachedEvaluator(ToolsMixin):
         own = getattr(self.inner, "build", None)
         return own(loaded, source, candidate_id) if callable(own) else super().build(loaded, source, candidate_id)
 
-    def analyze(self, loaded: Any, result: EvalResult, profile: Any) -> Analysis:
+    def analyze(self, loaded: Any, result: EvalResult, profile: Any,
+                allowed_features: Collection[str] | None = None) -> Analysis:
         own = getattr(self.inner, "analyze", None)
-        return own(loaded, result, profile) if callable(own) else super().analyze(loaded, result, profile)
+        if callable(own):
+            return own(loaded, result, profile, allowed_features)
+        return super().analyze(loaded, result, profile, allowed_features)
 
     def toolchain(self) -> dict[str, str]:
         with self._lock:

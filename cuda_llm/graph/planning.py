@@ -38,11 +38,12 @@ def _stats(deps: Any) -> Any:
 def rank(deps: Any, round_: int, *, top: int | None) -> list[Any]:
     """The feature bandit's ranking of the features that apply (Thompson draws, seeded by the round)."""
     from cuda_llm.feature_db.bandit import rank_features, task_filters
+    from cuda_llm.graph.stages import coder_model
 
     filters = task_filters(deps.task)
-    try:
+    try:   # pass rates are keyed by the coder's model
         return rank_features(deps.catalogue, _stats(deps), arch=deps.arch, task_tags=list(deps.task.tags), seed=round_,
-                             top=top, **filters)
+                             top=top, model=coder_model(deps), **filters)
     except Exception as exc:  # noqa: BLE001 - a broken statistics file must not stop the run
         deps.event("warning", where="rank_features", error=short(str(exc), 300))
         return rank_features(deps.catalogue, [], arch=deps.arch, seed=round_, top=top, **filters)
@@ -66,7 +67,7 @@ def offer(deps: Any, round_: int, parent_id: str) -> list[Any]:
 
     def order(o: Any) -> tuple:   # the critic's picks, then the diagnosis's, then by posterior mean
         who = 0 if set(o.recommended_by) & {"the critic", "the rules"} else 1 if o.recommended_by else 2
-        return who, -(o.expected_speedup or 1.0), o.id
+        return who, -(o.expected_share or 0.0), o.id
     return sorted(offered, key=order)
 
 

@@ -15,6 +15,7 @@ from typing import Any
 from cuda_llm.agents.context import CritiqueBrief, DiagnosisBrief, FeatureBrief, make_diff
 from cuda_llm.agents.usage import TokenUsage
 from cuda_llm.graph import evidence
+from cuda_llm.graph.stages import applicable_feature_ids
 from cuda_llm.graph.state import Candidate, short
 from cuda_llm.results import EvalResult
 from cuda_llm.runs.llm_cache import call_label
@@ -26,7 +27,7 @@ def profile_and_diagnose(deps: Any, cid: str, source: str, res: EvalResult) -> d
     work.mkdir(parents=True, exist_ok=True)
     got = deps.evaluator.profile(deps.loaded, source, cid, work, res)
     prof = got.value
-    analysis = deps.evaluator.analyze(deps.loaded, res, prof)
+    analysis = deps.evaluator.analyze(deps.loaded, res, prof, applicable_feature_ids(deps))
     roof, diag = analysis.roofline, analysis.diagnosis
     record = {"profile": prof.model_dump(mode="json"), "roofline": roof.model_dump(mode="json") if roof else None,
               "diagnosis": diag.model_dump(mode="json"), "candidate": cid}

@@ -22,6 +22,7 @@ returns a state update, usually ``ctx.patch(cid, ...)`` merged over candidates. 
 from __future__ import annotations
 
 import math
+import json
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
@@ -155,31 +156,50 @@ class EvaluateStage:
 
     @staticmethod
     def _record_stats(deps: Deps, c: Candidate, res: EvalResult, speedup: float | None) -> None:
-        if deps.stats is None:
+        """What the candidate teaches (feature_db.credit): credit to the features its code introduced, a
+        compliance count for those asked for, pass rates under the coder's model."""
+        del speedup   # the credit module measures the step itself (share of the headroom closed)
+        if deps.stats is None or not c.hash:
             return
-        compiled = res.compile is not None and res.compile.ok
         try:
-            credited = _credited_features(deps, c, res)
-            if not credited:
+            credit = _credit(deps, c, res)
+            if not credit.credited and not credit.asked:
                 return
-            deps.stats.record(arch=deps.arch, category=deps.task.family, features=credited, compiled=compiled,
-                              passed=res.status == Status.ok,
-                              speedup_over_parent=speedup if speedup and math.isfinite(speedup) and speedup > 0 else None,
+            deps.stats.record(arch=deps.arch, category=deps.task.family, features=credit.credited,
+                              compiled=res.compile is not None and res.compile.ok, passed=res.status == Status.ok,
+                              speedup_over_parent=credit.speedup_over_parent, reward=credit.reward_per_feature,
+                              asked=credit.asked, complied=credit.complied, model=coder_model(deps),
                               key=f"{deps.rundir.run_id}/{c.id}/{c.hash}")
+            deps.event("credit", candidate=c.id, credited=credit.credited, absent=credit.absent,
+                       headroom_closed=credit.headroom_closed, reward_per_feature=credit.reward_per_feature)
         except Exception as exc:  # noqa: BLE001 - learning is secondary to the run
             deps.event("warning", where="feature_stats", error=short(str(exc), 300))
 
 
-def _credited_features(deps: Deps, c: Candidate, res: EvalResult) -> list[str]:
-    """The features asked for, plus those detected in the source that the parent did not already use."""
-    from cuda_llm.feature_db.detect import detect_features
-    from cuda_llm.feature_db.stats import features_to_credit
+def _credit(deps: Deps, c: Candidate, res: EvalResult) -> Any:
+    """The credit of one evaluated candidate against its parent (detected the same way for both)."""
+    from cuda_llm.feature_db.credit import StepOutcome, credit_step, detect_pair
 
-    kernels = res.compile.kernels if res.compile is not None else []
-    detected = sorted(detect_features(deps.source(c.hash), kernels)) if c.hash else []
-    parent_source = _parent_source(deps, c)
-    parent_detected = sorted(detect_features(parent_source)) if parent_source else []
-    return features_to_credit(c.features, detected, parent_detected)
+    def kernels(r: EvalResult | None) -> list | None:
+        return list(r.compile.kernels) if r is not None and r.compile is not None and r.compile.ok else None
+
+    parent_res = deps.rundir.read_result(c.parent or "baseline")
+    found, parent_found = detect_pair(deps.source(c.hash), kernels(res), _parent_source(deps, c), kernels(parent_res),
+                                      deps.catalogue or None)
+    timing = res.timing
+    outcome = StepOutcome(compiled=res.compile is not None and res.compile.ok, passed=res.status == Status.ok,
+                          ms=timing.median_ms if timing is not None else None, parent_ms=c.parent_ms,
+                          sol_ms=timing.sol_ms if timing is not None else None)
+    return credit_step(c.features, found, parent_found, outcome)
+
+
+def coder_model(deps: Deps) -> str:
+    """The coder's model name, the key of the learned pass rates ('' when unknown)."""
+    coder = (deps.models or {}).get("coder")
+    if coder is None:
+        return ""
+    label = getattr(coder, "model_label", None) or getattr(coder, "model_name", None) or getattr(coder, "model", None)
+    return str(label or "")
 
 
 def _parent_source(deps: Deps, c: Candidate) -> str | None:
@@ -210,6 +230,19 @@ class ProfileStage:
         record = profile_and_diagnose(deps, c.id, deps.source(c.hash), res)
         summary = ProfileResult.model_validate(record["profile"]).summary()
         return ctx.patch(c.id, profile=short(summary), bottleneck=str(record["diagnosis"].get("bottleneck", "")))
+
+
+def applicable_feature_ids(deps: Deps) -> set[str] | None:
+    """The catalogue features this task may use on this arch (its family, bound, tolerance, dtypes): the
+    only ones the diagnosis may suggest."""
+    if not deps.catalogue:
+        return None
+    try:
+        from cuda_llm.feature_db.bandit import applicable, task_filters
+
+        return {f.id for f in applicable(deps.catalogue, arch=deps.arch, **task_filters(deps.task))}
+    except Exception:  # noqa: BLE001 - without the filter the diagnosis still speaks
+        return None
 
 
 def default_stages() -> list[ToolStage]:

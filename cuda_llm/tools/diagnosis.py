@@ -1,42 +1,112 @@
 """Rule-based bottleneck diagnosis from the profile, the roofline and the compile report. Pure.
 
-The rules are one ordered table (RULES): each names the bottleneck it detects, a test over the facts
-that returns evidence strings ("metric = value") when it fires, the feature ids that usually fix it, and
-one sentence of advice. The first rule that fires names the bottleneck; every rule that fires adds its
-evidence and features. To extend, add a Rule to the table (and a case to tests/test_diagnosis.py).
+Every rule estimates the time it costs: how many milliseconds of the kernel (or of solve()) would go if
+what it found were fixed. The bottleneck is the finding with the largest estimated time lost, not the
+first rule that fires, so a kernel at 92% of DRAM speed of light is not called "bank-conflicts" because
+its shared scratch has a few. A kernel at 85% of speed of light or more is "at the roof": only fewer bytes
+or flops, or another algorithm, can help, or the search should stop.
+
+The estimates, with Tk the diagnosed (longest) kernel's time and U a unit's % of its peak:
+
+    launch-overhead     solve() time outside kernels (without a timing: 2 us per extra launch), plus the
+                        idle time of kernels shorter than 10 us
+    excess-dram-traffic (DRAM bytes - the task's minimum bytes) / peak bandwidth
+    cache-rereads       Tk * U(L1 or L2) * (global share of its traffic) * (useful sectors) - speed of light,
+                        when a cache is the busiest unit: data re-read through the cache instead of reused
+                        from registers or shared memory
+    uncoalesced-access  Tk * U(memory) * (1 - 4 / sectors per request), above 16 sectors per request
+    bank-conflicts      Tk * U(L1/shared) * conflicts / wavefronts
+    register-spills     Tk * U(memory) * local bytes / (local + global bytes)
+    divergence          Tk * U(SM) * (1 - active lanes / 32)
+    compute-throughput  Tk * U(SM) * (active lanes / 32) - speed of light, when the SM is the busiest unit at
+                        60% or more
+    unfilled-grid       Tk * (1 - max U) * (1 - waves), under one wave: the GPU is not filled
+    idle time           Tk * (1 - max U) * (1 - unfilled share), split by warp-stall reason: memory latency
+                        (long_scoreboard), synchronization (barrier, membar), memory-instruction queues
+                        (lg/mio/tex throttle), dependent instructions (wait, short_scoreboard), issue
+                        (not_selected, math_pipe_throttle), and the rest
+
+Suggested features follow the findings, largest loss first, then the top stall's; the caller passes the
+features that apply to the task (``allowed_features``: its tolerance, dtypes and the arch), and the others
+are dropped, so sgemm is never offered fp16 tensor cores its tolerance forbids. Occupancy advice comes only
+for latency-bound kernels that wait on memory (long_scoreboard) with little instruction-level parallelism
+and room for more warps: a tuned GEMM runs at 12% occupancy by design and is told nothing about it.
+
 This diagnosis is always computed: it is given to the LLM critic and stands in when the critic fails.
+To add a rule, append a Rule to RULES and a case to tests/test_diagnosis.py.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from cuda_llm.tools.profile_models import KernelMetrics, ProfileResult
 from cuda_llm.results import CompileResult
+from cuda_llm.tools.profile_models import KernelMetrics, ProfileResult
 from cuda_llm.tools.roofline import RooflinePoint
 
 Bottleneck = Literal["memory-bound", "compute-bound", "latency-bound", "occupancy-bound", "launch-bound",
                      "divergence", "bank-conflicts", "unknown"]
 
 # Thresholds, in one place so that they can be read and tuned.
+AT_ROOF_PCT = 85.0              # % of speed of light from which only fewer bytes/flops or another algorithm help
 HIGH_THROUGHPUT_PCT = 60.0      # a unit at >= 60% of its peak is what limits the kernel
-LOW_THROUGHPUT_PCT = 40.0       # both compute and memory under this: latency-bound
-AT_ROOF_PCT = 75.0              # % of speed of light at which only fewer bytes/flops help
-LAUNCH_KERNEL_US = 10.0         # kernels shorter than this are dominated by launch overhead
-LAUNCH_MANY_KERNELS = 4         # this many launches per solve() with short kernels
-HOST_GAP_RATIO = 1.5            # event time over summed kernel time: gaps between launches
-BANK_CONFLICT_PCT = 25.0        # conflicts as % of shared wavefronts
+LAUNCH_OVERHEAD_US = 2.0        # what each extra launch costs (launch latency and the drain between kernels)
+SHORT_KERNEL_US = 10.0          # kernels shorter than this are dominated by their launch
+EXCESS_DRAM_RATIO = 1.5         # DRAM bytes over the task's minimum bytes: data read more than once
+CACHE_OVER_DRAM_PCT = 20.0      # a cache this many points busier than DRAM is re-serving data
+UNCOALESCED_SECTORS = 16.0      # 32-byte sectors per warp-wide access: 4 = consecutive floats, 16 = float4,
+                                # 32 = every thread in its own sector
 DIVERGENCE_EFFICIENCY_PCT = 70.0   # active threads per instruction over 32
 BRANCH_UNIFORM_PCT = 80.0
-LOW_OCCUPANCY_PCT = 35.0
-WAVES_TOO_FEW = 0.5             # grid fills less than half of one wave of the GPU
-EXCESS_DRAM_RATIO = 1.5         # DRAM bytes over the task's minimum bytes: data read more than once
-UNCOALESCED_SECTORS = 16.0      # 32-byte sectors per warp-wide global access: 4 = consecutive floats, 16 = float4,
-                                # 32 = every thread in its own sector
+MIN_REQUESTS = 1000             # fewer global requests (or shared wavefronts): too little traffic to judge
+# occupancy advice: only for kernels waiting on memory with little ILP and room for more warps
+OCCUPANCY_ROOM_PCT = 50.0       # achieved occupancy under this
+LONG_SCOREBOARD_SHARE = 50.0    # long_scoreboard at least this share of the stalls
+LITTLE_ILP_CYCLES = 20.0        # a warp waits this many cycles between its instructions, or more
+MIN_LOSS_SHARE = 0.02           # findings costing less than 2% of the time are evidence, not bottlenecks
+
+# Which stall reasons mean what (WarpStateStats). Each group's share of the idle time is one finding.
+STALL_GROUPS: dict[str, tuple[str, ...]] = {
+    "memory-latency": ("long_scoreboard",),
+    "synchronization": ("barrier", "membar", "sleeping"),
+    "memory-queues": ("lg_throttle", "mio_throttle", "tex_throttle", "drain"),
+    "dependencies": ("wait", "short_scoreboard", "branch_resolving", "dispatch_stall", "imc_miss", "misc",
+                     "no_instruction"),
+    "issue": ("not_selected", "math_pipe_throttle", "selected"),
+}
+# Features a warp-stall reason points to (the top stall adds these after the findings' own).
+STALL_FEATURES: dict[str, tuple[str, ...]] = {
+    # waiting on global/local memory: more independent loads in flight per warp
+    "long_scoreboard": ("cp_async", "double_buffering", "vector_loads", "loop_unrolling"),
+    "barrier": ("warp_shuffle", "warp_specialization", "double_buffering"),
+    # memory fences (__threadfence, fenced atomics): fewer, aggregated publications
+    "membar": ("privatized_atomics", "warp_vote_match", "decoupled_lookback_scan"),
+    # waiting on shared memory or special-function results
+    "short_scoreboard": ("bank_conflict_padding", "register_blocking"),
+    "mio_throttle": ("vector_loads", "register_blocking"),
+    "lg_throttle": ("vector_loads", "smem_tiling"),
+    # too many texture / read-only-path fetches queued: fewer, wider ones, or stage through shared memory
+    "tex_throttle": ("vector_loads", "smem_tiling"),
+    "math_pipe_throttle": ("tensor_cores_3xtf32", "tensor_cores_mma", "fast_math_intrinsics"),
+    "wait": ("loop_unrolling", "register_blocking"),
+    # eligible warps not picked: the schedulers are issue-bound; fewer instructions per result, not more warps
+    "not_selected": ("register_blocking", "vector_loads", "loop_unrolling"),
+    "drain": ("vector_loads",),
+    "branch_resolving": ("warp_vote_match",),
+}
+
+
+class Loss(BaseModel):
+    """One finding with its estimated cost."""
+
+    rule: str
+    bottleneck: Bottleneck
+    lost_ms: float
+    share_pct: float                 # of the diagnosed time (solve() time when known)
 
 
 class Diagnosis(BaseModel):
@@ -44,12 +114,19 @@ class Diagnosis(BaseModel):
     evidence: list[str] = Field(default_factory=list)          # "metric = value" strings
     suggested_features: list[str] = Field(default_factory=list)  # feature ids (feature_db)
     summary: str = ""
-    rules: list[str] = Field(default_factory=list)             # every rule that fired, first = bottleneck
+    rules: list[str] = Field(default_factory=list)             # the findings, largest estimated loss first
     kernel: str | None = None                                  # the kernel diagnosed (the longest one)
+    at_roof: bool = False                                      # >= AT_ROOF_PCT of speed of light
+    pct_of_sol: float | None = None
+    roof: str | None = None                                    # whose compute rate the roof uses (fp32, fp16-tensor...)
+    losses: list[Loss] = Field(default_factory=list)           # the findings' estimated costs, largest first
 
     def as_text(self) -> str:
         """For prompts and the console."""
-        lines = [f"bottleneck: {self.bottleneck}", f"summary: {self.summary}"]
+        head = f"bottleneck: {self.bottleneck}" + (" (at the roof)" if self.at_roof else "")
+        lines = [head, f"summary: {self.summary}"]
+        if self.losses:
+            lines.append("estimated time lost: " + ", ".join(f"{x.rule} {x.share_pct:.0f}%" for x in self.losses[:4]))
         lines += [f"- {e}" for e in self.evidence]
         if self.suggested_features:
             lines.append("try: " + ", ".join(self.suggested_features))
@@ -76,8 +153,11 @@ class Facts:
         spills = 0
         if compile is not None:
             spills = sum(k.spill_store_bytes + k.spill_load_bytes for k in compile.kernels)
+        kernel = usable.dominant() if usable else None
+        if roofline is not None and kernel is not None and kernel.uses_tensor_cores:
+            roofline = roofline.on_tensor_cores()     # the tensor-core roof, with its measured or estimated peak
         return cls(
-            kernel=usable.dominant() if usable else None,
+            kernel=kernel,
             profile=usable,
             roofline=roofline,
             compile=compile,
@@ -86,6 +166,51 @@ class Facts:
             spill_bytes=spills,
         )
 
+    # -- derived quantities the rules share
+    @property
+    def total_ms(self) -> float | None:
+        """The time the losses are shares of: solve() as timed, else the summed kernels."""
+        if self.roofline is not None:
+            return self.roofline.median_ms
+        return self.kernel_ms
+
+    @property
+    def tk(self) -> float:
+        """The diagnosed kernel's time in ms (0 without a profile)."""
+        k = self.kernel
+        return (k.duration_ms or 0.0) if k is not None else 0.0
+
+    @property
+    def sol_ms(self) -> float:
+        """Speed of light of the whole solve() (0 when unknown)."""
+        r = self.roofline
+        return r.attainable_ms or 0.0 if r is not None else 0.0
+
+    def unit_max(self) -> float:
+        k = self.kernel
+        if k is None:
+            return 0.0
+        return max(k.sm_throughput_pct or 0.0, k.memory_throughput_pct or 0.0, k.dram_throughput_pct or 0.0)
+
+    def idle_ms(self) -> float:
+        """Time the busiest unit of the kernel waits: Tk * (1 - its utilization)."""
+        return self.tk * max(0.0, 1.0 - self.unit_max() / 100.0)
+
+    def unfilled_share(self) -> float:
+        k = self.kernel
+        if k is None or k.waves_per_sm is None or k.waves_per_sm >= 1.0:
+            return 0.0
+        return 1.0 - k.waves_per_sm
+
+    def short_kernels(self) -> bool:
+        return bool(self.kernel_ms and self.n_launches >= 2 and self.kernel_ms * 1e3 / self.n_launches < SHORT_KERNEL_US)
+
+
+@dataclass
+class Finding:
+    lost_ms: float
+    evidence: list[str]
+
 
 def _f(v: float | None, unit: str = "%") -> str:
     if v is None:
@@ -93,57 +218,46 @@ def _f(v: float | None, unit: str = "%") -> str:
     return f"{v:.1f}{unit}" if unit == "%" else f"{v:.4g}{unit}"
 
 
-Evidence = list[str] | None
+def _stalls(k: KernelMetrics) -> str:
+    return "warp stalls: " + ", ".join(f"{s.reason} {s.share_pct:.0f}%" for s in k.stalls[:3])
 
 
-def _launch(f: Facts) -> Evidence:
+# ----------------------------------------------------------------------------------------------- rules
+def _launch(f: Facts) -> Finding | None:
+    if f.profile is None or not f.n_launches or f.kernel_ms is None:
+        return None
     ev: list[str] = []
-    if f.profile and f.kernel_ms is not None and f.n_launches:
-        avg_us = f.kernel_ms * 1e3 / f.n_launches
-        if f.n_launches >= LAUNCH_MANY_KERNELS and avg_us < LAUNCH_KERNEL_US:
-            ev.append(f"kernel launches per solve = {f.n_launches}, mean kernel duration = {avg_us:.2f} us "
-                      f"(launch overhead is ~2-5 us each)")
-        if f.roofline is not None and f.roofline.median_ms > HOST_GAP_RATIO * f.kernel_ms \
-                and f.roofline.median_ms - f.kernel_ms > 0.02:
-            ev.append(f"solve() time = {f.roofline.median_ms:.4g} ms but kernels run {f.kernel_ms:.4g} ms "
-                      f"(gaps between launches, host work or syncs)")
-    return ev or None
+    gaps = 0.0
+    if f.roofline is not None:   # measured: solve() time not spent in kernels
+        gaps = max(0.0, f.roofline.median_ms - f.kernel_ms)
+        lost = gaps
+    else:                        # estimated: what each extra launch costs
+        lost = max(0, f.n_launches - 1) * LAUNCH_OVERHEAD_US / 1e3
+    avg_us = f.kernel_ms * 1e3 / f.n_launches
+    if f.short_kernels():
+        lost += sum((k.duration_ms or 0.0) * max(0.0, 1 - max(k.sm_throughput_pct or 0, k.memory_throughput_pct or 0) / 100)
+                    for k in f.profile.kernels)
+        ev.append(f"kernel launches per solve = {f.n_launches}, mean kernel duration = {avg_us:.2f} us "
+                  f"(launch overhead is ~2-5 us each)")
+    if gaps > 0.02 and f.roofline is not None:
+        ev.append(f"solve() time = {f.roofline.median_ms:.4g} ms but kernels run {f.kernel_ms:.4g} ms "
+                  f"(gaps between launches, host work or syncs)")
+    return Finding(lost, ev) if ev else None
 
 
-def _bank(f: Facts) -> Evidence:
-    k = f.kernel
-    if k is None or k.bank_conflict_pct is None or (k.shared_wavefronts or 0) < 1000:
+def _excess_dram(f: Facts) -> Finding | None:
+    k, r = f.kernel, f.roofline
+    if k is None or r is None or k.dram_bytes is None or r.bytes <= 0:
         return None
-    if k.bank_conflict_pct >= BANK_CONFLICT_PCT:
-        return [f"shared bank conflicts = {k.bank_conflicts:.0f} of {k.shared_wavefronts:.0f} wavefronts "
-                f"({k.bank_conflict_pct:.0f}%)"]
-    return None
-
-
-def _divergence(f: Facts) -> Evidence:
-    k = f.kernel
-    if k is None:
+    ratio = k.dram_bytes / r.bytes
+    if ratio < EXCESS_DRAM_RATIO:
         return None
-    ev = []
-    eff = k.warp_efficiency_pct
-    if eff is not None and eff < DIVERGENCE_EFFICIENCY_PCT:
-        ev.append(f"active threads per warp instruction = {k.threads_per_inst:.1f} of 32 ({eff:.0f}%)")
-    if k.branch_uniform_pct is not None and k.branch_uniform_pct < BRANCH_UNIFORM_PCT:
-        ev.append(f"uniform branches = {k.branch_uniform_pct:.0f}%")
-    return ev or None
-
-
-def _uncoalesced(f: Facts) -> Evidence:
-    k = f.kernel
-    if k is None:
-        return None
-    ev = []
-    for label, spr, n in (("load", k.load_sectors_per_request, k.global_load_requests),
-                          ("store", k.store_sectors_per_request, k.global_store_requests)):
-        if spr is not None and spr > UNCOALESCED_SECTORS and (n or 0) >= 1000:
-            ev.append(f"global {label}s: {spr:.1f} sectors of 32 B per warp request (4 when a warp reads "
-                      f"consecutive floats): uncoalesced access")
-    return ev or None
+    if r.peak_bandwidth_gbs:
+        lost = (k.dram_bytes - r.bytes) / (r.peak_bandwidth_gbs * 1e9) * 1e3
+    else:
+        lost = f.tk * (k.dram_throughput_pct or 0) / 100 * (1 - 1 / ratio)
+    return Finding(lost, [f"DRAM bytes = {k.dram_bytes / 1e6:.4g} MB vs the task's minimum {r.bytes / 1e6:.4g} MB "
+                          f"({ratio:.2f}x): data crosses DRAM more than once"])
 
 
 def _busiest_memory_unit(k: KernelMetrics) -> tuple[str, float] | None:
@@ -155,232 +269,362 @@ def _busiest_memory_unit(k: KernelMetrics) -> tuple[str, float] | None:
     return u, known[u]
 
 
-def _memory(f: Facts) -> Evidence:
+def _cache_rereads(f: Facts) -> Finding | None:
     k = f.kernel
     if k is None:
         return None
-    top = max((v for v in (k.memory_throughput_pct, k.dram_throughput_pct) if v is not None), default=None)
-    if top is None or top < HIGH_THROUGHPUT_PCT:
-        return None
-    if (k.sm_throughput_pct or 0) > top:
-        return None
-    ev = [f"memory throughput = {_f(k.memory_throughput_pct)} of peak, DRAM throughput = {_f(k.dram_throughput_pct)}, "
-          f"SM throughput = {_f(k.sm_throughput_pct)}"]
     busiest = _busiest_memory_unit(k)
-    if busiest is not None:
-        unit, pct = busiest
-        note = " (data re-read through the cache: reuse it from registers or shared memory)" if unit == "L1/shared" else ""
-        ev.append(f"busiest memory unit = {unit} at {pct:.1f}%{note}")
+    if busiest is None or busiest[0] == "DRAM" or busiest[1] < HIGH_THROUGHPUT_PCT:
+        return None
+    unit, pct = busiest
+    if pct - (k.dram_throughput_pct or 0.0) < CACHE_OVER_DRAM_PCT:
+        return None
+    # only the cache's global traffic (not shared-memory wavefronts), and only its useful sectors (wasted
+    # ones are the uncoalesced-access finding's)
+    g = (k.global_load_sectors or 0.0) + (k.global_store_sectors or 0.0)
+    w = k.shared_wavefronts or 0.0
+    share = g / (g + w) if g + w > 0 else 1.0
+    spr = k.load_sectors_per_request
+    useful = 4.0 / spr if spr is not None and spr > UNCOALESCED_SECTORS else 1.0
+    lost = max(0.0, f.tk * pct / 100 * share * useful - f.sol_ms)
+    if lost <= 0 and share < 0.5:
+        return None
+    ev = [f"busiest memory unit = {unit} at {pct:.1f}% (DRAM {_f(k.dram_throughput_pct)}): data re-read through the "
+          f"cache instead of reused from registers or shared memory"]
     if k.l1_hit_rate_pct is not None or k.l2_hit_rate_pct is not None:
         ev.append(f"L1 hit rate = {_f(k.l1_hit_rate_pct)}, L2 hit rate = {_f(k.l2_hit_rate_pct)}")
-    if k.dram_bytes is not None and f.roofline is not None and f.roofline.bytes > 0:
-        ev.append(f"DRAM bytes = {k.dram_bytes / 1e6:.4g} MB vs the task's minimum {f.roofline.bytes / 1e6:.4g} MB "
-                  f"({k.dram_bytes / f.roofline.bytes:.2f}x)")
-    return ev
+    return Finding(lost, ev)
 
 
-def _compute(f: Facts) -> Evidence:
+def _uncoalesced(f: Facts) -> Finding | None:
     k = f.kernel
-    if k is None or k.sm_throughput_pct is None or k.sm_throughput_pct < HIGH_THROUGHPUT_PCT:
+    if k is None:
         return None
-    if k.sm_throughput_pct < (k.memory_throughput_pct or 0):
+    ev, worst = [], 0.0
+    for label, spr, n in (("load", k.load_sectors_per_request, k.global_load_requests),
+                          ("store", k.store_sectors_per_request, k.global_store_requests)):
+        if spr is not None and spr > UNCOALESCED_SECTORS and (n or 0) >= MIN_REQUESTS:
+            ev.append(f"global {label}s: {spr:.1f} sectors of 32 B per warp request (4 when a warp reads "
+                      f"consecutive floats): uncoalesced access")
+            worst = max(worst, 1.0 - 4.0 / spr)
+    if not ev:
         return None
-    return [f"SM throughput = {_f(k.sm_throughput_pct)} of peak, memory throughput = {_f(k.memory_throughput_pct)}"]
+    busy = max(k.memory_throughput_pct or 0.0, k.l1_throughput_pct or 0.0)
+    return Finding(f.tk * busy / 100 * worst, ev)
 
 
-def _spills(f: Facts) -> Evidence:
+def _bank(f: Facts) -> Finding | None:
+    k = f.kernel
+    if k is None or k.bank_conflict_pct is None or (k.shared_wavefronts or 0) < MIN_REQUESTS or k.bank_conflict_pct < 5:
+        return None
+    busy = k.l1_throughput_pct if k.l1_throughput_pct is not None else (k.memory_throughput_pct or 0.0)
+    return Finding(f.tk * busy / 100 * k.bank_conflict_pct / 100,
+                   [f"shared bank conflicts = {k.bank_conflicts:.0f} of {k.shared_wavefronts:.0f} wavefronts "
+                    f"({k.bank_conflict_pct:.0f}%)"])
+
+
+def _spills(f: Facts) -> Finding | None:
+    k = f.kernel
     ev = []
     if f.spill_bytes > 0:
         ev.append(f"register spills (ptxas) = {f.spill_bytes} bytes")
-    if f.kernel is not None and (f.kernel.local_bytes or 0) > 0:
-        ev.append(f"local-memory traffic = {f.kernel.local_bytes:.3g} bytes")
-    return ev or None
+    lost = 0.0
+    if k is not None and (k.local_bytes or 0) > 0:
+        ev.append(f"local-memory traffic = {k.local_bytes:.3g} bytes")
+        global_bytes = 32.0 * ((k.global_load_sectors or 0) + (k.global_store_sectors or 0)) or (k.dram_bytes or 0.0)
+        local = k.local_bytes or 0.0
+        lost = f.tk * (k.memory_throughput_pct or 0.0) / 100 * local / (local + global_bytes)
+    return Finding(lost, ev) if ev else None
 
 
-def _occupancy(f: Facts) -> Evidence:
+def _divergence(f: Facts) -> Finding | None:
     k = f.kernel
     if k is None:
         return None
     ev = []
-    if k.waves_per_sm is not None and k.waves_per_sm < WAVES_TOO_FEW:
-        grid = f"grid = {k.grid_size} blocks of {k.block_size}: " if k.grid_size and k.block_size else ""
-        ev.append(f"waves per SM = {k.waves_per_sm:.2f} ({grid}the GPU is not filled)")
-    if k.achieved_occupancy_pct is not None and k.achieved_occupancy_pct < LOW_OCCUPANCY_PCT:
-        lim = f", limited by {k.occupancy_limiter}" if k.occupancy_limiter and (k.theoretical_occupancy_pct or 100) < 100 else ""
-        ev.append(f"achieved occupancy = {_f(k.achieved_occupancy_pct)}, theoretical = "
-                  f"{_f(k.theoretical_occupancy_pct)}{lim}; registers/thread = {_f(k.registers_per_thread, '')}")
-    return ev or None
+    eff = k.warp_efficiency_pct
+    waste = 0.0
+    if eff is not None and eff < DIVERGENCE_EFFICIENCY_PCT:
+        ev.append(f"active threads per warp instruction = {k.threads_per_inst:.1f} of 32 ({eff:.0f}%)")
+        waste = 1.0 - eff / 100
+    if k.branch_uniform_pct is not None and k.branch_uniform_pct < BRANCH_UNIFORM_PCT:
+        ev.append(f"uniform branches = {k.branch_uniform_pct:.0f}%")
+    if not ev:
+        return None
+    return Finding(f.tk * (k.sm_throughput_pct or 0.0) / 100 * waste, ev)
 
 
-def _latency(f: Facts) -> Evidence:
+def _compute(f: Facts) -> Finding | None:
     k = f.kernel
-    if k is None or k.sm_throughput_pct is None or k.memory_throughput_pct is None:
+    if k is None or k.sm_throughput_pct is None or k.sm_throughput_pct < HIGH_THROUGHPUT_PCT:
         return None
-    if k.sm_throughput_pct >= LOW_THROUGHPUT_PCT or k.memory_throughput_pct >= LOW_THROUGHPUT_PCT:
+    if k.sm_throughput_pct < max(k.memory_throughput_pct or 0, k.dram_throughput_pct or 0):
         return None
-    ev = [f"SM throughput = {_f(k.sm_throughput_pct)}, memory throughput = {_f(k.memory_throughput_pct)} "
-          f"(neither unit is busy: warps wait)"]
-    if k.stalls:
-        ev.append("top stalls: " + ", ".join(f"{s.reason} {s.share_pct:.0f}%" for s in k.stalls[:3]))
-    return ev
+    ev = [f"SM throughput = {_f(k.sm_throughput_pct)} of peak, memory throughput = {_f(k.memory_throughput_pct)}"]
+    pipe = k.busiest_pipe
+    if pipe is not None:
+        ev.append(f"busiest pipe = {pipe[0]} at {pipe[1]:.1f}%" + (
+            f", tensor pipes {k.tensor_pipe_pct:.1f}%" if k.tensor_pipe_pct and pipe[0] != "tensor" else ""))
+    if k.ipc is not None:
+        ev.append(f"IPC = {k.ipc:.2f} of 4")
+    # the SM time spent on useful lanes beyond the roof's need (idle lanes are the divergence finding's)
+    useful = min(1.0, (k.warp_efficiency_pct or 100.0) / 100)
+    return Finding(max(0.0, f.tk * k.sm_throughput_pct / 100 * useful - f.sol_ms), ev)
 
 
-def _roofline_memory(f: Facts) -> Evidence:
-    r = f.roofline
-    if r is None or r.limiter != "memory":
-        return None
-    return [f"roofline: {r.summary()}"]
-
-
-def _roofline_compute(f: Facts) -> Evidence:
-    r = f.roofline
-    if r is None or r.limiter != "compute":
-        return None
-    return [f"roofline: {r.summary()}"]
-
-
-# Features a warp-stall reason points to (the top stall adds these after the rule's own).
-STALL_FEATURES: dict[str, tuple[str, ...]] = {
-    "long_scoreboard": ("cp_async", "double_buffering", "vector_loads", "loop_unrolling"),
-    "barrier": ("warp_shuffle", "double_buffering"),
-    "membar": ("warp_shuffle",),
-    "short_scoreboard": ("bank_conflict_padding", "register_blocking"),
-    "mio_throttle": ("vector_loads", "register_blocking"),
-    "lg_throttle": ("vector_loads", "smem_tiling"),
-    "math_pipe_throttle": ("fast_math_intrinsics", "tensor_cores_mma"),
-    "tex_throttle": ("readonly_cache",),
-    "wait": ("loop_unrolling",),
-    "not_selected": ("occupancy_tuning",),
-    "drain": ("vector_loads",),
-}
-
-
-def _memory_features(f: Facts) -> tuple[str, ...]:
-    r = f.roofline
+def _unfilled(f: Facts) -> Finding | None:
     k = f.kernel
-    busiest = _busiest_memory_unit(k) if k is not None else None
-    if (r is not None and r.limiter == "compute") or (busiest is not None and busiest[0] == "L1/shared"):
-        # a compute-heavy task stuck on memory: the data is not reused
-        return ("smem_tiling", "register_blocking", "vector_loads", "cp_async")
-    if k is not None and k.dram_bytes is not None and r is not None and r.bytes > 0 \
-            and k.dram_bytes >= EXCESS_DRAM_RATIO * r.bytes:
-        # the same data crosses DRAM more than once: keep it on chip between passes
-        return ("smem_tiling", "kernel_fusion", "register_blocking", "vector_loads")
-    if r is not None and r.pct_of_sol is not None and r.pct_of_sol >= AT_ROOF_PCT:
-        return ("kernel_fusion", "vector_loads", "reduced_precision")
+    share = f.unfilled_share()
+    if k is None or share <= 0:
+        return None
+    grid = f"grid = {k.grid_size} blocks of {k.block_size}: " if k.grid_size and k.block_size else ""
+    ev = [f"waves per SM = {k.waves_per_sm:.2f} ({grid}the GPU is not filled once)"]
+    if k.achieved_occupancy_pct is not None:
+        ev.append(f"achieved occupancy = {_f(k.achieved_occupancy_pct)}")
+    return Finding(f.idle_ms() * share, ev)
+
+
+def _stall_group(group: str) -> Callable[[Facts], Finding | None]:
+    reasons = STALL_GROUPS[group]
+
+    def estimate(f: Facts) -> Finding | None:
+        k = f.kernel
+        if k is None or not k.stalls:
+            return None
+        share = sum(s.share_pct for s in k.stalls if s.reason in reasons) / 100
+        if share <= 0:
+            return None
+        lost = f.idle_ms() * (1 - f.unfilled_share()) * share
+        busy = f"SM throughput = {_f(k.sm_throughput_pct)}, memory throughput = {_f(k.memory_throughput_pct)}"
+        ev = [f"{busy}: the busiest unit idles {100 - f.unit_max():.0f}% of the time", _stalls(k)]
+        if group == "memory-latency" and k.warp_cycles_per_inst is not None:
+            ev.append(f"a warp waits {k.warp_cycles_per_inst:.1f} cycles between its instructions; achieved "
+                      f"occupancy {_f(k.achieved_occupancy_pct)}")
+        return Finding(lost, ev)
+
+    return estimate
+
+
+# ---------------------------------------------------------------------------------------- features
+def _reuse_features(f: Facts) -> tuple[str, ...]:
+    """Data crossing DRAM or the caches more than once: keep it on chip."""
+    r = f.roofline
+    if r is not None and r.limiter == "compute":
+        return ("smem_tiling", "register_blocking", "block_rasterization", "cp_async", "distance_as_gemm")
+    return ("single_pass_row", "online_softmax", "kernel_fusion", "smem_tiling", "warp_per_row")
+
+
+def _memory_idle_features(f: Facts) -> tuple[str, ...]:
+    """A memory unit busy but not saturated: more bytes in flight, wider accesses."""
+    k = f.kernel
     spr = k.load_sectors_per_request if k is not None else None
-    if spr is not None and spr <= 8:
-        # already coalesced: more bytes in flight per thread
-        return ("vector_loads", "grid_stride_loop", "loop_unrolling", "readonly_cache")
-    return ("coalesced_access", "vector_loads", "grid_stride_loop", "readonly_cache")
+    if spr is not None and spr > 8:
+        return ("coalesced_access", "vector_loads", "cache_hints")
+    return ("vector_loads", "loop_unrolling", "cache_hints", "grid_stride_loop")
+
+
+def _latency_features(f: Facts) -> tuple[str, ...]:
+    r = f.roofline
+    k = f.kernel
+    base: tuple[str, ...]
+    if r is not None and r.limiter == "compute":
+        # a task with data reuse waiting on loads: stage the reused data on chip first
+        base = ("smem_tiling", "register_blocking", "double_buffering", "cp_async")
+    else:
+        base = ("vector_loads", "loop_unrolling", "double_buffering", "cp_async")
+    if _needs_occupancy(k):
+        base += ("occupancy_tuning", "launch_config_tuning")
+    return base
+
+
+def _needs_occupancy(k: KernelMetrics | None) -> bool:
+    """More warps help only a kernel that waits on memory with little ILP and has room for more warps."""
+    if k is None or not k.stalls:
+        return False
+    lsb = sum(s.share_pct for s in k.stalls if s.reason == "long_scoreboard")
+    little_ilp = k.warp_cycles_per_inst is None or k.warp_cycles_per_inst >= LITTLE_ILP_CYCLES
+    room = k.achieved_occupancy_pct is not None and k.achieved_occupancy_pct < OCCUPANCY_ROOM_PCT
+    return lsb >= LONG_SCOREBOARD_SHARE and little_ilp and room
 
 
 def _compute_features(f: Facts) -> tuple[str, ...]:
     r = f.roofline
     if r is not None and r.limiter == "memory":
         # the task needs few operations per byte: the kernel does work it should not
-        return ("fast_math_intrinsics", "loop_unrolling", "grid_stride_loop")
-    return ("register_blocking", "loop_unrolling", "fast_math_intrinsics", "tensor_cores_mma")
+        return ("fast_math_intrinsics", "loop_unrolling", "vector_loads")
+    return ("tensor_cores_3xtf32", "wgmma", "tensor_cores_mma", "register_blocking", "distance_as_gemm",
+            "fast_math_intrinsics")
 
 
-def _latency_features(f: Facts) -> tuple[str, ...]:
-    r = f.roofline
-    if r is not None and r.limiter == "compute":
-        # a task with data reuse waiting on loads: stage the reused data on chip first
-        return ("smem_tiling", "register_blocking", "double_buffering", "loop_unrolling")
-    return ("loop_unrolling", "vector_loads", "double_buffering")
+def _idle_bottleneck(f: Facts, fallback: Bottleneck) -> Bottleneck:
+    """The busiest unit at 60% or more names the bound; else the fallback (latency, ...)."""
+    k = f.kernel
+    if k is None:
+        return fallback
+    mem = max(k.memory_throughput_pct or 0.0, k.dram_throughput_pct or 0.0)
+    sm = k.sm_throughput_pct or 0.0
+    if max(mem, sm) < HIGH_THROUGHPUT_PCT:
+        return fallback
+    return "memory-bound" if mem >= sm else "compute-bound"
+
+
+def _idle_features(f: Facts) -> tuple[str, ...]:
+    b = _idle_bottleneck(f, "latency-bound")
+    if b == "memory-bound":
+        return _memory_idle_features(f)
+    if b == "compute-bound":
+        return _compute_features(f)
+    return _latency_features(f)
+
+
+AT_ROOF_MEMORY = ("kernel_fusion", "reduced_precision", "single_pass_row", "cache_hints")
+AT_ROOF_COMPUTE = ("tensor_cores_3xtf32", "wgmma", "tensor_cores_mma", "distance_as_gemm", "reduced_precision",
+                   "fast_math_intrinsics")
 
 
 @dataclass(frozen=True)
 class Rule:
     name: str
-    bottleneck: Bottleneck
-    test: Callable[[Facts], Evidence]
+    bottleneck: Bottleneck | Callable[[Facts], Bottleneck]
+    estimate: Callable[[Facts], Finding | None]
     features: tuple[str, ...] | Callable[[Facts], tuple[str, ...]]
     advice: str
 
     def features_for(self, f: Facts) -> tuple[str, ...]:
         return self.features(f) if callable(self.features) else self.features
 
+    def bottleneck_for(self, f: Facts) -> Bottleneck:
+        return self.bottleneck(f) if callable(self.bottleneck) else self.bottleneck
+
 
 RULES: tuple[Rule, ...] = (
     Rule("launch-overhead", "launch-bound", _launch,
-         ("kernel_fusion", "persistent_kernel", "cooperative_groups", "launch_config_tuning"),
-         "solve() is dominated by launches and gaps between them: do the work in fewer, larger kernels."),
-    Rule("bank-conflicts", "bank-conflicts", _bank, ("bank_conflict_padding", "vector_loads"),
-         "shared-memory accesses of a warp hit the same banks: pad or swizzle the shared arrays."),
-    Rule("uncoalesced-access", "memory-bound", _uncoalesced, ("coalesced_access", "smem_tiling", "vector_loads"),
+         ("kernel_fusion", "cuda_graphs", "programmatic_dependent_launch", "persistent_kernel", "cooperative_groups"),
+         "solve() is dominated by launches and gaps between them: do the work in fewer, larger kernels, or "
+         "capture the sequence in a CUDA graph."),
+    Rule("excess-dram-traffic", "memory-bound", _excess_dram, _reuse_features,
+         "the same data crosses DRAM more than once: read it once (one pass, the row in registers or shared "
+         "memory, fused kernels, tiles reused from shared memory)."),
+    Rule("cache-rereads", "memory-bound", _cache_rereads, _reuse_features,
+         "a cache is the busiest unit: the kernel re-reads data instead of reusing it from registers or "
+         "shared memory."),
+    Rule("uncoalesced-access", "memory-bound", _uncoalesced,
+         ("coalesced_access", "warp_per_row", "smem_tiling", "vector_loads"),
          "a warp's global accesses are scattered over many 32-byte sectors: make consecutive threads touch "
          "consecutive addresses (transpose the mapping, or stage through shared memory)."),
-    Rule("divergence", "divergence", _divergence, ("warp_shuffle", "warp_vote_match", "block_reduction_tree"),
-         "threads of a warp take different paths or sit idle: make the active threads contiguous."),
-    Rule("memory-throughput", "memory-bound", _memory, _memory_features,
-         "the memory system is the busiest unit: move fewer bytes, or move them in wider, coalesced accesses."),
-    Rule("compute-throughput", "compute-bound", _compute, _compute_features,
-         "the SM pipelines are the busiest unit: fewer or cheaper instructions per result."),
-    Rule("register-spills", "memory-bound", _spills, ("occupancy_tuning", "register_blocking"),
+    Rule("bank-conflicts", "bank-conflicts", _bank, ("bank_conflict_padding",),
+         "shared-memory accesses of a warp hit the same banks: pad or swizzle the shared arrays."),
+    Rule("register-spills", "memory-bound", _spills, ("register_blocking", "occupancy_tuning"),
          "registers spill to local memory: shrink per-thread arrays or relax __launch_bounds__."),
-    Rule("low-occupancy", "occupancy-bound", _occupancy, ("occupancy_tuning", "launch_config_tuning", "grid_stride_loop"),
-         "too few warps are resident to hide latency: more blocks, smaller blocks' resources."),
-    Rule("latency", "latency-bound", _latency, _latency_features,
-         "neither memory nor compute is busy: more independent work per thread (ILP) and fewer waits."),
-    Rule("roofline-memory", "memory-bound", _roofline_memory, _memory_features,
-         "by the roofline this task is limited by memory bandwidth."),
-    Rule("roofline-compute", "compute-bound", _roofline_compute, _compute_features,
-         "by the roofline this task is limited by arithmetic throughput."),
+    Rule("divergence", "divergence", _divergence, ("warp_vote_match", "warp_shuffle", "block_reduction_tree"),
+         "threads of a warp take different paths or sit idle: make the active threads contiguous."),
+    Rule("compute-throughput", "compute-bound", _compute, _compute_features,
+         "the SM pipelines are the busiest unit: fewer or cheaper instructions per result, or faster units "
+         "(tensor cores, within the task's tolerance)."),
+    Rule("unfilled-grid", "occupancy-bound", _unfilled,
+         ("warp_per_row", "split_k", "stream_k", "launch_config_tuning"),
+         "the grid does not fill the GPU: split the work into more blocks (a warp per row, split-K)."),
+    Rule("memory-latency", lambda f: _idle_bottleneck(f, "latency-bound"), _stall_group("memory-latency"), _idle_features,
+         "warps wait on global memory: more independent loads in flight per warp (ILP), or staged ahead."),
+    Rule("synchronization", "latency-bound", _stall_group("synchronization"),
+         ("warp_shuffle", "double_buffering", "warp_specialization"),
+         "warps wait at barriers or memory fences: fewer block-wide syncs, warp-level exchanges."),
+    Rule("memory-queues", "memory-bound", _stall_group("memory-queues"),
+         ("vector_loads", "smem_tiling", "register_blocking"),
+         "the memory-instruction queues are full: fewer, wider memory instructions."),
+    Rule("dependencies", lambda f: _idle_bottleneck(f, "latency-bound"), _stall_group("dependencies"),
+         ("loop_unrolling", "register_blocking"),
+         "each instruction waits on the one before: independent accumulators and unrolled loops."),
+    Rule("issue", "compute-bound", _stall_group("issue"), _compute_features,
+         "the schedulers have more ready warps than issue slots: fewer instructions per result."),
 )
 
 
+def _roofline_only(f: Facts) -> tuple[Bottleneck, list[str], tuple[str, ...]] | None:
+    r = f.roofline
+    if r is None:
+        return None
+    if r.limiter == "memory":
+        return "memory-bound", [f"roofline: {r.summary()}"], _memory_idle_features(f)
+    return "compute-bound", [f"roofline: {r.summary()}"], _compute_features(f)
+
+
 def _dedupe(items: Sequence[str]) -> list[str]:
-    seen: dict[str, None] = {}
-    for i in items:
-        seen.setdefault(i, None)
-    return list(seen)
+    return list(dict.fromkeys(items))
 
 
 def diagnose(profile: ProfileResult | None, roofline: RooflinePoint | None, compile: CompileResult | None,
-             *, rules: Sequence[Rule] = RULES, max_features: int = 6) -> Diagnosis:
-    """Classify the bottleneck; evidence strings carry the metric values that decided it."""
+             *, rules: Sequence[Rule] = RULES, max_features: int = 6,
+             allowed_features: Collection[str] | None = None) -> Diagnosis:
+    """Name the bottleneck with the largest estimated time lost; evidence carries the metric values.
+
+    ``allowed_features``: the catalogue features that apply to the task (its family, bound, tolerance,
+    input dtypes, and the arch: feature_db.applicable); the others are never suggested. None: no filter.
+    """
     f = Facts.gather(profile, roofline, compile)
-    fired: list[tuple[Rule, list[str]]] = []
+    r = f.roofline
+    total = f.total_ms or f.tk or 1.0
+    findings: list[tuple[Rule, Finding, Bottleneck]] = []
+    ceiling = max(0.0, total - f.sol_ms) if f.sol_ms else total   # nothing can save more than the headroom
     for rule in rules:
-        ev = rule.test(f)
-        if ev:
-            fired.append((rule, ev))
-    # the roofline-only rules speak only when no profile rule did
-    profile_fired = [x for x in fired if not x[0].name.startswith("roofline-")]
-    if profile_fired:
-        fired = profile_fired + [x for x in fired if x[0].name.startswith("roofline-")]
+        found = rule.estimate(f)
+        if found is not None and found.evidence:
+            found.lost_ms = min(max(0.0, found.lost_ms), ceiling)
+            findings.append((rule, found, rule.bottleneck_for(f)))
+    findings.sort(key=lambda x: -x[1].lost_ms)
+    at_roof = r is not None and r.pct_of_sol is not None and r.pct_of_sol >= AT_ROOF_PCT
+    k = f.kernel
+
     evidence: list[str] = []
     features: list[str] = []
-    for rule, ev in fired:
-        evidence += ev
+    significant = [x for x in findings if x[1].lost_ms >= MIN_LOSS_SHARE * total] or findings[:1]
+    for rule, found, _ in findings:
+        evidence += [e for e in found.evidence if e not in evidence]
+    for rule, _, _ in significant:
         features += rule.features_for(f)
-    k = f.kernel
     if k is not None and k.stalls:
-        top = k.stalls[0]
-        stall_line = "warp stalls: " + ", ".join(f"{s.reason} {s.share_pct:.0f}%" for s in k.stalls[:3])
-        if not any(e.startswith("top stalls") for e in evidence):
-            evidence.append(stall_line)
-        features += STALL_FEATURES.get(top.reason, ())
+        if not any(e.startswith("warp stalls") for e in evidence):
+            evidence.append(_stalls(k))
+        features += STALL_FEATURES.get(k.stalls[0].reason, ())
     if f.profile is not None and f.profile.n_kernels > 1:
         evidence.append(f"kernels per solve = {f.profile.n_kernels}: " + ", ".join(
             f"{kk.name.split('(')[0]} {kk.duration_ns / 1e3:.1f} us" for kk in f.profile.kernels if kk.duration_ns is not None))
     if profile is not None and not profile.available and profile.reason:
         evidence.append(f"no Nsight Compute profile ({profile.reason}): judged from timings and the compile report")
-    if not fired:
-        return Diagnosis(bottleneck="unknown", evidence=evidence, suggested_features=[],
-                         summary="not enough evidence to name a bottleneck (no profile and no roofline)",
-                         kernel=k.name if k else None)
-    first = fired[0][0]
-    summary = first.advice
-    if roofline is not None and roofline.pct_of_sol is not None:
-        summary += f" At {roofline.pct_of_sol:.3g}% of speed of light ({roofline.limiter}-limited roofline)."
+    if r is not None:
+        evidence.append(f"roofline: {r.summary()}")
+
+    losses = [Loss(rule=rule.name, bottleneck=b, lost_ms=round(found.lost_ms, 6),
+                   share_pct=round(100 * found.lost_ms / total, 1)) for rule, found, b in findings]
+    if at_roof:
+        assert r is not None
+        bottleneck: Bottleneck = "memory-bound" if r.limiter == "memory" else "compute-bound"
+        features = list(AT_ROOF_MEMORY if r.limiter == "memory" else AT_ROOF_COMPUTE) + features
+        summary = (f"at the roof: {r.pct_of_sol:.3g}% of speed of light ({r.limiter}-limited). Only fewer "
+                   f"{'bytes' if r.limiter == 'memory' else 'flops'}, or another algorithm or unit, can help; "
+                   f"or stop here.")
+    elif findings:
+        top_rule, _, bottleneck = findings[0]
+        summary = top_rule.advice + f" Estimated {losses[0].share_pct:.0f}% of the time lost to {top_rule.name}."
+        if r is not None and r.pct_of_sol is not None:
+            summary += f" At {r.pct_of_sol:.3g}% of speed of light ({r.limiter}-limited roofline)."
+    else:
+        only = _roofline_only(f)
+        if only is None:
+            return Diagnosis(bottleneck="unknown", evidence=evidence, suggested_features=[],
+                             summary="not enough evidence to name a bottleneck (no profile and no roofline)",
+                             kernel=k.name if k else None)
+        bottleneck, _, feats = only
+        features = list(feats)
+        summary = f"by the roofline this task is limited by {'memory bandwidth' if bottleneck == 'memory-bound' else 'arithmetic throughput'}."
+        if r is not None and r.pct_of_sol is not None:
+            summary += f" At {r.pct_of_sol:.3g}% of speed of light."
+    allowed = set(allowed_features) if allowed_features is not None else None
+    suggested = [x for x in _dedupe(features) if allowed is None or x in allowed][:max_features]
+    names = [rule.name for rule, _, _ in findings] or [f"roofline-{'memory' if bottleneck == 'memory-bound' else 'compute'}"]
     return Diagnosis(
-        bottleneck=first.bottleneck,
-        evidence=evidence,
-        suggested_features=_dedupe(features)[:max_features],
-        summary=summary,
-        rules=[r.name for r, _ in fired],
-        kernel=k.name if k else None,
+        bottleneck=bottleneck, evidence=evidence, suggested_features=suggested, summary=summary,
+        rules=names, kernel=k.name if k else None, at_roof=at_roof,
+        pct_of_sol=r.pct_of_sol if r is not None else None, roof=r.compute_unit if r is not None else None,
+        losses=losses,
     )

@@ -32,8 +32,10 @@ log = logging.getLogger(__name__)
 NCU_ENV = "CUDA_LLM_NCU"            # path of the ncu to use, or "none" to switch profiling off
 # SourceCounters (branch uniformity, per-line stalls) doubled the profiling time of a 17 ms kernel on an
 # H100 (5.3 s -> 10.3 s) and added nothing the rules need, so it is opt-in (ProfileOptions.source_counters).
+# ComputeWorkloadAnalysis (pipe utilization, IPC: which pipe a compute-bound kernel saturates, tensor cores
+# or FMA) and InstructionStats (instructions executed and issued) feed the diagnosis's compute side.
 DEFAULT_SECTIONS: tuple[str, ...] = ("SpeedOfLight", "Occupancy", "LaunchStats", "MemoryWorkloadAnalysis",
-                                     "WarpStateStats")
+                                     "WarpStateStats", "ComputeWorkloadAnalysis", "InstructionStats")
 SOURCE_COUNTERS = "SourceCounters"
 # Metrics beyond the sections: spills, bank conflicts, divergence, DRAM bytes, coalescing (sectors/request).
 EXTRA_METRICS: tuple[str, ...] = (

@@ -65,6 +65,20 @@ OCC_LIMITS = {
     "barriers": "launch__occupancy_limit_barriers",
 }
 STALL_RE = re.compile(r"^smsp__average_warps_issue_stalled_(\w+?)_per_issue_active\.ratio$")
+# ComputeWorkloadAnalysis / InstructionStats / WarpStateStats
+IPC = "sm__inst_executed.avg.per_cycle_active"
+ISSUE_PCT = "sm__inst_issued.avg.pct_of_peak_sustained_active"        # "Issue Slots Busy"
+ISSUE_PER_CYCLE = "smsp__issue_active.avg.per_cycle_active"            # the same as a fraction (WarpStateStats)
+WARP_CYCLES_PER_INST = "smsp__average_warp_latency_per_inst_issued.ratio"
+INSTRUCTIONS = "smsp__inst_executed.sum"
+INSTRUCTIONS_ALT = "inst_executed"
+# Pipe utilization: cycles active (preferred) or instructions executed, per pipe, % of peak.
+PIPE_CYCLES_RE = re.compile(r"^sm__pipe_(\w+?)_cycles_active\.avg\.pct_of_peak_sustained_(active|elapsed)$")
+PIPE_INST_RE = re.compile(r"^sm__inst_executed_pipe_(\w+?)\.avg\.pct_of_peak_sustained_(active|elapsed)$")
+# The real tensor-core work: hmma (mma.sync, wmma), gmma (wgmma), imma, and Hopper's combined counter. Not
+# "tensor" or "shared" alone: on an H100 those also count the fp16/uniform work of kernels without any mma.
+TENSOR_PIPE_RE = re.compile(r"^tensor_(?:op_(?:hmma|gmma|imma)\w*|type_hmma\w*)$")
+_AMBIGUOUS_PIPES = {"tensor", "shared"}
 NOT_STALLS = {"selected"}    # "selected" is the warp that issued, not a stall
 
 # Details-page display names -> raw metric names.
@@ -199,6 +213,24 @@ def _dims(text: str) -> int | None:
     return out
 
 
+def _pipes(launch: dict[str, tuple[str, str]]) -> dict[str, float]:
+    """Pipe -> % of peak. Cycles-active metrics win over instruction counts; % of active cycles over
+    % of elapsed cycles (the ComputeWorkloadAnalysis figure over the SpeedOfLight breakdown)."""
+    rank: dict[str, int] = {}
+    out: dict[str, float] = {}
+    for metric in launch:
+        for pref, regex in ((2, PIPE_CYCLES_RE), (0, PIPE_INST_RE)):
+            m = regex.match(metric)
+            if not m:
+                continue
+            v = _num(launch, metric)
+            score = pref + (1 if m.group(2) == "active" else 0)
+            if v is not None and score > rank.get(m.group(1), -1):
+                rank[m.group(1)] = score
+                out[m.group(1)] = v
+    return out
+
+
 def kernel_from_launch(launch: dict[str, tuple[str, str]]) -> KernelMetrics:
     """One launch's metrics, with units converted and the derived figures filled in."""
     name = launch.get("Kernel Name", ("?", ""))[0] or "?"
@@ -217,6 +249,14 @@ def kernel_from_launch(launch: dict[str, tuple[str, str]]) -> KernelMetrics:
     total = sum(stall_vals.values())
     stalls = [StallReason(reason=r, per_issue=v, share_pct=100.0 * v / total)
               for r, v in sorted(stall_vals.items(), key=lambda kv: -kv[1])]
+    pipes = _pipes(launch)
+    tensor = [v for k, v in pipes.items() if TENSOR_PIPE_RE.match(k)]
+    issue = _num(launch, ISSUE_PCT)
+    if issue is None and (per_cycle := _num(launch, ISSUE_PER_CYCLE)) is not None:
+        issue = 100.0 * per_cycle
+    instructions = _num(launch, INSTRUCTIONS)
+    if instructions is None:
+        instructions = _num(launch, INSTRUCTIONS_ALT)
     block = _num(launch, BLOCK_SIZE)
     grid = _num(launch, GRID_SIZE)
     dram_pct = _num(launch, DRAM_PCT)
@@ -252,6 +292,12 @@ def kernel_from_launch(launch: dict[str, tuple[str, str]]) -> KernelMetrics:
         block_size=int(block) if block is not None else _dims(launch.get("Block Size", ("", ""))[0]),
         grid_size=int(grid) if grid is not None else _dims(launch.get("Grid Size", ("", ""))[0]),
         waves_per_sm=_num(launch, WAVES),
+        pipe_pct={k: v for k, v in pipes.items() if k not in _AMBIGUOUS_PIPES},
+        tensor_pipe_pct=max(tensor) if tensor else None,
+        ipc=_num(launch, IPC),
+        issue_active_pct=issue,
+        warp_cycles_per_inst=_num(launch, WARP_CYCLES_PER_INST),
+        instructions=instructions,
         raw={k: v for k, (v, _u) in launch.items()},
     )
 
@@ -259,10 +305,12 @@ def kernel_from_launch(launch: dict[str, tuple[str, str]]) -> KernelMetrics:
 _AVG_FIELDS = (
     "sm_throughput_pct", "memory_throughput_pct", "dram_throughput_pct", "achieved_occupancy_pct",
     "theoretical_occupancy_pct", "l1_hit_rate_pct", "l2_hit_rate_pct", "threads_per_inst", "branch_uniform_pct",
-    "waves_per_sm", "l1_throughput_pct", "l2_throughput_pct",
+    "waves_per_sm", "l1_throughput_pct", "l2_throughput_pct", "tensor_pipe_pct", "ipc", "issue_active_pct",
+    "warp_cycles_per_inst",
 )
 _SUM_FIELDS = ("duration_ns", "dram_bytes", "local_bytes", "bank_conflicts", "shared_wavefronts",
-               "global_load_sectors", "global_load_requests", "global_store_sectors", "global_store_requests")
+               "global_load_sectors", "global_load_requests", "global_store_sectors", "global_store_requests",
+               "instructions")
 
 
 def merge_launches(launches: list[KernelMetrics]) -> KernelMetrics:
@@ -289,6 +337,12 @@ def merge_launches(launches: list[KernelMetrics]) -> KernelMetrics:
     update["stalls"] = [StallReason(reason=r, per_issue=v, share_pct=100.0 * v / total if total else 0.0)
                         for r, v in sorted(agg.items(), key=lambda kv: -kv[1])][:6]
     update["grid_size"] = max((k.grid_size or 0) for k in launches) or None
+    pipes: dict[str, float] = {}
+    for name in {p for k in launches for p in k.pipe_pct}:
+        pairs = [(k.pipe_pct[name], w) for k, w in zip(launches, weights) if name in k.pipe_pct]
+        tw = sum(w for _, w in pairs)
+        pipes[name] = sum(v * w for v, w in pairs) / tw if tw > 0 else sum(v for v, _ in pairs) / len(pairs)
+    update["pipe_pct"] = pipes
     return first.model_copy(update=update)
 
 

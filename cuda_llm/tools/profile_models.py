@@ -53,6 +53,14 @@ class KernelMetrics(BaseModel):
     block_size: int | None = None
     grid_size: int | None = None
     waves_per_sm: float | None = None
+    # ComputeWorkloadAnalysis, InstructionStats and WarpStateStats: how busy each pipe is, how often an
+    # instruction issues, and how long a warp waits between its instructions (little ILP: long waits)
+    pipe_pct: dict[str, float] = Field(default_factory=dict)  # pipe -> % of peak (cycles active, else instructions)
+    tensor_pipe_pct: float | None = None               # tensor-core pipes (hmma, gmma/wgmma, imma), % of peak
+    ipc: float | None = None                           # sm__inst_executed.avg.per_cycle_active (4 = every scheduler, every cycle)
+    issue_active_pct: float | None = None              # % of cycles a scheduler issued an instruction
+    warp_cycles_per_inst: float | None = None          # smsp__average_warp_latency_per_inst_issued.ratio
+    instructions: float | None = None                  # warp instructions executed (smsp__inst_executed.sum)
     raw: dict[str, str] = Field(default_factory=dict, exclude=True)   # every column as printed, for debugging
 
     @property
@@ -79,6 +87,19 @@ class KernelMetrics(BaseModel):
         if self.global_store_sectors is None or not self.global_store_requests:
             return None
         return self.global_store_sectors / self.global_store_requests
+
+    @property
+    def busiest_pipe(self) -> tuple[str, float] | None:
+        """The pipe with the highest utilization, e.g. ("fma", 88.0)."""
+        if not self.pipe_pct:
+            return None
+        name = max(self.pipe_pct, key=lambda k: self.pipe_pct[k])
+        return name, self.pipe_pct[name]
+
+    @property
+    def uses_tensor_cores(self) -> bool:
+        """The tensor-core pipes did real work (more than 1% of their peak)."""
+        return (self.tensor_pipe_pct or 0.0) >= 1.0
 
     @property
     def warp_efficiency_pct(self) -> float | None:
