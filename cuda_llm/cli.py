@@ -21,6 +21,7 @@ COMMANDS: dict[str, str] = {
     "trace": "cuda_llm.commands.trace_cmd",
     "features": "cuda_llm.commands.features_cmd",
     "profile": "cuda_llm.commands.profile_cmd",
+    "tune": "cuda_llm.commands.tune_cmd",
 }
 
 
