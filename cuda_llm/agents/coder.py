@@ -42,6 +42,7 @@ class CoderContext(BaseModel):
     best: BestKernel | None = None  # the kernel to improve on (the parent)
     history: list[HistoryItem] = Field(default_factory=list)
     repair: RepairInfo | None = None
+    inspirations: list[BestKernel] = Field(default_factory=list)  # other approaches that scored well
 
 
 class CoderAnswer(BaseModel):
@@ -66,6 +67,7 @@ def build_coder_messages(ctx: CoderContext) -> list[BaseMessage]:
         )
     else:
         best = ctx.best.render() if ctx.best else "Current best: none yet; write a fast first version."
+        best += "".join("\n\n" + k.render() for k in ctx.inspirations)
         user = render(
             "coder_user", task=ctx.task.render(), device=render_device(ctx.device), best=best,
             features="\n".join(f.render() for f in ctx.features) or "(free choice: pick what the evidence suggests)",

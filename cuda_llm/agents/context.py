@@ -171,6 +171,7 @@ class BestKernel(BaseModel):
     profile: str = ""  # condensed Nsight Compute metrics
     diagnosis: str = ""  # rule-based or critic summary
     features: list[str] = Field(default_factory=list)
+    label: str = "Current best"  # or the role it plays for this coder: a stepping-stone parent, an inspiration
 
     def render(self, with_source: bool = True) -> str:
         timing = f"{self.median_ms:.4f} ms" if self.median_ms is not None else "not timed"
@@ -178,7 +179,7 @@ class BestKernel(BaseModel):
             timing += f", {self.speedup:.2f}x the naive baseline"
         if self.pct_of_sol is not None:
             timing += f", {self.pct_of_sol:.0f}% of speed-of-light"
-        lines = [f"Current best: `{self.candidate}` — {timing}"]
+        lines = [f"{self.label}: `{self.candidate}` — {timing}"]
         if self.features:
             lines.append("Features it uses: " + ", ".join(self.features))
         lines += ["Resource usage (ptxas):", render_resources(self.resources)]

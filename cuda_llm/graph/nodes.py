@@ -16,7 +16,7 @@ from langgraph.types import Send
 from cuda_llm.agents.context import BestKernel, FeatureBrief, HistoryItem, TaskBrief, make_diff
 from cuda_llm.agents.errors import LLMAnswerError
 from cuda_llm.agents.usage import total_tokens
-from cuda_llm.graph import stop_rules
+from cuda_llm.graph import search, stop_rules
 from cuda_llm.graph.deps import Deps
 from cuda_llm.graph.selection import decide, interval
 from cuda_llm.graph.stages import PASSED, StageContext, ToolStage, load_profile
@@ -43,7 +43,8 @@ def _limits(state: GraphState) -> Limits:
 
 def _budget(lim: Limits) -> stop_rules.Budget:
     return stop_rules.Budget(max_rounds=lim.max_rounds, time_budget_s=lim.time_budget_s, token_budget=lim.token_budget,
-                             plateau_rounds=lim.plateau_rounds, reserve_s=lim.reserve_s)
+                             plateau_rounds=lim.plateau_rounds, reserve_s=lim.reserve_s, sol_target=lim.sol_target,
+                             max_failed_rounds=lim.max_failed_rounds)
 
 
 def _brief(deps: Deps) -> TaskBrief:
@@ -101,17 +102,19 @@ def _context_path(deps: Deps, round_: int) -> str:
     return f"rounds/r{round_}/coder_context.json"
 
 
-def _write_coder_context(deps: Deps, state: GraphState, round_: int) -> None:
-    """What every coder of the round is shown besides its own job: on disk, not in the Send payloads."""
+def _write_coder_context(deps: Deps, state: GraphState, round_: int, kernels: dict[str, Any] | None = None) -> None:
+    """What the coders of the round are shown besides their own job: on disk, not in the Send payloads.
+    ``kernels``: briefs of the parents other than the best and of the inspirations, by candidate id."""
     data = {"best": _best_kernel(deps, state).model_dump(mode="json"),
-            "history": [h.model_dump(mode="json") for h in _history(deps, state)]}
+            "history": [h.model_dump(mode="json") for h in _history(deps, state)], "kernels": kernels or {}}
     deps.rundir.write_text(_context_path(deps, round_), json.dumps(data))
 
 
-def _read_coder_context(deps: Deps, round_: int) -> tuple[BestKernel | None, list[HistoryItem]]:
+def _read_coder_context(deps: Deps, round_: int) -> tuple[BestKernel | None, list[HistoryItem], dict[str, BestKernel]]:
     p = Path(deps.rundir.root) / _context_path(deps, round_)
     data = json.loads(p.read_text())
-    return BestKernel(**data["best"]), [HistoryItem(**h) for h in data["history"]]
+    kernels = {k: BestKernel(**v) for k, v in (data.get("kernels") or {}).items()}
+    return BestKernel(**data["best"]), [HistoryItem(**h) for h in data["history"]], kernels
 
 
 # ---------------------------------------------------------------- setup
@@ -128,14 +131,31 @@ def make_setup(deps: Deps) -> Callable[[GraphState], dict]:
             if res.timing is not None:
                 lo, hi = interval(res.timing)
                 base.update(ms=res.timing.median_ms, lo=lo, hi=hi)
-                best = best.model_copy(update={"ms": res.timing.median_ms, "lo": lo, "hi": hi})
+                best = best.model_copy(update={"ms": res.timing.median_ms, "lo": lo, "hi": hi,
+                                               "pct_sol": res.timing.pct_of_sol})
+                search.record_baseline(deps, state, h, res, lo, hi)
             deps.event("baseline", status=res.status.value, median_ms=base.get("ms"), cached=not got.fresh,
                        note=base["note"])
             deps.progress_call("baseline", base.get("ms"))
             return {"baseline": base, "best": best.model_dump(), "round": 0, "plateau_ref_ms": base.get("ms"),
-                    "plateau_count": 0, "critique": {}, "evaluations": 0, "stop_reason": None,
+                    "plateau_count": 0, "failed_rounds": 0, "critique": {}, "evaluations": 0,
+                    "stop_reason": _stop_at_setup(deps, state, best), "archive": search.ARCHIVE_FILE,
                     "elapsed_s": deps.elapsed(), "last_round_s": 0.0}
     return setup
+
+
+def _stop_at_setup(deps: Deps, state: GraphState, best: BestSummary) -> str | None:
+    """A naive kernel already at the speed-of-light target leaves nothing to search for."""
+    lim = _limits(state)
+    if stop_rules.sol_reached(best.pct_sol, lim.sol_target):
+        deps.event("decision", kind="stop", reason=stop_rules.SPEED_OF_LIGHT, round=0,
+                   text=stop_rules.REASON_TEXT[stop_rules.SPEED_OF_LIGHT])
+        return stop_rules.SPEED_OF_LIGHT
+    return None
+
+
+def route_after_setup(state: GraphState) -> str:
+    return "finalize" if state.get("stop_reason") else "plan"
 
 
 # ---------------------------------------------------------------- plan
@@ -171,15 +191,20 @@ def make_plan(deps: Deps) -> Callable[[GraphState], dict]:
                 cands = [CandidatePlan(features=s, idea="") for s in sets]
                 source = "bandit (planner answer unusable)"
                 deps.event("warning", where="planner", error=short(str(exc), 300))
-            best = BestSummary(**state.get("best", {}))
+            parents = search.choose_parents(deps, state, round_, len(cands))
             jobs = []
             for slot, cp in enumerate(cands):
+                par = parents[slot]
                 jobs.append({"cid": candidate_id(round_, slot), "round": round_, "slot": slot, "attempt": 0,
-                             "features": list(cp.features), "idea": short(cp.idea, 240), "parent": best.id,
-                             "parent_ms": best.ms})
+                             "features": list(cp.features), "idea": short(cp.idea, 240), "parent": par["parent"],
+                             "parent_ms": par["parent_ms"], "inspirations": par["inspirations"],
+                             "refine_turns": lim.refine_turns, "refine_tokens": _refine_tokens(state, lim, len(cands))})
             deps.event("decision", kind="features", round=round_, by=source,
                        candidates={j["cid"]: j["features"] for j in jobs})
-            _write_coder_context(deps, state, round_)
+            deps.event("decision", kind="parents", round=round_,
+                       candidates={j["cid"]: {"parent": p["parent"], "kind": p["kind"], "why": p["why"],
+                                              "inspirations": p["inspirations"]} for j, p in zip(jobs, parents)})
+            _write_coder_context(deps, state, round_, search.kernel_briefs(deps, state, parents))
             deps.progress_call("round_start", round_, [j["features"] for j in jobs])
             return {"round": round_, "jobs": jobs, "cands": {RESET: True}, "repair_attempt": 0, "round_done": False,
                     "round_started_s": deps.elapsed(), "elapsed_s": deps.elapsed(), "tokens": tokens}
@@ -200,6 +225,12 @@ def _rank(deps: Deps, round_: int) -> list[Any]:
         return rank_features(deps.catalogue, [], arch=deps.arch, seed=round_, top=TOP_FEATURES_OFFERED, **filters)
 
 
+def _refine_tokens(state: GraphState, lim: Limits, n: int) -> int:
+    """Each coder's share of the tokens still in the budget (refinement turns stay within it)."""
+    left = lim.token_budget - total_tokens(state.get("tokens"))
+    return max(0, left // max(n, 1))
+
+
 def route_jobs(state: GraphState) -> list[Send]:
     """Fan out: one ``code`` task per job (the Send payload is the small job dict only)."""
     return [Send("code", job) for job in state.get("jobs") or []]
@@ -212,13 +243,14 @@ def make_code(deps: Deps) -> Callable[[dict], dict]:
     def code(job: dict) -> dict:
         cid = job["cid"]
         with deps.tracer.node("code", candidate=cid, round=job["round"], attempt=job.get("attempt", 0)):
-            best, history = _read_coder_context(deps, job["round"])
+            best, history, kernels = _read_coder_context(deps, job["round"])
             repair = None
             if job.get("repair_of"):
                 repair = RepairInfo(failed_source=deps.source(job["failed_hash"]), errors=job.get("errors", ""))
             ctx = CoderContext(task=_brief(deps), device=deps.device, candidate=cid,
                                features=_feature_briefs(deps, job["features"]), idea=job.get("idea", ""),
-                               best=best, history=history, repair=repair)
+                               best=kernels.get(job.get("parent", ""), best), history=history, repair=repair,
+                               inspirations=[kernels[i] for i in job.get("inspirations", []) if i in kernels])
             cand = Candidate(id=cid, round=job["round"], slot=job["slot"], attempt=job.get("attempt", 0),
                              parent=job.get("parent", "baseline"), parent_ms=job.get("parent_ms"),
                              features=job["features"], repair_of=job.get("repair_of"))
@@ -266,6 +298,7 @@ def make_select(deps: Deps) -> Callable[[GraphState], dict]:
             best_iv = (best.lo, best.hi) if best.lo is not None and best.hi is not None else None
             passing = [c for c in round_cands(state) if c.status == Status.ok.value and c.ms is not None]
             update: dict[str, Any] = {"elapsed_s": deps.elapsed()}
+            search.record_round(deps, state, passing, lambda c: _result(deps, c))
             if not passing:
                 deps.event("decision", kind="selection", round=state.get("round"), replaced=False,
                            why="no candidate of this round passed")
@@ -293,12 +326,18 @@ def make_select(deps: Deps) -> Callable[[GraphState], dict]:
             if ok:
                 lo = min(c.lo, confirm_iv[0]) if confirm_iv else c.lo
                 hi = max(c.hi, confirm_iv[1]) if confirm_iv else c.hi
+                pct = confirm.timing.pct_of_sol if confirm.timing is not None else None
                 new = BestSummary(id=c.id, round=c.round, hash=c.hash, ms=c.ms, lo=lo, hi=hi, features=c.features,
-                                  profile=c.profile, bottleneck=c.bottleneck)
+                                  profile=c.profile, bottleneck=c.bottleneck,
+                                  pct_sol=c.pct_sol if c.pct_sol is not None else (pct or _pct_of(res)))
                 update["best"] = new.model_dump()
                 deps.rundir.write_text("best_so_far.cu", deps.source(c.hash))
             return update
     return select
+
+
+def _pct_of(res: EvalResult | None) -> float | None:
+    return res.timing.pct_of_sol if res is not None and res.timing is not None else None
 
 
 # ---------------------------------------------------------------- critique
@@ -343,7 +382,9 @@ def make_critique(deps: Deps) -> Callable[[GraphState], dict]:
                 update.update(_end_round(deps, state, cands, elapsed))
                 reason = stop_rules.stop_after_round(
                     round_=round_, plateau_count=update["plateau_count"], elapsed_s=elapsed, tokens=tokens_now,
-                    budget=budget, last_round_s=update["last_round_s"])
+                    budget=budget, last_round_s=update["last_round_s"],
+                    best_pct_of_sol=BestSummary(**state.get("best", {})).pct_sol,
+                    failed_rounds=update["failed_rounds"])
                 update["stop_reason"] = reason
             best = BestSummary(**state.get("best", {}))
             base_ms = (state.get("baseline") or {}).get("ms")
@@ -366,8 +407,9 @@ def _end_round(deps: Deps, state: GraphState, cands: list[Candidate], elapsed: f
     lim = _limits(state)
     best = BestSummary(**state.get("best", {}))
     base_ms = (state.get("baseline") or {}).get("ms")
+    passed = any(c.status in PASSED for c in cands)
     ref, count = stop_rules.update_plateau(state.get("plateau_ref_ms"), int(state.get("plateau_count", 0)), best.ms,
-                                           lim.plateau_threshold)
+                                           lim.plateau_threshold, round_passed=passed)
     history = [HistoryItem(candidate=c.id, round=c.round, features=c.features, status=c.status or "not_run",
                            median_ms=c.ms, speedup=(base_ms / c.ms) if base_ms and c.ms else None,
                            note=short(c.note, 160)).model_dump(mode="json", exclude_defaults=True) for c in cands]
@@ -375,6 +417,7 @@ def _end_round(deps: Deps, state: GraphState, cands: list[Candidate], elapsed: f
     deps.rundir.write_text(f"rounds/r{state.get('round', 0)}/candidates.json",
                            json.dumps([c.model_dump(mode="json") for c in cands], indent=1))
     return {"plateau_ref_ms": ref, "plateau_count": count, "round_done": True,
+            "failed_rounds": stop_rules.update_failed(int(state.get("failed_rounds", 0)), passed),
             "last_round_s": round(elapsed - float(state.get("round_started_s", elapsed)), 3)}
 
 
