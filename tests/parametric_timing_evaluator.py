@@ -37,13 +37,14 @@ class ParametricTimingEvaluator:
 
     def __init__(self, time_of: TimeOf, *, valid: Callable[[dict[str, int]], bool] | None = None,
                  real_nvcc: bool = False, arch: str = "sm_90", baseline_ms: float = 10.0,
-                 wrong: Callable[[dict[str, int]], bool] | None = None):
+                 wrong: Callable[[dict[str, int]], bool] | None = None, sol_ms: float | None = None):
         self.time_of = time_of
         self.valid = valid or (lambda p: True)
         self.wrong = wrong or (lambda p: False)
         self.real_nvcc = real_nvcc
         self.arch = arch
         self.baseline_ms = baseline_ms
+        self.sol_ms = sol_ms              # the speed-of-light bound: gives each timing its % of it
         self.measured: list[str] = []
         self.compiled: list[str] = []
         self._lock = threading.Lock()
@@ -68,7 +69,8 @@ class ParametricTimingEvaluator:
         samples = [ms * (1 + d) for d in (0.0, 0.002, 0.004, 0.006, 0.01)]
         return TimingResult(sizes={"n": 1}, median_ms=ms, min_ms=min(samples), mean_ms=sum(samples) / len(samples),
                             iqr_ms=ms * 0.004, rse=0.002, samples_ms=samples, repetitions=len(samples),
-                            stop_reason="rse")
+                            stop_reason="rse", sol_ms=self.sol_ms,
+                            pct_of_sol=100 * self.sol_ms / ms if self.sol_ms else None)
 
     def result(self, source: str, candidate: str = "candidate", task: str = "t") -> EvalResult:
         comp = self.compile(source)

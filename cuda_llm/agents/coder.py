@@ -120,7 +120,13 @@ def write_kernel(model: Any, ctx: CoderContext, *, retries: int = 2) -> CoderAns
 
     Raises LLMAnswerError after that (with the usage spent), LLMCallError when the endpoint fails.
     """
-    msgs = build_coder_messages(ctx)
+    return continue_kernel(model, build_coder_messages(ctx), ctx, retries=retries)
+
+
+def continue_kernel(model: Any, messages: list[BaseMessage], ctx: CoderContext, *, retries: int = 2) -> CoderAnswer:
+    """Ask for a candidate in a conversation whose last message is the request (the first prompt, or a
+    refinement turn after the coder's earlier answers); same retries and errors as write_kernel."""
+    msgs = list(messages)
     usage = TokenUsage()
     raw = ""
     reason = ""
@@ -143,5 +149,5 @@ def write_kernel(model: Any, ctx: CoderContext, *, retries: int = 2) -> CoderAns
     )
 
 
-__all__ = ["CoderContext", "CoderAnswer", "RepairInfo", "build_coder_messages", "extract_cuda", "write_kernel",
+__all__ = ["CoderContext", "CoderAnswer", "RepairInfo", "build_coder_messages", "extract_cuda", "write_kernel", "continue_kernel",
            "CodeExtractionError", "LLMCallError"]

@@ -30,6 +30,7 @@ class Deps:
     started: float = field(default_factory=time.monotonic)
     stop_requested: threading.Event = field(default_factory=threading.Event)
     precompile: bool = True           # compile in the coder's thread (parallel) so evaluation finds it cached
+    gpu_lock: threading.Lock = field(default_factory=threading.Lock)   # coders measuring during refinement
 
     @property
     def task(self) -> Any:

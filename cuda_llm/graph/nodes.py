@@ -16,7 +16,7 @@ from langgraph.types import Send
 from cuda_llm.agents.context import BestKernel, FeatureBrief, HistoryItem, TaskBrief, make_diff
 from cuda_llm.agents.errors import LLMAnswerError
 from cuda_llm.agents.usage import total_tokens
-from cuda_llm.graph import search, stop_rules
+from cuda_llm.graph import refine, search, stop_rules
 from cuda_llm.graph.deps import Deps
 from cuda_llm.graph.selection import decide, interval
 from cuda_llm.graph.stages import PASSED, StageContext, ToolStage, load_profile
@@ -104,16 +104,16 @@ def _context_path(deps: Deps, round_: int) -> str:
 
 def _write_coder_context(deps: Deps, state: GraphState, round_: int, kernels: dict[str, Any] | None = None) -> None:
     """What the coders of the round are shown besides their own job: on disk, not in the Send payloads.
-    ``kernels``: briefs of the parents other than the best and of the inspirations, by candidate id."""
+    ``kernels``: {"parents": {id: brief}, "inspirations": {id: brief}} (search.kernel_briefs)."""
     data = {"best": _best_kernel(deps, state).model_dump(mode="json"),
             "history": [h.model_dump(mode="json") for h in _history(deps, state)], "kernels": kernels or {}}
     deps.rundir.write_text(_context_path(deps, round_), json.dumps(data))
 
 
-def _read_coder_context(deps: Deps, round_: int) -> tuple[BestKernel | None, list[HistoryItem], dict[str, BestKernel]]:
+def _read_coder_context(deps: Deps, round_: int) -> tuple[BestKernel | None, list[HistoryItem], dict[str, dict[str, BestKernel]]]:
     p = Path(deps.rundir.root) / _context_path(deps, round_)
     data = json.loads(p.read_text())
-    kernels = {k: BestKernel(**v) for k, v in (data.get("kernels") or {}).items()}
+    kernels = {kind: {k: BestKernel(**v) for k, v in group.items()} for kind, group in (data.get("kernels") or {}).items()}
     return BestKernel(**data["best"]), [HistoryItem(**h) for h in data["history"]], kernels
 
 
@@ -249,8 +249,9 @@ def make_code(deps: Deps) -> Callable[[dict], dict]:
                 repair = RepairInfo(failed_source=deps.source(job["failed_hash"]), errors=job.get("errors", ""))
             ctx = CoderContext(task=_brief(deps), device=deps.device, candidate=cid,
                                features=_feature_briefs(deps, job["features"]), idea=job.get("idea", ""),
-                               best=kernels.get(job.get("parent", ""), best), history=history, repair=repair,
-                               inspirations=[kernels[i] for i in job.get("inspirations", []) if i in kernels])
+                               best=kernels.get("parents", {}).get(job.get("parent", ""), best), history=history,
+                               repair=repair, inspirations=[kernels["inspirations"][i] for i in job.get("inspirations", [])
+                                                            if i in kernels.get("inspirations", {})])
             cand = Candidate(id=cid, round=job["round"], slot=job["slot"], attempt=job.get("attempt", 0),
                              parent=job.get("parent", "baseline"), parent_ms=job.get("parent_ms"),
                              features=job["features"], repair_of=job.get("repair_of"))
@@ -266,7 +267,12 @@ def make_code(deps: Deps) -> Callable[[dict], dict]:
             deps.event("candidate", candidate=cid, source_hash=h, path=str(path), features=job["features"],
                        parent=cand.parent, repair_of=cand.repair_of, coder_attempts=answer.attempts, compiled=compiled)
             cand = cand.model_copy(update={"hash": h})
-            return {"cands": {cid: cand.model_dump(exclude_defaults=True)}, "tokens": {"coder": _usage(answer.usage)}}
+            out, usage = {cid: cand.model_dump(exclude_defaults=True)}, answer.usage
+            if job.get("refine_turns") and not job.get("repair_of"):   # more turns on its own candidate
+                more, extra = refine.refine(deps, job, cand, answer, ctx, model=deps.models["coder"],
+                                            best_ms=best.median_ms if best else None)
+                out, usage = {**out, **more}, usage + extra
+            return {"cands": out, "tokens": {"coder": _usage(usage)}}
     return code
 
 

@@ -82,34 +82,39 @@ def choose_parents(deps: Any, state: GraphState, round_: int, n: int) -> list[di
     return out
 
 
-def kernel_briefs(deps: Any, state: GraphState, choices: list[dict[str, Any]]) -> dict[str, Any]:
-    """BestKernel briefs (as JSON) of every parent that is not the best and of every inspiration."""
+def kernel_briefs(deps: Any, state: GraphState, choices: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """BestKernel briefs (as JSON) of every parent that is not the best (``parents``) and of every
+    inspiration (``inspirations``), by candidate id: one kernel may be a parent and an inspiration."""
+    best_id = BestSummary(**state.get("best", {})).id
+    out: dict[str, dict[str, Any]] = {"parents": {}, "inspirations": {}}
+    for ch in choices:
+        if ch["parent"] != best_id and ch["parent"] not in out["parents"]:
+            brief = _brief(deps, state, ch["parent"], f"{PARENT_LABEL.get(ch['kind'], 'Your parent')}: {ch['why']}")
+            if brief is not None:
+                out["parents"][ch["parent"]] = brief
+        for pid in ch["inspirations"]:
+            if pid not in out["inspirations"]:
+                brief = _brief(deps, state, pid, INSPIRATION_LABEL)
+                if brief is not None:
+                    out["inspirations"][pid] = brief
+    return out
+
+
+def _brief(deps: Any, state: GraphState, pid: str, label: str) -> dict[str, Any] | None:
     from cuda_llm.agents.context import BestKernel
 
     from cuda_llm.graph.stages import load_profile
 
-    best_id = BestSummary(**state.get("best", {})).id
+    p = archive(deps, state).get(pid)
+    if p is None:
+        return None
     base_ms = (state.get("baseline") or {}).get("ms")
-    db = archive(deps, state)
-    wanted: dict[str, str] = {}
-    for ch in choices:
-        if ch["parent"] != best_id:
-            wanted.setdefault(ch["parent"], f"{PARENT_LABEL.get(ch['kind'], 'Your parent')}: {ch['why']}")
-        for pid in ch["inspirations"]:
-            wanted.setdefault(pid, INSPIRATION_LABEL)
-    out: dict[str, Any] = {}
-    for pid, label in wanted.items():
-        p = db.get(pid)
-        if p is None:
-            continue
-        res = deps.rundir.read_result(pid) if pid != "baseline" else None
-        prof = load_profile(deps.rundir, pid) or {}
-        d = prof.get("diagnosis") or {}
-        out[pid] = BestKernel(
-            candidate=pid, source=deps.source(p.hash), median_ms=p.ms, pct_of_sol=p.pct_sol,
-            speedup=(base_ms / p.ms) if base_ms and p.ms else None,
-            resources=list(res.compile.kernels) if res is not None and res.compile is not None else [],
-            profile=p.profile, diagnosis=f"{d.get('bottleneck', '')}: {d.get('summary', '')}" if d else "",
-            features=p.detected, label=label,
-        ).model_dump(mode="json")
-    return out
+    res = deps.rundir.read_result(pid) if pid != "baseline" else None
+    d = (load_profile(deps.rundir, pid) or {}).get("diagnosis") or {}
+    return BestKernel(
+        candidate=pid, source=deps.source(p.hash), median_ms=p.ms, pct_of_sol=p.pct_sol,
+        speedup=(base_ms / p.ms) if base_ms and p.ms else None,
+        resources=list(res.compile.kernels) if res is not None and res.compile is not None else [],
+        profile=p.profile, diagnosis=f"{d.get('bottleneck', '')}: {d.get('summary', '')}" if d else "",
+        features=p.detected, label=label,
+    ).model_dump(mode="json")
