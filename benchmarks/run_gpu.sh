@@ -7,9 +7,10 @@
 # Environment:
 #   SKIP_TESTS=1        skip the pytest -m gpu run
 #   TASKS=a,b           only these tasks in the harness and profiling benchmarks
-#   STEPS="tests harness profile loop features"   the steps to run (default: all)
+#   STEPS="tests harness profile loop tune features"   the steps to run (default: all)
 #   PYTEST_ARGS=...     extra pytest arguments (e.g. "-k adversarial")
 #   HARNESS_ARGS=...    extra harness_bench.py arguments (e.g. "--repeats 3 --time-budget 1")
+#   TUNE_ARGS=...       extra tune_bench.py arguments (e.g. "--budget 8 --seeds 10 --tasks reduce_sum")
 #   OUT=dir             where the results are copied (the device runner sets it)
 #   INSTALL_WHEELS=0    use the current Python environment instead of the carried .whl/ wheels
 #   DEADLINE_S=540      seconds for the whole script: each step is stopped (timeout) when they run out,
@@ -25,7 +26,7 @@ else
 fi
 export PYTHONUNBUFFERED=1
 export CUDA_LLM_CACHE="${CUDA_LLM_CACHE:-/tmp/cuda-llm-cache}"
-STEPS="${STEPS:-tests harness profile loop features}"
+STEPS="${STEPS:-tests harness profile loop tune features}"
 [ "${SKIP_TESTS:-0}" = "1" ] && STEPS="${STEPS//tests/}"
 BENCH=bench-out
 rm -rf "$BENCH"    # a summary must never show the logs of an earlier call (they went to that call's $OUT)
@@ -62,9 +63,10 @@ wants() { case " $STEPS " in *" $1 "*) return 0 ;; esac; return 1; }
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv > "$BENCH/gpu.txt" 2>&1
 
 # PYTEST_ARGS / HARNESS_ARGS are parsed like a shell line, so quotes work: PYTEST_ARGS="-k 'not slow'"
-pytest_args=(); harness_args=()
+pytest_args=(); harness_args=(); tune_args=()
 [ -n "${PYTEST_ARGS:-}" ] && eval "pytest_args=(${PYTEST_ARGS})"
 [ -n "${HARNESS_ARGS:-}" ] && eval "harness_args=(${HARNESS_ARGS})"
+[ -n "${TUNE_ARGS:-}" ] && eval "tune_args=(${TUNE_ARGS})"
 if wants tests; then
   step tests "$BENCH/gpu-tests.log" python3 -m pytest -m gpu -q -rA ${pytest_args[@]+"${pytest_args[@]}"}
 fi
@@ -76,6 +78,9 @@ if wants profile && [ -f benchmarks/profile_bench.py ]; then
 fi
 if wants loop && [ -f benchmarks/loop_bench.py ]; then
   step loop "$BENCH/loop.log" python3 benchmarks/loop_bench.py --out "$BENCH"
+fi
+if wants tune && [ -f benchmarks/tune_bench.py ]; then
+  step tune "$BENCH/tune.log" python3 benchmarks/tune_bench.py --out "$BENCH" ${tune_args[@]+"${tune_args[@]}"}
 fi
 if wants features; then
   step features "$BENCH/features.txt" python3 -m cuda_llm.cli features --arch sm_90
@@ -100,5 +105,6 @@ fi
   && echo "          $(grep -E '^Median evaluation' "$BENCH/harness.md" | cut -c1-220)"
 [ -f "$BENCH/profile.md" ] && echo "profile:  $(grep -m1 -iE 'median|seconds per' "$BENCH/profile.md" | cut -c1-200)"
 [ -f "$BENCH/loop.md" ] && echo "loop:     $(grep -m1 -iE 'stop|speedup' "$BENCH/loop.md" | cut -c1-200)"
+[ -f "$BENCH/tune.md" ] && echo "tune:" && grep -E '^\| (sgemm|reduce_sum|transpose) ' "$BENCH/tune.md"
 [ -f "$BENCH/features.txt" ] && echo "features: $(grep -cE '^[a-z_]+ ' "$BENCH/features.txt") rows in features.txt"
 exit 0

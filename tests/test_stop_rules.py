@@ -58,3 +58,23 @@ def test_rounds_that_keep_failing_end_the_run():
 def test_every_reason_has_a_sentence():
     for reason in (sr.PLATEAU, sr.MAX_ROUNDS, sr.TIME, sr.TOKENS, sr.SPEED_OF_LIGHT, sr.FAILING):
         assert sr.REASON_TEXT[reason]
+
+
+def test_the_optimize_flags_for_speed_of_light_and_search(monkeypatch, capsys, tmp_path):
+    import argparse
+
+    from cuda_llm.cli import main
+    from cuda_llm.commands.optimize_cmd import parse_sol_target
+
+    assert parse_sol_target("95%") == pytest.approx(0.95) and parse_sol_target("90") == pytest.approx(0.9)
+    assert parse_sol_target("0.8") == 0.8 and parse_sol_target("off") is None and parse_sol_target("0") is None
+    for bad in ("soon", "200%", "-1"):
+        with pytest.raises(argparse.ArgumentTypeError):
+            parse_sol_target(bad)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("CUDA_LLM_MODEL", "m")
+    monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")
+    assert main(["optimize", "softmax", "--refine-turns", "9"]) == 2
+    assert "refine_turns" in capsys.readouterr().err
+    assert main(["optimize", "softmax", "--inspirations", "5"]) == 2
+    assert "inspirations" in capsys.readouterr().err
