@@ -182,3 +182,17 @@ def test_a_round_where_everything_failed_does_not_count_toward_the_plateau(tmp_p
                 FakeGpuEvaluator(TIMINGS), n_candidates=1, max_rounds=8, plateau_rounds=2, max_repairs=0,
                 max_failed_rounds=2)
     assert out2.stop_reason == "failing" and out2.rounds == 3
+
+
+def test_tuning_that_finds_nothing_better_keeps_the_candidate_as_written(tmp_path):
+    # every point takes the same time (the fake evaluator times by the variant marker): nothing to gain;
+    # this evaluator has no compile of its own, so the points are compiled by nvcc in parallel
+    model = scripted({"*": "// variant: v5\n" + TUNABLE}, n=1)
+    ev = FakeGpuEvaluator(TIMINGS)
+    out = _run(tmp_path, model, ev, n_candidates=1, max_rounds=1, tune_evals=3)
+    table = json.loads((out.root / "tuning" / "r1c0.json").read_text())
+    assert table["evaluations"] == 3 and table["stop_reason"] == "evals" and table["invalid"] == 0
+    assert out.best["id"] == "r1c0" and params_of((out.root / "best.cu").read_text()) == {"THREADS": 128}
+    assert not (out.root / "candidates" / "r1c0.tuned.cu").exists()
+    cands = json.loads(next((out.root / "rounds" / "r1").glob("candidates.json")).read_text())
+    assert cands[0]["tuned"] == "as written: THREADS=128"

@@ -27,8 +27,10 @@ AS_WRITTEN = "as written"
 def compile_points(deps: Any, sources: list[str]) -> list[Any]:
     """Compile the points in parallel: through the evaluator's own ``compile`` when it has one (the
     Evaluator seam), else the tools' compile_many on this machine's cores, as the coders' precompile does."""
-    fn = getattr(deps.evaluator, "compile", None) or getattr(getattr(deps.evaluator, "inner", None), "compile", None)
-    if fn is not None:
+    fn = getattr(deps.evaluator, "compile", None)
+    if not callable(fn):
+        fn = getattr(getattr(deps.evaluator, "inner", None), "compile", None)
+    if callable(fn):
         from concurrent.futures import ThreadPoolExecutor
 
         with ThreadPoolExecutor(max_workers=max(1, min(len(sources), os.cpu_count() or 1))) as pool:
