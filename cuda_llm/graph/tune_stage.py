@@ -97,7 +97,7 @@ class TuneStage:
         best = outcome.best
         written = outcome.written
         if best is None or written is None or best.source_hash == written.source_hash or best.ms >= (c.ms or float("inf")):
-            return {"tuned": f"{AS_WRITTEN}: {point_text(written.params if written else {})}"}, outcome.evaluations
+            return {"tuned": short(f"{AS_WRITTEN}: {point_text(written.params if written else {})}")}, outcome.evaluations
         tuned_src = apply_point(source, tunables, best.params)
         h = deps.put_source(tuned_src)
         res = results.get(best.source_hash) or deps.evaluator.stored("eval", h)
@@ -105,7 +105,7 @@ class TuneStage:
         if untuned is not None:
             deps.rundir.write_result(f"{c.id}-untuned", untuned)
         deps.rundir.write_text(f"candidates/{c.id}.tuned.cu", tuned_src)
-        patch: dict[str, Any] = {"hash": h, "tuned": point_text(best.params), "ms": best.ms, "pct_sol": best.pct_of_sol,
+        patch: dict[str, Any] = {"hash": h, "tuned": short(point_text(best.params)), "ms": best.ms, "pct_sol": best.pct_of_sol,
                                  "note": short(f"tuned {point_text(best.params)}: {best.ms:.4g} ms "
                                                f"(as written {c.ms:.4g} ms)")}
         if res is not None:
