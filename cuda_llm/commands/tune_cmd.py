@@ -178,12 +178,12 @@ def _compile_only(source: str, tunables: Any, arch: str, jobs: int, as_json: boo
     """No device: compile every point (up to a few hundred) and say which would be timed."""
     from cuda_llm.tools.compile import compile_many, source_hash
     from cuda_llm.tools.evaluate import NO_DEVICE_MESSAGE
-    from cuda_llm.tools.tuning import TuneOutcome, TunePoint, all_points, apply_point
+    from cuda_llm.tools.tuning import TuneOutcome, TunePoint, all_points, apply_point, space_size
 
-    points = all_points(tunables)[:256]
+    points = all_points(tunables, limit=256)
     sources = [apply_point(source, tunables, p) for p in points]
     results = compile_many(sources, jobs=jobs, arch=arch)
-    outcome = TuneOutcome(tunables=list(tunables), space_size=len(all_points(tunables)), sampler="compile only",
+    outcome = TuneOutcome(tunables=list(tunables), space_size=space_size(tunables), sampler="compile only",
                           stop_reason="no_device")
     for i, (p, src, comp) in enumerate(zip(points, sources, results)):
         errors = " ".join((comp.errors or "").split())[:200]
@@ -194,7 +194,8 @@ def _compile_only(source: str, tunables: Any, arch: str, jobs: int, as_json: boo
         print(json.dumps(outcome.model_dump(mode="json"), indent=2))
     else:
         print(render_points(outcome))
-        print(f"\n{len(points) - outcome.invalid} of {len(points)} points compiled; {NO_DEVICE_MESSAGE}")
+        more = f" (the first {len(points)} of {outcome.space_size})" if outcome.space_size > len(points) else ""
+        print(f"\n{len(points) - outcome.invalid} of {len(points)} points compiled{more}; {NO_DEVICE_MESSAGE}")
     return 2
 
 

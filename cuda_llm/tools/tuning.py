@@ -351,8 +351,9 @@ def search(source: str, tunables: Sequence[Tunable], *, compile_batch: CompileBa
     return outcome
 
 
-def all_points(tunables: Sequence[Tunable]) -> list[dict[str, str]]:
-    """Every point of the space (the written one first): for exhaustive references in benchmarks."""
+def all_points(tunables: Sequence[Tunable], limit: int | None = None) -> list[dict[str, str]]:
+    """Every point of the space (the written one first), or the first ``limit``: for exhaustive
+    references in benchmarks and for compiling a space without a device."""
     names = [t.name for t in tunables]
-    pts = [dict(zip(names, combo)) for combo in itertools.product(*(t.values for t in tunables))]
-    return pts
+    combos = itertools.islice(itertools.product(*(t.values for t in tunables)), limit)
+    return [dict(zip(names, combo)) for combo in combos]
