@@ -7,7 +7,7 @@
 # Environment:
 #   SKIP_TESTS=1        skip the pytest -m gpu run
 #   TASKS=a,b           only these tasks in the harness and profiling benchmarks
-#   STEPS="doctor tests harness profile loop features report audit manual exemplars record diagnosis detector"
+#   STEPS="doctor tests harness profile loop tune features report audit manual exemplars record diagnosis detector"
 #                       the steps to run (default: all these)
 #                       doctor: `cuda-llm doctor --no-llm` (bench-out/doctor.txt); report: the loop step's straight
 #                       run as report.html + report.json (bench-out/; screenshot it with benchmarks/report_shot.py)
@@ -17,6 +17,7 @@
 #                       through the harness, cuBLAS below 100% of speed of light
 #                       transport (only when named): the CPU transport measurement; cache (only when named):
 #                       cache growth over 100 evaluations, ~5 min
+#                       tune: benchmarks/tune_bench.py, the search's best point against the exhaustive best
 #                       exemplars: every catalogue exemplar built and checked on the GPU;
 #                       record: Nsight Compute recordings of the known kernels (tests/fixtures/ncu/record.py)
 #                       into bench-out/ncu-rec; diagnosis: the verdict table on the fixtures with those
@@ -24,6 +25,7 @@
 #   PYTEST_ARGS=...     extra pytest arguments (e.g. "-k adversarial")
 #   HARNESS_ARGS=...    extra harness_bench.py arguments (e.g. "--repeats 3 --eval-time 1")
 #   CACHE_ARGS=...      extra cache_bench.py arguments (e.g. "--evals 50")
+#   TUNE_ARGS=...       extra tune_bench.py arguments (e.g. "--budget 8 --seeds 10 --tasks reduce_sum")
 #   OUT=dir             where the results are copied (the device runner sets it)
 #   INSTALL_WHEELS=0    use the current Python environment instead of the carried .whl/ wheels
 #   DEADLINE_S=540      seconds for the whole script: each step is stopped (timeout) when they run out,
@@ -39,7 +41,7 @@ else
 fi
 export PYTHONUNBUFFERED=1
 export CUDA_LLM_CACHE="${CUDA_LLM_CACHE:-/tmp/cuda-llm-cache}"
-STEPS="${STEPS:-doctor tests harness profile loop features report audit manual exemplars record diagnosis detector}"
+STEPS="${STEPS:-doctor tests harness profile loop tune features report audit manual exemplars record diagnosis detector}"
 [ "${SKIP_TESTS:-0}" = "1" ] && STEPS="${STEPS//tests/}"
 BENCH=bench-out
 rm -rf "$BENCH"    # a summary must never show the logs of an earlier call (they went to that call's $OUT)
@@ -76,10 +78,11 @@ wants() { case " $STEPS " in *" $1 "*) return 0 ;; esac; return 1; }
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv > "$BENCH/gpu.txt" 2>&1
 
 # PYTEST_ARGS / HARNESS_ARGS are parsed like a shell line, so quotes work: PYTEST_ARGS="-k 'not slow'"
-pytest_args=(); harness_args=(); cache_args=()
+pytest_args=(); harness_args=(); cache_args=(); tune_args=()
 [ -n "${PYTEST_ARGS:-}" ] && eval "pytest_args=(${PYTEST_ARGS})"
 [ -n "${HARNESS_ARGS:-}" ] && eval "harness_args=(${HARNESS_ARGS})"
 [ -n "${CACHE_ARGS:-}" ] && eval "cache_args=(${CACHE_ARGS})"
+[ -n "${TUNE_ARGS:-}" ] && eval "tune_args=(${TUNE_ARGS})"
 if wants doctor; then
   step doctor "$BENCH/doctor.txt" python3 -m cuda_llm.cli doctor --no-llm --runs-dir "$BENCH/doctor-runs"
 fi
@@ -100,6 +103,9 @@ if wants transport; then
 fi
 if wants cache; then
   step cache "$BENCH/cache.log" python3 benchmarks/cache_bench.py --out "$BENCH" ${cache_args[@]+"${cache_args[@]}"}
+fi
+if wants tune && [ -f benchmarks/tune_bench.py ]; then
+  step tune "$BENCH/tune.log" python3 benchmarks/tune_bench.py --out "$BENCH" ${tune_args[@]+"${tune_args[@]}"}
 fi
 if wants features; then
   step features "$BENCH/features.txt" python3 -m cuda_llm.cli features --arch sm_90
@@ -155,6 +161,7 @@ fi
 [ -f "$BENCH/loop.md" ] && echo "loop:     $(grep -m1 -iE 'stop|speedup' "$BENCH/loop.md" | cut -c1-200)"
 [ -f "$BENCH/transport.md" ] && echo "transport: $(grep -E '^\| (npy-write-mmap-read|pipe) ' "$BENCH/transport.md" | tr '\n' ' ')"
 [ -f "$BENCH/cache.md" ] && echo "cache:    $(grep -E '^Benchmark-data entries added' "$BENCH/cache.md" | cut -c1-200)"
+[ -f "$BENCH/tune.md" ] && echo "tune:" && grep -E '^\| (sgemm|reduce_sum|transpose) ' "$BENCH/tune.md"
 [ -f "$BENCH/features.txt" ] && echo "features: $(grep -cE '^[a-z_]+ ' "$BENCH/features.txt") rows in features.txt"
 [ -f "$BENCH/doctor.txt" ] && echo "doctor:   $(grep -E '^(ok|warn|FAIL) ' "$BENCH/doctor.txt" | awk '{print $2"="$1}' | tr '\n' ' ')"
 [ -f "$BENCH/report.html" ] && echo "report:   report.html $(wc -c < "$BENCH/report.html") bytes"

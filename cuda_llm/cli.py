@@ -27,6 +27,7 @@ COMMANDS: dict[str, str] = {
     "show": "cuda_llm.commands.show_cmd",
     "check-task": "cuda_llm.commands.check_task_cmd",
     "cache": "cuda_llm.commands.cache_cmd",
+    "tune": "cuda_llm.commands.tune_cmd",
 }
 
 

@@ -67,11 +67,12 @@ def _by_round(kernels: list[str], n: int) -> dict[str, str]:
 
 
 def candidate_of(messages: list[Any]) -> str:
-    """The candidate a coder conversation is about (``Write candidate `r2c1```), compile-fix turns included."""
+    """The candidate a coder conversation is about: the last ``Write candidate `r2c1``` in it (a refinement turn
+    asks for a new candidate in the same conversation; a compile-fix turn asks for none, so it keeps the first's)."""
     import re
 
-    m = re.search(r"Write candidate `([^`]+)`", "\n".join(str(x.content) for x in messages))
-    return m.group(1) if m else "*"
+    found = re.findall(r"Write candidate `([^`]+)`", "\n".join(str(x.content) for x in messages))
+    return found[-1] if found else "*"
 
 
 def offered_ids(messages: list[Any]) -> tuple[str, ...]:

@@ -87,7 +87,7 @@ def test_stage_list_is_checked():
         def run(self, ctx):
             return {}
 
-    assert [s.name for s in check_stages(default_stages())] == ["evaluate", "profile"]
+    assert [s.name for s in check_stages(default_stages())] == ["evaluate", "tune", "profile"]
     with pytest.raises(ValueError, match="taken"):
         check_stages(default_stages() + [Bad()])
     with pytest.raises(ValueError, match="empty"):

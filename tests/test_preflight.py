@@ -4,7 +4,6 @@ for the endpoint (down, 401, 404, an HTML page, slow), and this machine, which h
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 

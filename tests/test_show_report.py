@@ -4,11 +4,10 @@ the scripted chat model and the GPU double (real nvcc, invented timings). Its fi
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
-from fake_gpu_evaluator import FakeGpuEvaluator, coder_answer, critic_answer, plan_answer, softmax_source, variant_of
+from fake_gpu_evaluator import FakeGpuEvaluator, coder_answer, critic_answer, plan_answer, softmax_source
 from scripted_chat_model import ScriptedChatModel, detect_role
 
 from cuda_llm.cli import main

@@ -52,6 +52,7 @@ class CoderContext(BaseModel):
     history: list[HistoryItem] = Field(default_factory=list)
     repair: RepairInfo | None = None
     budget_chars: int = DEFAULT_PROMPT_BUDGET["coder"]
+    inspirations: list[ParentKernel] = Field(default_factory=list)  # other approaches that scored well
 
 
 class CoderAnswer(BaseModel):
@@ -104,6 +105,8 @@ def build_coder_messages(ctx: CoderContext) -> list[BaseMessage]:
                     label="the critique of the parent"),
             Section(name="source", text=parent.render_source() if parent else "(none yet: write a fast first version)",
                     priority=80, drop=False, label="the parent's source"),
+            Section(name="inspirations", priority=30, label="the inspiration kernels",
+                    text="\n\n".join(k.render_head() + "\n" + k.render_source() for k in ctx.inspirations)),
         ]
         head = parent.render_head() if parent else "Parent: none yet; write a fast first version."
         user, _ = render_budgeted("coder_user", sections, ctx.budget_chars, **fixed, parent_head=head)
@@ -158,7 +161,17 @@ def write_kernel(model: Any, ctx: CoderContext, *, retries: int = 2, fix_turns: 
     Raises LLMAnswerError when no answer held a usable source (with the usage spent), LLMCallError when
     the endpoint fails. When the fix turns run out, the last source is returned with ``build_errors``.
     """
-    msgs = build_coder_messages(ctx)
+    return continue_kernel(model, build_coder_messages(ctx), ctx, retries=retries, fix_turns=fix_turns, check=check,
+                           call_kwargs=call_kwargs)
+
+
+def continue_kernel(model: Any, messages: list[BaseMessage], ctx: CoderContext, *, retries: int = 2,
+                    fix_turns: int = 0, check: BuildCheck | None = None,
+                    call_kwargs: dict[str, Any] | None = None) -> CoderAnswer:
+    """Ask for a candidate in a conversation whose last message is the request (the first prompt, or a
+    refinement turn after the coder's earlier answers); same retries, compile-fix turns and errors as
+    write_kernel."""
+    msgs = list(messages)
     usage = TokenUsage()
     raw = reason = ""
     attempts = bad = fixes = 0
@@ -203,5 +216,5 @@ def _turns(n: int) -> str:
     return f"{n} more compile check{'s' if n > 1 else ''} before the candidate is tested."
 
 
-__all__ = ["CoderContext", "CoderAnswer", "RepairInfo", "build_coder_messages", "extract_cuda", "write_kernel",
+__all__ = ["CoderContext", "CoderAnswer", "RepairInfo", "build_coder_messages", "extract_cuda", "write_kernel", "continue_kernel",
            "CodeExtractionError", "LLMCallError"]

@@ -288,12 +288,14 @@ class ParentKernel(BaseModel):
     diagnosis: DiagnosisBrief | None = None
     critique: CritiqueBrief | None = None
     features: list[str] = Field(default_factory=list)
+    label: str = "Parent kernel"          # or: a stepping-stone parent, another approach's best, an inspiration
+    role: str = "the kernel to improve on"   # why it is shown (a stepping stone's reason, an inspiration's)
 
     def render_head(self) -> str:
         timing = f"{self.median_ms:.4f} ms" if self.median_ms is not None else "not timed"
         if self.speedup is not None:
             timing += f", {self.speedup:.2f}x the naive baseline"
-        lines = [f"Parent kernel `{self.candidate}` (the kernel to improve on): {timing}"]
+        lines = [f"{self.label} `{self.candidate}`{f' ({self.role})' if self.role else ''}: {timing}"]
         if self.sol_ms is not None:
             pct = f"; this kernel runs at {self.pct_of_sol:.1f}% of it" if self.pct_of_sol is not None else ""
             lines.append(f"Speed of light at the benchmark sizes: {self.sol_ms:.4f} ms (the fewest bytes over the "

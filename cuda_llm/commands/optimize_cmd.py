@@ -13,8 +13,11 @@ DESCRIPTION = """Run the optimization loop on TASK (a suite name or a task folde
 Each round the planner picks hardware features for N candidates, the coders write them in parallel,
 every candidate is compiled, tested on many shapes (some never shown to the LLM) and timed on the GPU,
 the fastest is profiled with Nsight Compute and the critic says what limits it. The loop stops on a
-plateau (best latency not better by more than --plateau-threshold over --plateau-rounds rounds), after
+plateau (best latency not better by more than --plateau-threshold over --plateau-rounds rounds at 50% of
+speed of light, more rounds further from it, fewer closer), at --sol-target of speed of light, after
 --rounds rounds, or when the time or token budget is spent; time is kept back for the final check.
+Parents come from every passing kernel so far (the best, stepping stones, other approaches); a kernel that
+declares `// cuda-llm: tune NAME values` is tuned after it passes (see `cuda-llm tune --help`).
 
 Everything goes to RUNS_DIR/<run-id>/: trace.jsonl, checkpoint.sqlite, candidates/, prompts/,
 answers/, report.md and best.cu. Ctrl-C (or SIGTERM) stops after the current step; continue with
@@ -57,6 +60,22 @@ def parse_threshold(text: str) -> float:
         raise argparse.ArgumentTypeError(f"{text!r} is not a threshold; write e.g. 2% or 0.02") from None
     if not 0 <= v < 1:
         raise argparse.ArgumentTypeError(f"{text!r}: the threshold must be between 0% and 100%")
+    return v
+
+
+def parse_sol_target(text: str) -> float | None:
+    """'95%', '95' or '0.95' -> 0.95; '0' or 'off' -> None (never stop on speed of light)."""
+    t = str(text).strip().lower()
+    if t in ("0", "0%", "off", "none"):
+        return None
+    try:
+        v = float(t[:-1]) / 100 if t.endswith("%") else float(t)
+    except ValueError:
+        v = -1.0
+    if v > 1.25 and not t.endswith("%"):
+        v /= 100                  # "95" is a percentage
+    if not 0 < v <= 1.25:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a share of speed of light; write e.g. 95% or 0.95, or off")
     return v
 
 
@@ -160,6 +179,19 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="halt after this many coder answers in a row without usable code (default 8; 0: never)")
     b.add_argument("--max-endpoint-errors", type=int, default=3,
                    help="halt after this many failed calls of one role in a row (default 3; 0: never)")
+    b.add_argument("--sol-target", type=parse_sol_target, default=0.95,
+                   help="stop once the best kernel reaches this share of speed of light (default 95%%; off: never)")
+    b.add_argument("--max-failed-rounds", type=int, default=3,
+                   help="stop after this many rounds in a row in which no candidate passed (default 3)")
+    s = p.add_argument_group("search")
+    s.add_argument("--refine-turns", type=int, default=0,
+                   help="more turns of each coder on its own passing candidate in a round (default 0)")
+    s.add_argument("--inspirations", type=int, default=1,
+                   help="kernels of other approaches shown to each coder, 0-2 (default 1)")
+    s.add_argument("--tune-evals", type=int, default=16,
+                   help="timed points per candidate that declares tunables (default 16)")
+    s.add_argument("--tune-time", type=parse_duration, default=300.0,
+                   help="seconds of tuning per candidate that declares tunables (default 300s)")
     o = p.add_argument_group("run")
     o.add_argument("--runs-dir", type=Path, default=Path("runs"), help="where runs are kept (default ./runs)")
     o.add_argument("--arch", help="GPU architecture, e.g. sm_90 (default: the device's)")
@@ -254,7 +286,10 @@ def run(args: argparse.Namespace) -> int:
                         token_budget=args.token_budget, plateau_rounds=args.plateau_rounds,
                         plateau_threshold=args.plateau_threshold, reserve_s=args.reserve, max_repairs=args.max_repairs,
                         max_no_code=args.max_no_code, max_endpoint_errors=args.max_endpoint_errors,
-                        compile_fix_turns=args.compile_fixes)
+                        compile_fix_turns=args.compile_fixes,
+                        sol_target=args.sol_target, max_failed_rounds=args.max_failed_rounds,
+                        refine_turns=args.refine_turns, inspirations=args.inspirations, tune_evals=args.tune_evals,
+                        tune_seconds=args.tune_time)
     except ValidationError as exc:
         bad = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
         return _err(f"bad budget: {bad} (see `cuda-llm optimize --help`)")

@@ -52,7 +52,7 @@ def build_graph(deps: Deps, stages: Sequence[ToolStage] | None = None) -> StateG
     g.add_node("finalize", nodes.make_finalize(deps))
 
     g.add_edge(START, "setup")
-    g.add_edge("setup", "plan")
+    g.add_conditional_edges("setup", nodes.route_after_setup, ["plan", "finalize"])
     g.add_conditional_edges("plan", nodes.route_jobs, ["code"])
     g.add_edge("code", stages[0].name)
     for a, b in zip(stages, stages[1:]):

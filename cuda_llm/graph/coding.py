@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable
 
 from cuda_llm.agents.context import HistoryItem
-from cuda_llm.graph import evidence
+from cuda_llm.graph import evidence, search
 from cuda_llm.graph.state import Candidate, candidate_id, short
 from cuda_llm.results import EvalResult, Status
 from cuda_llm.tools import failure_text
@@ -62,11 +62,16 @@ def coder_context(deps: Any, job: dict) -> Any:
                                                             if job.get("failed_hash") else None)
         repair = RepairInfo(failed_candidate=job["repair_of"], failed_source=deps.source(job["failed_hash"]),
                             errors=repair_errors(res))
+    parent = evidence.parent_kernel(deps, job.get("parent") or evidence.BASELINE, median_ms=job.get("parent_ms"),
+                                    features=job.get("parent_features") or ())
+    if job.get("parent_kind") and not job.get("repair_of"):   # which kind of parent the program database chose
+        parent = parent.model_copy(update={"role": search.parent_role(job["parent_kind"], job.get("parent_why", ""))})
+    inspirations = [evidence.parent_kernel(deps, pid).model_copy(update={"label": "Inspiration", "role": search.INSPIRATION_ROLE})
+                    for pid in job.get("inspirations") or () if not job.get("repair_of")]
     return CoderContext(
         task=evidence.task_brief(deps), device=deps.device, build=evidence.build_brief(deps), candidate=job["cid"],
         features=evidence.feature_briefs(deps, job["features"]), idea=evidence.idea_of(deps, job["round"], job["slot"]),
-        parent=evidence.parent_kernel(deps, job.get("parent") or evidence.BASELINE, median_ms=job.get("parent_ms"),
-                                      features=job.get("parent_features") or ()),
+        parent=parent, inspirations=inspirations,
         history=read_context(deps, job["round"], job.get("attempt", 0)), repair=repair,
         budget_chars=deps.prompt_budget("coder"))
 

@@ -83,7 +83,7 @@ def profile_evidence(profile: Any, min_bytes: float | None = None) -> list[str]:
     if k.achieved_occupancy_pct is not None or k.theoretical_occupancy_pct is not None:
         lim = f", limited by {k.occupancy_limiter}" if k.occupancy_limiter else ", nothing limits it"
         out.append(f"occupancy = {pct(k.achieved_occupancy_pct)} achieved, {pct(k.theoretical_occupancy_pct)} "
-                   f"theoretical{lim}" + (f" (blocks per SM allowed: " + ", ".join(
+                   f"theoretical{lim}" + (" (blocks per SM allowed: " + ", ".join(
                        f"{r} {v:g}" for r, v in k.occupancy_limits.items()) + ")" if k.occupancy_limits else ""))
     if k.waves_per_sm is not None:
         out.append(f"waves per SM = {k.waves_per_sm:.2f}")

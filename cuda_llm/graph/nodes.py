@@ -15,7 +15,7 @@ from langgraph.types import Send
 
 from cuda_llm.agents.errors import LLMAnswerError
 from cuda_llm.agents.usage import total_tokens
-from cuda_llm.graph import coding, evidence, planning, review, stop_rules
+from cuda_llm.graph import coding, evidence, planning, refine, review, search, stop_rules
 from cuda_llm.graph.deps import Deps
 from cuda_llm.graph.selection import decide, interval
 from cuda_llm.graph.stages import PASSED, StageContext, ToolStage
@@ -39,7 +39,8 @@ def _limits(state: GraphState) -> Limits:
 
 def _budget(lim: Limits) -> stop_rules.Budget:
     return stop_rules.Budget(max_rounds=lim.max_rounds, time_budget_s=lim.time_budget_s, token_budget=lim.token_budget,
-                             plateau_rounds=lim.plateau_rounds, reserve_s=lim.reserve_s)
+                             plateau_rounds=lim.plateau_rounds, reserve_s=lim.reserve_s, sol_target=lim.sol_target,
+                             max_failed_rounds=lim.max_failed_rounds)
 
 
 def _result(deps: Deps, c: Candidate) -> EvalResult | None:
@@ -68,7 +69,9 @@ def make_setup(deps: Deps) -> Callable[[GraphState], dict]:
             if res.timing is not None:
                 lo, hi = interval(res.timing)
                 base.update(ms=res.timing.median_ms, lo=lo, hi=hi)
-                best = best.model_copy(update={"ms": res.timing.median_ms, "lo": lo, "hi": hi})
+                best = best.model_copy(update={"ms": res.timing.median_ms, "lo": lo, "hi": hi,
+                                               "pct_sol": res.timing.pct_of_sol})
+                search.record_baseline(deps, state, h, res, lo, hi)
             deps.event("baseline", status=res.status.value, median_ms=base.get("ms"), cached=not got.fresh,
                        note=base["note"])
             deps.progress_call("baseline", base.get("ms"))
@@ -76,12 +79,30 @@ def make_setup(deps: Deps) -> Callable[[GraphState], dict]:
             if lib is not None:
                 base["library_ms"] = lib
             if state.get("seed"):
-                best = _seed(deps) or best
-            reviewed = review.review_baseline(deps, res, naive)   # round 1 starts with a diagnosis and a critique
+                best = _seed(deps, state) or best
+            stop = _stop_at_setup(deps, state, best)
+            # round 1 starts with a diagnosis and a critique (nothing to review when no round will run)
+            reviewed = {} if stop else review.review_baseline(deps, res, naive)
             return {"baseline": base, "best": best.model_dump(), "round": 0, "plateau_ref_ms": best.ms,
-                    "plateau_count": 0, "critique": reviewed.get("critique", {}), "tokens": reviewed.get("tokens", {}),
-                    "evaluations": 0, "stop_reason": None, "elapsed_s": deps.elapsed(), "last_round_s": 0.0}
+                    "plateau_count": 0, "failed_rounds": 0, "critique": reviewed.get("critique", {}),
+                    "tokens": reviewed.get("tokens", {}), "evaluations": 0,
+                    "stop_reason": stop, "archive": search.ARCHIVE_FILE,
+                    "elapsed_s": deps.elapsed(), "last_round_s": 0.0}
     return setup
+
+
+def _stop_at_setup(deps: Deps, state: GraphState, best: BestSummary) -> str | None:
+    """A naive kernel already at the speed-of-light target leaves nothing to search for."""
+    lim = _limits(state)
+    if stop_rules.sol_reached(best.pct_sol, lim.sol_target):
+        deps.event("decision", kind="stop", reason=stop_rules.SPEED_OF_LIGHT, round=0,
+                   text=stop_rules.reason_text(stop_rules.SPEED_OF_LIGHT, lim))
+        return stop_rules.SPEED_OF_LIGHT
+    return None
+
+
+def route_after_setup(state: GraphState) -> str:
+    return "finalize" if state.get("stop_reason") else "plan"
 
 
 SEED_ID = "seed"
@@ -102,7 +123,7 @@ def _library(deps: Deps) -> float | None:
     return res.timing.median_ms
 
 
-def _seed(deps: Deps) -> BestSummary:
+def _seed(deps: Deps, state: GraphState) -> BestSummary:
     """The user's kernel (optimize --start-from), evaluated like a candidate: the first parent when it passes,
     else the run halts with its verdict before any LLM call."""
     source = Path(deps.rundir.candidate_path(SEED_ID)).read_text()
@@ -117,7 +138,8 @@ def _seed(deps: Deps) -> BestSummary:
                                    "fix it (`cuda-llm eval TASK KERNEL.cu` shows every case) and start again, or start "
                                    "from the naive baseline (no --start-from)")
     lo, hi = interval(res.timing)
-    return BestSummary(id=SEED_ID, hash=h, ms=res.timing.median_ms, lo=lo, hi=hi)
+    search.record_kernel(deps, state, SEED_ID, h, res, lo, hi)   # the first parent, in the program database
+    return BestSummary(id=SEED_ID, hash=h, ms=res.timing.median_ms, lo=lo, hi=hi, pct_sol=res.timing.pct_of_sol)
 
 
 def baseline_halt(deps: Deps, res: EvalResult) -> stop_rules.RunHalted:
@@ -178,11 +200,16 @@ def make_plan(deps: Deps) -> Callable[[GraphState], dict]:
                     tokens["planner"] = _usage(exc.usage)
                     cands, source = _bandit(deps, round_, lim, best.id), "bandit (planner answer unusable)"
                     deps.event("warning", where="planner", error=short(str(exc), 300))
-            jobs = planning.jobs_for(deps, round_, cands, {"id": best.id, "ms": best.ms}, by=source, rationale=rationale)
+            parents = search.choose_parents(deps, state, round_, len(cands))
+            jobs = planning.jobs_for(deps, round_, cands, parents, by=source, rationale=rationale)
             for j in jobs:
-                j.update(parent_features=list(best.features), fix_turns=lim.compile_fix_turns)
+                j.update(fix_turns=lim.compile_fix_turns, refine_turns=lim.refine_turns,
+                         refine_tokens=_refine_tokens(state, lim, len(cands)))
             deps.event("decision", kind="features", round=round_, by=source,
                        candidates={j["cid"]: j["features"] for j in jobs})
+            deps.event("decision", kind="parents", round=round_,
+                       candidates={j["cid"]: {"parent": p["parent"], "kind": p["kind"], "why": p["why"],
+                                              "inspirations": p["inspirations"]} for j, p in zip(jobs, parents)})
             coding.write_context(deps, round_, 0, history)
             deps.progress_call("round_start", round_, [j["features"] for j in jobs])
             return {"round": round_, "jobs": jobs, "cands": {RESET: True}, "repair_attempt": 0, "round_done": False,
@@ -193,6 +220,12 @@ def make_plan(deps: Deps) -> Callable[[GraphState], dict]:
         return [CandidatePlan(features=s, idea="") for s in sets]
 
     return plan
+
+
+def _refine_tokens(state: GraphState, lim: Limits, n: int) -> int:
+    """Each coder's share of the tokens still in the budget (refinement turns stay within it)."""
+    left = lim.token_budget - total_tokens(state.get("tokens"))
+    return max(0, left // max(n, 1))
 
 
 def route_jobs(state: GraphState) -> list[Send]:
@@ -230,7 +263,12 @@ def make_code(deps: Deps) -> Callable[[dict], dict]:
                        parent=cand.parent, repair_of=cand.repair_of, coder_attempts=answer.attempts,
                        fix_turns=answer.fix_turns, builds=answer.build_errors is None)
             cand = cand.model_copy(update={"hash": h})
-            return {"cands": {cid: cand.model_dump(exclude_defaults=True)}, "tokens": {"coder": _usage(answer.usage)}}
+            out, usage = {cid: cand.model_dump(exclude_defaults=True)}, answer.usage
+            if job.get("refine_turns") and not job.get("repair_of"):   # more turns on its own candidate
+                more, extra = refine.refine(deps, job, cand, answer, ctx, model=deps.models["coder"],
+                                            best_ms=ctx.parent.median_ms if ctx.parent else None)
+                out, usage = {**out, **more}, usage + extra
+            return {"cands": out, "tokens": {"coder": _usage(usage)}}
     return code
 
 
@@ -252,6 +290,7 @@ def make_select(deps: Deps) -> Callable[[GraphState], dict]:
             best_iv = (best.lo, best.hi) if best.lo is not None and best.hi is not None else None
             passing = [c for c in round_cands(state) if c.status == Status.ok.value and c.ms is not None]
             update: dict[str, Any] = {"elapsed_s": deps.elapsed()}
+            search.record_round(deps, state, passing, lambda c: _result(deps, c))
             if not passing:
                 deps.event("decision", kind="selection", round=state.get("round"), replaced=False,
                            why="no candidate of this round passed")
@@ -279,12 +318,18 @@ def make_select(deps: Deps) -> Callable[[GraphState], dict]:
             if ok:
                 lo = min(c.lo, confirm_iv[0]) if confirm_iv else c.lo
                 hi = max(c.hi, confirm_iv[1]) if confirm_iv else c.hi
+                pct = confirm.timing.pct_of_sol if confirm.timing is not None else None
                 new = BestSummary(id=c.id, round=c.round, hash=c.hash, ms=c.ms, lo=lo, hi=hi, features=c.features,
-                                  profile=c.profile, bottleneck=c.bottleneck)
+                                  profile=c.profile, bottleneck=c.bottleneck,
+                                  pct_sol=c.pct_sol if c.pct_sol is not None else (pct or _pct_of(res)))
                 update["best"] = new.model_dump()
                 deps.rundir.write_text("best_so_far.cu", deps.source(c.hash))
             return update
     return select
+
+
+def _pct_of(res: EvalResult | None) -> float | None:
+    return res.timing.pct_of_sol if res is not None and res.timing is not None else None
 
 
 # ---------------------------------------------------------------- critique
@@ -325,7 +370,9 @@ def make_critique(deps: Deps) -> Callable[[GraphState], dict]:
                 update.update(_end_round(deps, state, cands, elapsed))
                 reason = stop_rules.stop_after_round(
                     round_=round_, plateau_count=update["plateau_count"], elapsed_s=elapsed, tokens=tokens_now,
-                    budget=budget, last_round_s=update["last_round_s"])
+                    budget=budget, last_round_s=update["last_round_s"],
+                    best_pct_of_sol=BestSummary(**state.get("best", {})).pct_sol,
+                    failed_rounds=update["failed_rounds"])
                 update["stop_reason"] = reason
             best = BestSummary(**state.get("best", {}))
             base_ms = (state.get("baseline") or {}).get("ms")
@@ -347,15 +394,17 @@ def make_critique(deps: Deps) -> Callable[[GraphState], dict]:
 def _end_round(deps: Deps, state: GraphState, cands: list[Candidate], elapsed: float) -> dict[str, Any]:
     lim = _limits(state)
     best = BestSummary(**state.get("best", {}))
-    ref, count = stop_rules.update_plateau(state.get("plateau_ref_ms"), int(state.get("plateau_count", 0)), best.ms,
-                                           lim.plateau_threshold)
     base_ms = (state.get("baseline") or {}).get("ms")
+    passed = any(c.status in PASSED for c in cands)
+    ref, count = stop_rules.update_plateau(state.get("plateau_ref_ms"), int(state.get("plateau_count", 0)), best.ms,
+                                           lim.plateau_threshold, round_passed=passed)
     history = [evidence.history_item(c, base_ms).model_dump(mode="json", exclude_defaults=True) for c in cands]
     deps.rundir.write_text(f"rounds/r{state.get('round', 0)}/history.json", json.dumps(history, indent=1))
     deps.rundir.write_text(f"rounds/r{state.get('round', 0)}/candidates.json",
                            json.dumps([c.model_dump(mode="json") for c in cands], indent=1))
     coding.record_final_failures(deps, cands)   # a failure counts against its features only after its repairs
     return {"plateau_ref_ms": ref, "plateau_count": count, "round_done": True,
+            "failed_rounds": stop_rules.update_failed(int(state.get("failed_rounds", 0)), passed),
             "last_round_s": round(elapsed - float(state.get("round_started_s", elapsed)), 3)}
 
 

@@ -89,13 +89,18 @@ def bandit_plan(deps: Any, round_: int, n: int, per_candidate: int, parent_id: s
     return assign_features(ranked, n, per_candidate, seed=round_)
 
 
-def jobs_for(deps: Any, round_: int, plans: list[Any], parent: dict[str, Any], *, by: str, rationale: str = "") -> list[dict]:
-    """The round's coder jobs (small: they travel in the state), the whole plan kept in rounds/r<N>/plan.json."""
+def jobs_for(deps: Any, round_: int, plans: list[Any], parents: list[dict[str, Any]], *, by: str,
+             rationale: str = "") -> list[dict]:
+    """The round's coder jobs (small: they travel in the state), the whole plan kept in rounds/r<N>/plan.json.
+    ``parents``: per slot, the parent chosen from the program database (search.choose_parents)."""
     jobs, kept = [], {}
     for slot, cp in enumerate(plans):
         cid = candidate_id(round_, slot)
+        par = parents[slot] if slot < len(parents) else parents[-1]
         jobs.append({"cid": cid, "round": round_, "slot": slot, "attempt": 0, "features": list(cp.features),
-                     "parent": parent.get("id") or evidence.BASELINE, "parent_ms": parent.get("ms")})
-        kept[cid] = {"features": list(cp.features), "idea": cp.idea}
+                     "parent": par.get("parent") or evidence.BASELINE, "parent_ms": par.get("parent_ms"),
+                     "parent_features": list(par.get("features") or ()), "parent_kind": par.get("kind", ""),
+                     "parent_why": par.get("why", ""), "inspirations": list(par.get("inspirations") or ())})
+        kept[cid] = {"features": list(cp.features), "idea": cp.idea, "parent": jobs[-1]["parent"]}
     evidence.write_json(deps, f"rounds/r{round_}/plan.json", {"by": by, "rationale": rationale, "candidates": kept})
     return jobs

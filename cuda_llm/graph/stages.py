@@ -2,7 +2,7 @@
 
 A stage has a ``name`` and ``run(ctx) -> dict``: it reads the round's candidates through ``ctx`` and
 returns a state update, usually ``ctx.patch(cid, ...)`` merged over candidates. The default list is
-``[EvaluateStage(), ProfileStage()]``; pass your own list to ``start_run(..., stages=...)`` to add one
+``[EvaluateStage(), TuneStage(), ProfileStage()]``; pass your own list to ``start_run(..., stages=...)`` to add one
 (a sanitizer, a second profiler) without touching the graph code:
 
     class Sanitizer:
@@ -21,8 +21,6 @@ returns a state update, usually ``ctx.patch(cid, ...)`` merged over candidates. 
 
 from __future__ import annotations
 
-import math
-import json
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
@@ -247,7 +245,9 @@ def applicable_feature_ids(deps: Deps) -> set[str] | None:
 
 def default_stages() -> list[ToolStage]:
     """A fresh list of the built-in stages, in order (insert your own where it belongs)."""
-    return [EvaluateStage(), ProfileStage()]
+    from cuda_llm.graph.tune_stage import TuneStage
+
+    return [EvaluateStage(), TuneStage(), ProfileStage()]
 
 
 def load_profile(rundir: Any, cid: str) -> dict[str, Any] | None:

@@ -62,6 +62,19 @@ class Limits(BaseModel):
     features_per_candidate: int = Field(default=2, ge=1, le=3)
     max_no_code: int = Field(default=8, ge=0)        # halt after this many candidates in a row without code (0: never)
     max_endpoint_errors: int = Field(default=3, ge=0)  # halt after this many failed LLM calls in a row (0: never)
+    # stop rules (stop_rules.py): the fraction of speed of light that ends the run (None: never), and how
+    # many rounds in a row without a passing candidate end it
+    sol_target: float | None = Field(default=0.95, gt=0, le=1.25)
+    max_failed_rounds: int = Field(default=3, ge=1)
+    # search (parents.py): how close to the best a stepping stone must be, inspirations per coder
+    stone_margin: float = Field(default=0.03, ge=0, lt=1)
+    inspirations: int = Field(default=1, ge=0, le=2)
+    # refinement turns of a coder on its own passing candidate within a round (refine.py). 0 by default:
+    # a turn costs a whole coder answer and an evaluation, and under the manual provider a person's turn
+    refine_turns: int = Field(default=0, ge=0, le=3)
+    # tuning of declared constants (tune_stage.py): timed points and seconds per candidate
+    tune_evals: int = Field(default=16, ge=1)
+    tune_seconds: float = Field(default=300.0, gt=0)
 
 
 class Candidate(BaseModel):
@@ -75,6 +88,7 @@ class Candidate(BaseModel):
     features: list[str] = Field(default_factory=list)
     repair_of: str | None = None
     attempt: int = 0                     # 0 = first try, k = k-th repair
+    turn: int = 0                        # 0 = the coder's first answer, k = its k-th refinement turn
     hash: str | None = None              # source hash (None: the coder gave no usable source)
     status: str | None = None            # None until evaluated; else a Status value or "no_code"/"rejected"
     ms: float | None = None              # median
@@ -83,6 +97,8 @@ class Candidate(BaseModel):
     note: str = ""                       # one line: error or headline
     profile: str = ""                    # one line profile summary
     bottleneck: str = ""
+    pct_sol: float | None = None         # % of the speed-of-light bound at the benchmark shape
+    tuned: str = ""                      # the tuned point ("BLOCK=256 ITEMS=8"), when the tune stage ran
 
 
 class BestSummary(BaseModel):
@@ -97,6 +113,7 @@ class BestSummary(BaseModel):
     features: list[str] = Field(default_factory=list)
     profile: str = ""
     bottleneck: str = ""
+    pct_sol: float | None = None
 
 
 class GraphState(TypedDict, total=False):
@@ -113,6 +130,8 @@ class GraphState(TypedDict, total=False):
     best: dict                           # BestSummary
     plateau_ref_ms: float | None         # best latency when the plateau counter last reset
     plateau_count: int                   # rounds without > threshold improvement over plateau_ref_ms
+    failed_rounds: int                   # rounds in a row in which no candidate passed
+    archive: str                         # the program database, relative to the run directory (program_db.py)
     critique: dict                       # {candidate, bottleneck, summary, next_features, by}; whole: critiques/<cid>.json
     tokens: Annotated[dict[str, dict], add_tokens]   # role -> {input, output, calls}
     evaluations: int
@@ -127,8 +146,8 @@ class GraphState(TypedDict, total=False):
 def round_cands(state: GraphState) -> list[Candidate]:
     """This round's candidates, in slot/attempt order."""
     cands = [Candidate(**c) for c in (state.get("cands") or {}).values()]
-    return sorted(cands, key=lambda c: (c.attempt, c.slot, c.id))
+    return sorted(cands, key=lambda c: (c.attempt, c.slot, c.turn, c.id))
 
 
-def candidate_id(round_: int, slot: int, attempt: int = 0) -> str:
-    return f"r{round_}c{slot}" + (f"f{attempt}" if attempt else "")
+def candidate_id(round_: int, slot: int, attempt: int = 0, turn: int = 0) -> str:
+    return f"r{round_}c{slot}" + (f"f{attempt}" if attempt else "") + (f"t{turn}" if turn else "")

@@ -1,0 +1,118 @@
+"""The tune stage: a passing candidate that declares tunable constants is searched without any model.
+
+For every candidate of the round that passed and declares ``// cuda-llm: tune NAME v1 v2 ...``
+(tools/tuning.py), the stage searches its points within the run's per-candidate budget
+(``tune_evals`` timed points, ``tune_seconds``): points are compiled in parallel, then each is judged by
+the Evaluator seam like any candidate (cached by source, so a resumed run pays nothing twice). The
+candidate's result becomes its best point: its source hash, time and interval in state are the tuned
+point's, ``candidates/<id>.tuned.cu`` keeps the tuned source, ``candidates/<id>.json`` its result (the
+untuned one stays as ``<id>-untuned.json``) and ``tuning/<id>.json`` every point tried.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import TYPE_CHECKING, Any
+
+from cuda_llm.graph.state import Limits, short
+from cuda_llm.results import EvalResult, Status
+
+if TYPE_CHECKING:
+    from cuda_llm.graph.stages import StageContext
+
+AS_WRITTEN = "as written"
+
+
+def compile_points(deps: Any, sources: list[str]) -> list[Any]:
+    """Build the points in parallel through the Evaluator seam (static checks and nvcc, the coders' own
+    build); a point refused before compiling counts as one that does not compile, with the refusal's words."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from cuda_llm.results import CompileResult
+    from cuda_llm.tools import failure_text
+
+    def build(source: str) -> Any:
+        res = deps.evaluator.build(deps.loaded, source, "tune")
+        if res.compile is not None:
+            return res.compile
+        return CompileResult(ok=False, arch=deps.arch, source_hash=res.source_hash, errors=failure_text.note(res))
+
+    with ThreadPoolExecutor(max_workers=max(1, min(len(sources), os.cpu_count() or 1))) as pool:
+        return list(pool.map(build, sources))
+
+
+class TuneStage:
+    """Search the declared tunables of each passing candidate (see the module docstring)."""
+
+    name = "tune"
+
+    def run(self, ctx: "StageContext") -> dict[str, Any]:
+        from cuda_llm.tools.tuning import TuneSpaceError, parse_tunables
+
+        deps = ctx.deps
+        lim = Limits(**ctx.state.get("limits", {}))
+        update: dict[str, Any] = {}
+        n_eval = int(ctx.state.get("evaluations", 0))
+        for c in ctx.candidates():
+            if c.status != Status.ok.value or c.tuned or not c.hash:
+                continue
+            source = deps.source(c.hash)
+            try:
+                tunables = parse_tunables(source)
+            except TuneSpaceError as exc:
+                ctx.event("warning", where="tune", candidate=c.id, error=short(str(exc), 300))
+                update = ctx.merge(update, ctx.patch(c.id, tuned=f"not tuned: {short(str(exc), 120)}"))
+                continue
+            if not tunables:
+                continue
+            patch, evaluations = self._tune(ctx, c, source, tunables, lim)
+            n_eval += evaluations
+            update = ctx.merge(update, ctx.patch(c.id, **patch))
+        if update:
+            update["evaluations"] = n_eval
+        return update
+
+    @staticmethod
+    def _tune(ctx: "StageContext", c: Any, source: str, tunables: list[Any], lim: Limits) -> tuple[dict[str, Any], int]:
+        from cuda_llm.graph.selection import interval
+        from cuda_llm.tools.tuning import TuneBudget, apply_point, point_text, search
+
+        deps = ctx.deps
+        results: dict[str, EvalResult] = {}
+
+        def measure(src: str, point: Any) -> EvalResult:
+            pid = f"{c.id}-p{point.index}"
+            got = deps.evaluator.evaluate(deps.loaded, src, pid, ctx.work_dir(pid))
+            results[point.source_hash] = got.value
+            return got.value
+
+        budget = TuneBudget(max_evals=lim.tune_evals, max_seconds=lim.tune_seconds, jobs=max(1, os.cpu_count() or 1),
+                            seed=c.round * 100 + c.slot)
+        outcome = search(source, tunables, compile_batch=lambda srcs: compile_points(deps, srcs), measure=measure,
+                         budget=budget)
+        deps.rundir.write_text(f"tuning/{c.id}.json", json.dumps(outcome.model_dump(mode="json"), indent=1))
+        ctx.event("tune", candidate=c.id, round=c.round, summary=outcome.summary(), evaluations=outcome.evaluations,
+                  invalid=outcome.invalid, space=outcome.space_size, sampler=outcome.sampler,
+                  stop_reason=outcome.stop_reason, best=outcome.best.params if outcome.best else None,
+                  invalid_points=[p.params for p in outcome.points if p.status == Status.compile_error.value][:10])
+        best = outcome.best
+        written = outcome.written
+        if best is None or written is None or best.source_hash == written.source_hash or best.ms >= (c.ms or float("inf")):
+            return {"tuned": short(f"{AS_WRITTEN}: {point_text(written.params if written else {})}")}, outcome.evaluations
+        tuned_src = apply_point(source, tunables, best.params)
+        h = deps.put_source(tuned_src)
+        res = results.get(best.source_hash) or deps.evaluator.stored("eval", h)
+        untuned = deps.rundir.read_result(c.id)
+        if untuned is not None:
+            deps.rundir.write_result(f"{c.id}-untuned", untuned)
+        deps.rundir.write_text(f"candidates/{c.id}.tuned.cu", tuned_src)
+        patch: dict[str, Any] = {"hash": h, "tuned": short(point_text(best.params)), "ms": best.ms, "pct_sol": best.pct_of_sol,
+                                 "note": short(f"tuned {point_text(best.params)}: {best.ms:.4g} ms "
+                                               f"(as written {c.ms:.4g} ms)")}
+        if res is not None:
+            deps.rundir.write_result(c.id, res.model_copy(update={"candidate": c.id}))
+            if res.timing is not None:
+                patch["lo"], patch["hi"] = interval(res.timing)
+        return patch, outcome.evaluations
+
