@@ -21,6 +21,8 @@ COMMANDS: dict[str, str] = {
     "trace": "cuda_llm.commands.trace_cmd",
     "features": "cuda_llm.commands.features_cmd",
     "profile": "cuda_llm.commands.profile_cmd",
+    "import": "cuda_llm.commands.import_cmd",
+    "export": "cuda_llm.commands.export_cmd",
 }
 
 

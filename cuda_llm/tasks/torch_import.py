@@ -425,14 +425,16 @@ def derive(path: Path, options: ImportOptions | None = None, declared: tuple[lis
                        for i, (n, t) in enumerate(zip(out_names, outs))]
     used = [c for c in sorted(constants) if any(c in t.dims for t in record_tensors)]
     varied = sorted({k for s in opts.shapes + opts.held_out for k in s})
-    bench = {c: constants[c] for c in sorted(set(used) | set(varied))}
+    first_use = [d for t in record_tensors for d in t.dims if isinstance(d, str) and d in constants]
+    order = list(dict.fromkeys(first_use + varied))
+    bench = {c: constants[c] for c in order}
     for n in derived:
         tname, _, idx = n.rpartition("_dim")
         bench[n] = int(shapes0[tname][int(idx)])
     notes: list[str] = []
     record = ModuleRecord(name=opts.name or task_name(path.stem), source_file=str(path.resolve()), module_text=text,
                           class_name=opts.class_name, tensors=record_tensors, tuple_output=tuple_output,
-                          constants=sorted(set(used) | set(varied)), derived=derived, benchmark=bench,
+                          constants=order, derived=derived, benchmark=bench,
                           family=family_of(meta_run.ops), ops=meta_run.ops, mode=opts.mode, seeds=opts.seeds,
                           init_inputs=_init_repr(module), dropped_buffers=dropped, notes=notes)
 
