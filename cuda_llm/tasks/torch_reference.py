@@ -134,6 +134,7 @@ class TorchReference:
     @property
     def runner(self) -> ModuleRunner:
         if self._runner is None:
+            import_torch()                  # before the module file imports it: a clear error without PyTorch
             data = tomllib.loads((self.folder / "task.toml").read_text())
             meta = TorchSource.model_validate(data["torch"])
             self._runner = ModuleRunner(load_module_file(self.folder / meta.module), meta)
