@@ -431,12 +431,12 @@ def derive(path: Path, options: ImportOptions | None = None, declared: tuple[lis
     for n in derived:
         tname, _, idx = n.rpartition("_dim")
         bench[n] = int(shapes0[tname][int(idx)])
-    notes: list[str] = []
     record = ModuleRecord(name=opts.name or task_name(path.stem), source_file=str(path.resolve()), module_text=text,
                           class_name=opts.class_name, tensors=record_tensors, tuple_output=tuple_output,
                           constants=order, derived=derived, benchmark=bench,
                           family=family_of(meta_run.ops), ops=meta_run.ops, mode=opts.mode, seeds=opts.seeds,
-                          init_inputs=_init_repr(module), dropped_buffers=dropped, notes=notes)
+                          init_inputs=_init_repr(module), dropped_buffers=dropped)
+    notes = record.notes            # the record's own list (pydantic copied the constructor's)
 
     # declared shapes: complete them (derived sizes from a dry run) and check every dimension follows
     def complete(sizes: dict[str, int], label: str) -> tuple[dict[str, int], DryRun]:
@@ -483,7 +483,7 @@ def derive(path: Path, options: ImportOptions | None = None, declared: tuple[lis
                                     opts.rtol if opts.rtol is not None else KERNELBENCH_TOLERANCE[dt])
     record.reference_dtype = opts.reference_dtype or _reference_dtype(runner, model, inputs, outs, record, notes)
     if device == "cpu":
-        notes.append("The module has no meta-device kernels for some op, so sizes were found by CPU dry runs.")
+        record.notes.append("The module has no meta-device kernels for some op, so sizes were found by CPU dry runs.")
     return record
 
 
