@@ -7,7 +7,9 @@
 # Environment:
 #   SKIP_TESTS=1        skip the pytest -m gpu run
 #   TASKS=a,b           only these tasks in the harness and profiling benchmarks
-#   STEPS="tests harness profile loop features"   the steps to run (default: all)
+#   STEPS="tests harness profile loop features torch"   the steps to run (default: all)
+#   MODULES=a,b         only these sample modules in the torch step (benchmarks/torch_bench.py)
+#   TORCH_ARGS=...      extra torch_bench.py arguments (e.g. "--no-compile")
 #   PYTEST_ARGS=...     extra pytest arguments (e.g. "-k adversarial")
 #   HARNESS_ARGS=...    extra harness_bench.py arguments (e.g. "--repeats 3 --time-budget 1")
 #   OUT=dir             where the results are copied (the device runner sets it)
@@ -25,7 +27,7 @@ else
 fi
 export PYTHONUNBUFFERED=1
 export CUDA_LLM_CACHE="${CUDA_LLM_CACHE:-/tmp/cuda-llm-cache}"
-STEPS="${STEPS:-tests harness profile loop features}"
+STEPS="${STEPS:-tests harness profile loop features torch}"
 [ "${SKIP_TESTS:-0}" = "1" ] && STEPS="${STEPS//tests/}"
 BENCH=bench-out
 rm -rf "$BENCH"    # a summary must never show the logs of an earlier call (they went to that call's $OUT)
@@ -62,8 +64,9 @@ wants() { case " $STEPS " in *" $1 "*) return 0 ;; esac; return 1; }
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv > "$BENCH/gpu.txt" 2>&1
 
 # PYTEST_ARGS / HARNESS_ARGS are parsed like a shell line, so quotes work: PYTEST_ARGS="-k 'not slow'"
-pytest_args=(); harness_args=()
+pytest_args=(); harness_args=(); torch_args=()
 [ -n "${PYTEST_ARGS:-}" ] && eval "pytest_args=(${PYTEST_ARGS})"
+[ -n "${TORCH_ARGS:-}" ] && eval "torch_args=(${TORCH_ARGS})"
 [ -n "${HARNESS_ARGS:-}" ] && eval "harness_args=(${HARNESS_ARGS})"
 if wants tests; then
   step tests "$BENCH/gpu-tests.log" python3 -m pytest -m gpu -q -rA ${pytest_args[@]+"${pytest_args[@]}"}
@@ -80,6 +83,9 @@ fi
 if wants features; then
   step features "$BENCH/features.txt" python3 -m cuda_llm.cli features --arch sm_90
 fi
+if wants torch; then
+  step torch "$BENCH/torch.log" python3 benchmarks/torch_bench.py --out "$BENCH" ${torch_args[@]+"${torch_args[@]}"}
+fi
 
 sync_out
 
@@ -89,6 +95,8 @@ echo "==== pytest failures"
 grep -E "^(FAILED|ERROR) " "$BENCH/gpu-tests.log" 2>/dev/null | head -n 40
 echo "==== harness"
 cat "$BENCH/harness.md" 2>/dev/null
+echo "==== torch"
+cat "$BENCH/torch.md" 2>/dev/null
 echo
 echo "==================== SUMMARY ($(( $(date +%s) - start )) s) ===================="
 cat "$BENCH/gpu.txt" 2>/dev/null
@@ -100,5 +108,6 @@ fi
   && echo "          $(grep -E '^Median evaluation' "$BENCH/harness.md" | cut -c1-220)"
 [ -f "$BENCH/profile.md" ] && echo "profile:  $(grep -m1 -iE 'median|seconds per' "$BENCH/profile.md" | cut -c1-200)"
 [ -f "$BENCH/loop.md" ] && echo "loop:     $(grep -m1 -iE 'stop|speedup' "$BENCH/loop.md" | cut -c1-200)"
+[ -f "$BENCH/torch.md" ] && echo "torch:    $(grep -cE '^[a-z_]+ ' "$BENCH/torch.md") modules in torch.md"
 [ -f "$BENCH/features.txt" ] && echo "features: $(grep -cE '^[a-z_]+ ' "$BENCH/features.txt") rows in features.txt"
 exit 0
