@@ -7,7 +7,7 @@
 # Environment:
 #   SKIP_TESTS=1        skip the pytest -m gpu run
 #   TASKS=a,b           only these tasks in the harness and profiling benchmarks
-#   STEPS="doctor tests harness profile loop tune features report audit manual exemplars record diagnosis detector"
+#   STEPS="doctor tests harness profile loop tune features report audit manual exemplars record diagnosis detector torch"
 #                       the steps to run (default: all these)
 #                       doctor: `cuda-llm doctor --no-llm` (bench-out/doctor.txt); report: the loop step's straight
 #                       run as report.html + report.json (bench-out/; screenshot it with benchmarks/report_shot.py)
@@ -17,11 +17,14 @@
 #                       through the harness, cuBLAS below 100% of speed of light
 #                       transport (only when named): the CPU transport measurement; cache (only when named):
 #                       cache growth over 100 evaluations, ~5 min
+#                       torch: benchmarks/torch_bench.py on the sample modules (MODULES=a,b; TORCH_ARGS)
 #                       tune: benchmarks/tune_bench.py, the search's best point against the exhaustive best
 #                       exemplars: every catalogue exemplar built and checked on the GPU;
 #                       record: Nsight Compute recordings of the known kernels (tests/fixtures/ncu/record.py)
 #                       into bench-out/ncu-rec; diagnosis: the verdict table on the fixtures with those
 #                       recordings merged in; detector: precision and recall of the detectors (CPU only)
+#   MODULES=a,b         only these sample modules in the torch step (benchmarks/torch_bench.py)
+#   TORCH_ARGS=...      extra torch_bench.py arguments (e.g. "--no-compile")
 #   PYTEST_ARGS=...     extra pytest arguments (e.g. "-k adversarial")
 #   HARNESS_ARGS=...    extra harness_bench.py arguments (e.g. "--repeats 3 --eval-time 1")
 #   CACHE_ARGS=...      extra cache_bench.py arguments (e.g. "--evals 50")
@@ -41,7 +44,7 @@ else
 fi
 export PYTHONUNBUFFERED=1
 export CUDA_LLM_CACHE="${CUDA_LLM_CACHE:-/tmp/cuda-llm-cache}"
-STEPS="${STEPS:-doctor tests harness profile loop tune features report audit manual exemplars record diagnosis detector}"
+STEPS="${STEPS:-doctor tests harness profile loop tune features report audit manual exemplars record diagnosis detector torch}"
 [ "${SKIP_TESTS:-0}" = "1" ] && STEPS="${STEPS//tests/}"
 BENCH=bench-out
 rm -rf "$BENCH"    # a summary must never show the logs of an earlier call (they went to that call's $OUT)
@@ -78,8 +81,9 @@ wants() { case " $STEPS " in *" $1 "*) return 0 ;; esac; return 1; }
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv > "$BENCH/gpu.txt" 2>&1
 
 # PYTEST_ARGS / HARNESS_ARGS are parsed like a shell line, so quotes work: PYTEST_ARGS="-k 'not slow'"
-pytest_args=(); harness_args=(); cache_args=(); tune_args=()
+pytest_args=(); harness_args=(); cache_args=(); tune_args=(); torch_args=()
 [ -n "${PYTEST_ARGS:-}" ] && eval "pytest_args=(${PYTEST_ARGS})"
+[ -n "${TORCH_ARGS:-}" ] && eval "torch_args=(${TORCH_ARGS})"
 [ -n "${HARNESS_ARGS:-}" ] && eval "harness_args=(${HARNESS_ARGS})"
 [ -n "${CACHE_ARGS:-}" ] && eval "cache_args=(${CACHE_ARGS})"
 [ -n "${TUNE_ARGS:-}" ] && eval "tune_args=(${TUNE_ARGS})"
@@ -139,6 +143,9 @@ fi
 if wants detector; then
   step detector "$BENCH/detector.log" python3 benchmarks/detector_bench.py --out "$BENCH"
 fi
+if wants torch; then
+  step torch "$BENCH/torch.log" python3 benchmarks/torch_bench.py --out "$BENCH" ${torch_args[@]+"${torch_args[@]}"}
+fi
 
 sync_out
 
@@ -148,6 +155,8 @@ echo "==== pytest failures"
 grep -E "^(FAILED|ERROR) " "$BENCH/gpu-tests.log" 2>/dev/null | head -n 40
 echo "==== harness"
 cat "$BENCH/harness.md" 2>/dev/null
+echo "==== torch"
+cat "$BENCH/torch.md" 2>/dev/null
 echo
 echo "==================== SUMMARY ($(( $(date +%s) - start )) s) ===================="
 cat "$BENCH/gpu.txt" 2>/dev/null
@@ -162,6 +171,7 @@ fi
 [ -f "$BENCH/transport.md" ] && echo "transport: $(grep -E '^\| (npy-write-mmap-read|pipe) ' "$BENCH/transport.md" | tr '\n' ' ')"
 [ -f "$BENCH/cache.md" ] && echo "cache:    $(grep -E '^Benchmark-data entries added' "$BENCH/cache.md" | cut -c1-200)"
 [ -f "$BENCH/tune.md" ] && echo "tune:" && grep -E '^\| (sgemm|reduce_sum|transpose) ' "$BENCH/tune.md"
+[ -f "$BENCH/torch.md" ] && echo "torch:    $(grep -cE '^[a-z_]+ ' "$BENCH/torch.md") modules in torch.md"
 [ -f "$BENCH/features.txt" ] && echo "features: $(grep -cE '^[a-z_]+ ' "$BENCH/features.txt") rows in features.txt"
 [ -f "$BENCH/doctor.txt" ] && echo "doctor:   $(grep -E '^(ok|warn|FAIL) ' "$BENCH/doctor.txt" | awk '{print $2"="$1}' | tr '\n' ' ')"
 [ -f "$BENCH/report.html" ] && echo "report:   report.html $(wc -c < "$BENCH/report.html") bytes"

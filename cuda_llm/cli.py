@@ -28,6 +28,8 @@ COMMANDS: dict[str, str] = {
     "check-task": "cuda_llm.commands.check_task_cmd",
     "cache": "cuda_llm.commands.cache_cmd",
     "tune": "cuda_llm.commands.tune_cmd",
+    "import": "cuda_llm.commands.import_cmd",
+    "export": "cuda_llm.commands.export_cmd",
 }
 
 

@@ -147,6 +147,7 @@ class EvalResult(BaseModel):
     timing: TimingResult | None = None
     revalidation: ValidationResult | None = None   # fresh inputs after timing
     baseline_ms: float | None = None
+    library_ms: float | None = None   # the yardstick (library, torch.compile) measured with this baseline, if any
     device: str | None = None
     seconds: float = 0.0
 

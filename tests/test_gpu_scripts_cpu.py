@@ -74,6 +74,20 @@ def test_harness_bench_without_device(tmp_path):
     assert proc.returncode == 2 and "CUDA device" in proc.stderr
 
 
+def test_torch_bench_refuses_unknown_modules():
+    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "torch_bench.py"), "--modules", "swish,nope"],
+                          capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert proc.returncode == 2
+    assert "nope" in proc.stderr and "softmax_rows" in proc.stderr
+
+
+@pytest.mark.skipif(has_cuda_device(), reason="checks the behaviour without a CUDA device")
+def test_torch_bench_without_device(tmp_path):
+    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "torch_bench.py"), "--modules", "swish",
+                           "--out", str(tmp_path)], capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert proc.returncode == 2 and "CUDA device" in proc.stderr
+
+
 @pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
 def test_run_gpu_script_collects_and_summarizes(tmp_path):
     script = ROOT / "benchmarks" / "run_gpu.sh"

@@ -138,10 +138,10 @@ def run(args: argparse.Namespace) -> int:
     baselines: dict[str, Any] = {}
     if result.timing is not None and not args.no_baselines:
         base_opts = options.model_copy(update={"allow_libraries": False, "seed": None})
-        _progress("naive baseline (cached per device after the first time) ...")
+        _progress(f"{loaded.task.baseline_label} baseline (cached per device after the first time) ...")
         baselines["naive"] = _safe_baseline(baseline_result, loaded, "naive", base_opts)
-        if loaded.task.library_path is not None:
-            _progress("library baseline (cached per device after the first time) ...")
+        if loaded.task.has_library:
+            _progress(f"{loaded.task.library_label} baseline (cached per device after the first time) ...")
             baselines["library"] = _safe_baseline(baseline_result, loaded, "library", base_opts)
         naive_ms = _median(baselines.get("naive"))
         if naive_ms is not None:
@@ -191,7 +191,7 @@ def summarize(result: Any, baselines: dict[str, Any], task: Any, *, held_out: bo
         "library_ms": lib_ms,
         "speedup": naive_ms / median if ok and naive_ms else None,
         "library_ratio": lib_ms / median if ok and lib_ms else None,
-        "has_library": task.library_path is not None,
+        "has_library": task.has_library,
         "n_cases": sum(1 for _, held in task.all_cases() if held_out or not held),
     }
 
@@ -236,13 +236,15 @@ def render_result(result: Any, summary: dict[str, Any], task: Any) -> str:
         kv.append(("median latency", f"{_fmt_ms(t.median_ms)} (min {_fmt_ms(t.min_ms)}, IQR {_fmt_ms(t.iqr_ms)}, "
                                      f"{t.repetitions} reps, rse {100 * t.rse:.2f}%, stop: {t.stop_reason})"))
         if summary["speedup"] is not None:
-            kv.append(("speedup vs naive", f"{summary['speedup']:.2f}x (naive {_fmt_ms(summary['naive_ms'])})"))
+            base = getattr(task, "baseline_label", "naive")
+            kv.append((f"speedup vs {base}", f"{summary['speedup']:.2f}x ({base} {_fmt_ms(summary['naive_ms'])})"))
         if summary["has_library"]:
+            lib = getattr(task, "library_label", "library")
             if summary["library_ratio"] is not None:
-                kv.append(("vs library", f"{summary['library_ratio']:.2f}x (library {_fmt_ms(summary['library_ms'])}; "
-                                         ">1 is faster than the library)"))
+                kv.append((f"vs {lib}", f"{summary['library_ratio']:.2f}x ({lib} {_fmt_ms(summary['library_ms'])}; "
+                                        f">1 is faster than {'the library' if lib == 'library' else lib})"))
             else:
-                kv.append(("vs library", "- (library baseline not measured)"))
+                kv.append((f"vs {lib}", f"- ({lib} baseline not measured)"))
         if t.pct_of_sol is not None:
             kv.append(("speed of light", f"{t.pct_of_sol:.1f}% (bound {_fmt_ms(t.sol_ms)})"))
         if t.suspect:

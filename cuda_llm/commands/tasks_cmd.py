@@ -11,7 +11,8 @@ HELP = "list the built-in tasks and those in your task folders"
 DESCRIPTION = """List every task: its entry signature, family and the benchmark shape.
 
 Tasks come from the built-in suite, from folders named in $CUDA_LLM_TASKS (separated by ':'),
-and from --tasks-dir. A folder holds task.toml, reference.py and naive.cu (see docs/tasks.md).
+and from --tasks-dir. A folder holds task.toml, reference.py and naive.cu (see docs/tasks.md); one made
+by `cuda-llm import kernelbench` also holds the PyTorch module it was derived from (docs/torch.md).
 A task that does not load is named with its error after the list (exit code 1); `cuda-llm check-task DIR`
 checks one folder in depth."""
 
@@ -39,7 +40,7 @@ def run(args: argparse.Namespace) -> int:
         rows = []
         for t in tasks:
             bench = ", ".join(f"{k}={v}" for k, v in t.benchmark.items())
-            row = [t.name, t.domain, t.family, t.bound, bench, "yes" if t.library_path else "-"]
+            row = [t.name, t.domain, t.family, t.bound, bench, ("yes" if t.library_path else "torch.compile" if t.torch else "-")]
             if args.verbose:
                 row.append(t.signature)
             rows.append(row)

@@ -180,6 +180,10 @@ class GpuEvaluator(ToolsMixin):
         if res is None:  # no cached baseline and none computable the cached way: measure it directly
             src = Path(loaded.task.baseline_path).read_text()
             res = evaluate_candidate(loaded, src, candidate="baseline", options=self._options())
+        if getattr(loaded.task, "torch", None) is not None and res.timing is not None:
+            lib = baseline_result(loaded, "library", self._options())      # torch.compile, the yardstick
+            if lib is not None and lib.status.passed and lib.timing is not None:
+                res = res.model_copy(update={"library_ms": lib.timing.median_ms})
         return res
 
     def library(self, loaded: Any) -> EvalResult | None:
@@ -199,10 +203,15 @@ class GpuEvaluator(ToolsMixin):
         from cuda_llm.tools.evaluate import evaluate_candidate
 
         opts = self._options(seed=self.final_seed)
-        naive = Path(loaded.task.baseline_path).read_text()
         cand = evaluate_candidate(loaded, source, candidate=candidate_id, options=opts, work_dir=Path(work_dir) / "final")
-        base = evaluate_candidate(loaded, naive, candidate="baseline", options=opts, work_dir=Path(work_dir) / "final-baseline",
-                                  baseline_ms=None)
+        if getattr(loaded.task, "torch", None) is not None:     # a PyTorch task: eager, timed again now
+            from cuda_llm.tools.torch_baseline import torch_baseline
+
+            base = torch_baseline(loaded, "eager", opts, fresh=True)
+        else:
+            naive = Path(loaded.task.baseline_path).read_text()
+            base = evaluate_candidate(loaded, naive, candidate="baseline", options=opts,
+                                      work_dir=Path(work_dir) / "final-baseline", baseline_ms=None)
         if base.timing is not None:
             cand = cand.model_copy(update={"baseline_ms": base.timing.median_ms})
         return cand, base

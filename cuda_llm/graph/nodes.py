@@ -64,14 +64,20 @@ def make_setup(deps: Deps) -> Callable[[GraphState], dict]:
                 deps.event("baseline", status=res.status.value, median_ms=None, cached=not got.fresh,
                            note=short(failure_text.note(res), 300))
                 raise baseline_halt(deps, res)
-            base: dict[str, Any] = {"status": res.status.value, "note": short(res.message)}
+            base: dict[str, Any] = {"status": res.status.value, "note": short(res.message),
+                                    "label": deps.task.baseline_label, "library_label": deps.task.library_label,
+                                    "library_ms": res.library_ms}
             best = BestSummary(id="baseline", hash=h)
+            # a PyTorch task's baseline is eager, not a kernel: the first passing kernel becomes the best
+            # whatever its speed, and its speedup over eager is what the run reports
+            kernel_baseline = getattr(deps.task, "torch", None) is None
             if res.timing is not None:
                 lo, hi = interval(res.timing)
                 base.update(ms=res.timing.median_ms, lo=lo, hi=hi)
-                best = best.model_copy(update={"ms": res.timing.median_ms, "lo": lo, "hi": hi,
-                                               "pct_sol": res.timing.pct_of_sol})
-                search.record_baseline(deps, state, h, res, lo, hi)
+                if kernel_baseline:
+                    best = best.model_copy(update={"ms": res.timing.median_ms, "lo": lo, "hi": hi,
+                                                   "pct_sol": res.timing.pct_of_sol})
+                    search.record_baseline(deps, state, h, res, lo, hi)
             deps.event("baseline", status=res.status.value, median_ms=base.get("ms"), cached=not got.fresh,
                        note=base["note"])
             deps.progress_call("baseline", base.get("ms"))
@@ -81,8 +87,9 @@ def make_setup(deps: Deps) -> Callable[[GraphState], dict]:
             if state.get("seed"):
                 best = _seed(deps, state) or best
             stop = _stop_at_setup(deps, state, best)
-            # round 1 starts with a diagnosis and a critique (nothing to review when no round will run)
-            reviewed = {} if stop else review.review_baseline(deps, res, naive)
+            # round 1 starts with a diagnosis and a critique of the naive kernel (nothing to review when no
+            # round will run, or when the baseline is PyTorch eager rather than a kernel)
+            reviewed = {} if stop or not kernel_baseline else review.review_baseline(deps, res, naive)
             return {"baseline": base, "best": best.model_dump(), "round": 0, "plateau_ref_ms": best.ms,
                     "plateau_count": 0, "failed_rounds": 0, "critique": reviewed.get("critique", {}),
                     "tokens": reviewed.get("tokens", {}), "evaluations": 0,

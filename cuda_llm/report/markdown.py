@@ -46,7 +46,9 @@ class RunSummary(BaseModel):
     tokens_by_role: dict[str, int] = Field(default_factory=dict)
     seconds: float = 0.0
     best_pct_of_sol: float | None = None  # 100 * speed-of-light ms / best ms
-    library_ms: float | None = None       # vendor-library baseline, when measured
+    library_ms: float | None = None       # vendor-library baseline (torch.compile for a PyTorch task), when measured
+    baseline_label: str = "naive"         # what speedup 1.0 is: "naive", or "PyTorch eager"
+    library_label: str = "library"        # the yardstick: "library", or "torch.compile"
     best_profile: str = ""                # the best kernel's profile in one line (bottleneck and evidence)
     final_check: str = ""                 # outcome of the final re-validation and timing
     best_path: str | None = None
@@ -85,15 +87,18 @@ def _headline(summary: RunSummary) -> list[tuple[str, str]]:
         ("Stop reason", summary.stop_reason
          or (f"not finished: running now (watch it with `cuda-llm trace {summary.run_id} --follow`)"
              if summary.state == "running" else f"not finished (continue with `cuda-llm resume {summary.run_id}`)")),
-        ("Baseline (naive)", f"{fmt_ms(summary.baseline_ms)} ms"),
-        ("Best", f"{best}: {fmt_ms(summary.best_ms)} ms, {fmt_x(summary.best_speedup)} over the baseline"),
+        (f"Baseline ({summary.baseline_label})", f"{fmt_ms(summary.baseline_ms)} ms"),
+        ("Best", f"{best}: {fmt_ms(summary.best_ms)} ms, {fmt_x(summary.best_speedup)} over "
+                 + ("the baseline" if summary.baseline_label == "naive" else summary.baseline_label)),
         ("Speed of light", "-" if summary.best_pct_of_sol is None else f"{summary.best_pct_of_sol:.1f}% of the bound"),
     ]
     if summary.library_ms is not None:
         lib = f"{fmt_ms(summary.library_ms)} ms"
         if summary.best_ms:
-            lib += f" (best is {summary.library_ms / summary.best_ms:.2f}x the library's speed)"
-        items.append(("Library baseline", lib))
+            lib += (f" (best is {summary.library_ms / summary.best_ms:.2f}x the library's speed)"
+                    if summary.library_label == "library"
+                    else f" (best: {fmt_x(summary.library_ms / summary.best_ms)} over {summary.library_label})")
+        items.append(("Library baseline" if summary.library_label == "library" else summary.library_label, lib))
     if summary.best_profile:
         items.append(("Best's profile", summary.best_profile))
     if summary.final_check:

@@ -80,6 +80,8 @@ def load_task_folder(folder: Path) -> LoadedTask:
         raise TaskError(toml_path, _format_validation(exc)) from None
     if task.name != folder.name:
         raise TaskError(toml_path, f"field name: {task.name!r} must match the folder name {folder.name!r}")
+    if task.torch is not None:
+        _check_torch_module(folder, task)
     if not (folder / "naive.cu").is_file():
         raise TaskError(folder, "naive.cu (the naive baseline that defines speedup 1.0) is missing")
     ref_path = folder / "reference.py"
@@ -97,6 +99,35 @@ def load_task_folder(folder: Path) -> LoadedTask:
         if custom:
             raise TaskError(ref_path, f"inputs {custom} use generator 'custom' but make_inputs is not defined")
     return LoadedTask(task=task, reference=reference, make_inputs=make_inputs)
+
+
+def _check_torch_module(folder: Path, task: Task) -> None:
+    """A PyTorch task's module file must be the one its entry point was derived from."""
+    import hashlib
+
+    assert task.torch is not None
+    module = folder / task.torch.module
+    if not module.is_file():
+        raise TaskError(folder, f"{task.torch.module} (the PyTorch module this task was imported from) is missing")
+    if hashlib.sha256(module.read_bytes()).hexdigest() != task.torch.module_sha256:
+        src = task.torch.source_file or str(module)
+        raise TaskError(module, "changed since the task was imported (its entry point, sizes and flops were derived "
+                                f"from the old one): import it again with `cuda-llm import kernelbench {src} --force`")
+
+
+def _import_module_file(path: Path) -> Path:
+    from cuda_llm.tasks.torch_source import INSTALL_HINT, ModuleFileError
+
+    try:
+        from cuda_llm.tasks.torch_import import import_cached
+
+        return import_cached(path)
+    except ImportError as exc:
+        if getattr(exc, "name", None) == "torch" or "PyTorch" in str(exc):
+            raise TaskError(path, f"a PyTorch module needs PyTorch: {INSTALL_HINT}") from None
+        raise
+    except ModuleFileError as exc:
+        raise TaskError(path, str(exc).removeprefix(f"{path}: ")) from None
 
 
 def task_dirs(extra: list[Path] | None = None) -> list[Path]:
@@ -135,6 +166,8 @@ def load_task(name_or_path: str | Path, extra: list[Path] | None = None) -> Load
     p = Path(name_or_path)
     if p.is_dir():
         return load_task_folder(p)
+    if p.suffix == ".py" and p.is_file():       # a PyTorch module file: imported once into the cache
+        return load_task_folder(_import_module_file(p))
     found = _candidates(task_dirs(extra))
     if str(name_or_path) not in found:
         known = ", ".join(sorted(found)) or "(none)"

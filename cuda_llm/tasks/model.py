@@ -15,6 +15,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from cuda_llm.tasks.formulas import FormulaError, evaluate, names_in
+from cuda_llm.tasks.torch_meta import TorchSource
 
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _TASK_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
@@ -141,6 +142,7 @@ class Task(BaseModel):
     includes: list[str] = Field(default_factory=list, description="headers the signature needs, e.g. cuda_fp16.h")
     notes: str = ""
     library_links: list[str] = Field(default_factory=list, description="libraries library.cu links, e.g. cublas")
+    torch: TorchSource | None = Field(default=None, description="the reference is a PyTorch module (torch_meta.py)")
     folder: Path | None = Field(default=None, exclude=True)
 
     @field_validator("name")
@@ -164,9 +166,13 @@ class Task(BaseModel):
             raise ValueError(f"params: duplicate names in {names}")
         if not any(p.role == "output" for p in self.params):
             raise ValueError("params: at least one output pointer is required")
-        if len(self.shapes) < 5:
-            raise ValueError(f"shapes: at least 5 correctness shapes are required, got {len(self.shapes)}")
-        if len(self.held_out) < 1:
+        # A PyTorch task whose user declared no shapes besides the file's own is tested at that one shape over
+        # several seeds (as KernelBench does): nothing else is known to be valid for the module, so there
+        # is nothing to hold out. Declared shapes bring back the suite's rules.
+        single = self.torch is not None and not self.torch.declared_shapes
+        if len(self.shapes) < (1 if single else 5):
+            raise ValueError(f"shapes: at least {1 if single else 5} correctness shapes are required, got {len(self.shapes)}")
+        if len(self.held_out) < 1 and not single:
             raise ValueError("held_out: at least one held-out shape is required")
         size_names = self.size_names
         for label, shape_list in (("shapes", self.shapes), ("held_out", self.held_out), ("benchmark", [self.benchmark])):
@@ -190,7 +196,27 @@ class Task(BaseModel):
         for key in self.tolerance:
             if key not in names and key not in DType.__members__:
                 raise ValueError(f"tolerance: {key!r} is neither an output name nor a dtype")
+        if self.torch is not None:
+            self._check_torch(names)
         return self
+
+    def _check_torch(self, names: list[str]) -> None:
+        t = self.torch
+        assert t is not None
+        by_name = {p.name: p for p in self.params}
+        for label, group, role in (("inputs", t.inputs, "input"), ("weights", [w.param for w in t.weights], "input"),
+                                   ("outputs", t.outputs, "output")):
+            for n in group:
+                p = by_name.get(n)
+                if p is None or p.kind != "pointer" or p.role != role:
+                    raise ValueError(f"torch.{label}: {n!r} is not an {role} pointer parameter")
+        named = t.entry_names
+        if len(set(named)) != len(named):
+            raise ValueError("torch: a parameter is named twice in inputs, weights and outputs")
+        pointers = [p.name for p in self.params if p.kind == "pointer"]
+        if sorted(named) != sorted(pointers):
+            raise ValueError(f"torch: inputs, weights and outputs must name every pointer parameter once "
+                             f"(they name {named}, the entry point has {pointers})")
 
     @property
     def size_names(self) -> set[str]:
@@ -228,6 +254,21 @@ class Task(BaseModel):
 
     def flops_at(self, sizes: Sizes) -> float:
         return float(evaluate(self.flops, sizes))
+
+    @property
+    def baseline_label(self) -> str:
+        """What speedup 1.0 is: the naive kernel, or PyTorch eager for a module."""
+        return "PyTorch eager" if self.torch is not None else "naive"
+
+    @property
+    def library_label(self) -> str:
+        """The yardstick column: the vendor library, or torch.compile for a module."""
+        return "torch.compile" if self.torch is not None else "library"
+
+    @property
+    def has_library(self) -> bool:
+        """Whether there is a yardstick to measure (library.cu, or torch.compile for a module)."""
+        return self.torch is not None or self.library_path is not None
 
     @property
     def baseline_path(self) -> Path:

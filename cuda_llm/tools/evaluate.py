@@ -220,9 +220,14 @@ def _baseline_path(loaded: LoadedTask, which: str, source: str, device: str) -> 
 
 
 def baseline_result(loaded: LoadedTask, which: str = "naive", options: EvalOptions | None = None) -> EvalResult | None:
-    """The naive (or library) baseline's verdict, cached per device and source; None if there is no such file."""
+    """The naive (or library) baseline's verdict, cached per device and source; None if there is no such file.
+    For a PyTorch task: PyTorch eager (naive) and torch.compile (library), timed by tools/torch_timer.py."""
     if which not in ("naive", "library"):
         raise ValueError(f"which must be 'naive' or 'library', not {which!r}")
+    if loaded.task.torch is not None:      # a PyTorch module: eager is speedup 1.0, torch.compile the yardstick
+        from cuda_llm.tools.torch_baseline import torch_baseline
+
+        return torch_baseline(loaded, "eager" if which == "naive" else "compile", options)
     path = loaded.task.baseline_path if which == "naive" else loaded.task.library_path
     if path is None or not path.exists():
         return None
