@@ -187,8 +187,8 @@ def test_runtime_only_candidates_get_their_verdict(path: Path, tmp_path: Path) -
     print(f"{path.name}: {res.status.value}: {res.message}")
     assert res.status in expected(path), res.message
     assert h["reason"] in res.message, res.message
-    if res.status == Status.runtime_error:
-        assert "exit code 3" in res.message
+    if res.status == Status.runtime_error:   # exit(3) runs the CUDA teardown, which may abort: either is named
+        assert "ended the worker process" in res.message and ("exit code 3" in res.message or "SIGABRT" in res.message)
         _naive_still_works()
 
 
