@@ -367,18 +367,48 @@ def test_the_worker_gets_no_secrets_and_one_gpu(tmp_path):
     assert describe_exit(-6) == "signal 6 (SIGABRT)" and describe_exit(3) == "exit code 3"
 
 
-def test_a_worker_that_dies_at_start_up_is_a_runtime_error(tmp_path, monkeypatch):
-    """A candidate's static initializer can end the process while its .so is loaded."""
+# a stand-in worker: reads --events-fd, says it is loading the candidate (or not), then dies with exit code 9
+_DYING_WORKER = """import json, os, sys
+fd = int(sys.argv[sys.argv.index("--events-fd") + 1])
+if {loading}:
+    os.write(fd, (json.dumps({{"ev": "loading"}}) + "\\n").encode())
+os._exit(9)
+"""
+
+
+@pytest.mark.parametrize("loading", [True, False])
+def test_a_worker_that_dies_at_start_up(tmp_path, monkeypatch, loading):
+    """While the candidate's .so is being loaded, its static initializers run: a death then is the candidate's.
+    Before that (a broken request, a missing file) it is the harness's own failure and never blamed on the kernel."""
     from cuda_llm.tools.evaluate import EvalOptions, run_compiled
 
     monkeypatch.setenv("CUDA_LLM_CACHE", str(tmp_path / "cache"))
     script = tmp_path / "dies.py"
-    script.write_text("import os, sys\nsys.stderr.write('[gpu-worker] loading\\n')\nos._exit(9)\n")
+    script.write_text(_DYING_WORKER.format(loading=loading))
     loaded = load_task(_small_gelu(tmp_path))
     res = run_compiled(loaded, str(tmp_path / "none.so"), source="", options=EvalOptions(timeout_s=20, seed=1),
                        work_dir=tmp_path / "w", worker_argv=[sys.executable, str(script)])
     assert res.status.value == "runtime_error", res.message
-    assert "the candidate ended the worker process during start-up: exit code 9" in res.message
+    if loading:
+        assert "the candidate ended the worker process during loading the candidate: exit code 9" in res.message
+    else:
+        assert "internal harness error, not caused by the kernel" in res.message and "candidate ended" not in res.message
+        assert "before it loaded the candidate" in res.message
+
+
+def test_a_relative_work_folder_reaches_the_worker(tmp_path, monkeypatch):
+    """The worker runs in a fresh folder of its own: a relative work_dir must still find its request."""
+    from cuda_llm.tools.evaluate import EvalOptions, run_compiled
+
+    monkeypatch.setenv("CUDA_LLM_CACHE", str(tmp_path / "cache"))
+    monkeypatch.chdir(tmp_path)
+    script = tmp_path / "reads.py"
+    script.write_text("import sys, pathlib\npathlib.Path(sys.argv[sys.argv.index('--request') + 1]).read_text()\n"
+                      "import os\nos._exit(9)\n")
+    loaded = load_task(_small_gelu(tmp_path))
+    res = run_compiled(loaded, str(tmp_path / "none.so"), source="", options=EvalOptions(timeout_s=20, seed=1),
+                       work_dir=Path("relative-work"), worker_argv=[sys.executable, str(script)])
+    assert "FileNotFoundError" not in (tmp_path / "relative-work" / "worker_stderr.log").read_text()
 
 
 def test_runtime_only_candidates_build_without_the_checks(tmp_path):

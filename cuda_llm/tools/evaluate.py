@@ -122,7 +122,7 @@ def run_compiled(loaded: LoadedTask, so_path: str, *, source: str, options: Eval
         tmp = tempfile.TemporaryDirectory(prefix="eval-", dir=evals)
         work = Path(tmp.name)
     else:
-        work = Path(work_dir)
+        work = Path(work_dir).resolve()      # the worker runs in a fresh folder of its own: no relative paths
         work.mkdir(parents=True, exist_ok=True)
     build = Path(so_path).resolve().parent
     cached_build = (cache_dir() / "builds").resolve() in build.parents

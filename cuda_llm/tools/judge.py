@@ -227,6 +227,8 @@ class Judge:
         self.state.phase = "start-up"
         ev = self._event()
         while ev.get("ev") not in ("ready", "load-error"):
+            if ev.get("ev") == "loading":
+                self.state.phase = "loading the candidate"
             ev = self._event()
         self.state.costs["worker_start_s"] = time.perf_counter() - t_start
         if ev.get("ev") == "load-error":
@@ -436,6 +438,10 @@ class Judge:
                 self.resp.revalidation = ValidationResult(passed=False, cases=[failed])
                 return
         rc = gone.rc
+        if self.state.phase == "start-up":   # the worker died before it loaded any candidate code: ours, not the kernel's
+            self.resp.harness_error = (f"the GPU worker stopped ({describe_exit(rc)}) before it loaded the candidate; "
+                                       f"its log is {self.work / 'worker_stderr.log'}")
+            return
         if rc in (EXIT_CUDA_FAULT, EXIT_HARNESS):
             self.resp.harness_error = f"the worker stopped ({describe_exit(rc)}) {self.state.place()} without saying why"
             return

@@ -445,6 +445,7 @@ def serve(dev: Device, loaded: LoadedTask, so_path: str, events_fd: int, command
     """Load the candidate, then run commands until quit. The exit code says whether the context is sound."""
     emit = Events(events_fd)
     commands = commands if commands is not None else sys.stdin.buffer
+    emit("loading")            # from here on a death of the process may be the candidate's (its load-time code)
     try:
         solve = dev.load(so_path, loaded.task.entry)
     except (OSError, AttributeError) as exc:
