@@ -212,9 +212,9 @@ class GpuPool:
         error = f"{type(exc).__name__}: {exc}"[:500]
         job.lost_on.append(slot.label)
         requeue = job.attempts < self.max_requeues
-        job.attempts += 1
         self._emit(job, status="lost", gpu=slot.label, start=start, end=time.time(), error=error, requeued=requeue,
                    retired=retire)
+        job.attempts += 1
         orphans: list[_Job] = []
         with self._cond:
             if requeue:
