@@ -9,7 +9,8 @@ that no two measurements overlapped on one GPU and that N GPUs measured N at onc
 Worker failures, for the re-queue paths: a candidate named in ``fail_once`` makes the first worker that
 measures it fail (an exception, or with ``die=True`` the worker's process exits, as a lost Ray actor does);
 a marker file in ``marker_dir`` makes it once across processes. A candidate in ``fail_always`` fails on every
-worker. Timings: ``timings`` by variant as in FakeGpuEvaluator, or ``ms_of(source)`` for any source.
+worker. Timings: ``timings`` by variant as in FakeGpuEvaluator, else ``ms_of(variant)``, else ``default_ms``.
+Without ``compile`` (the default) nothing calls nvcc, ``build`` included: every source "builds".
 """
 
 from __future__ import annotations
@@ -35,7 +36,8 @@ class SleepingGpuEvaluator(FakeGpuEvaluator):
     def __init__(self, gpu: str, timings: dict[str, Any] | None = None, *, sleep_s: float = 0.2,
                  span_log: Path | None = None, marker_dir: Path | None = None, fail_once: tuple[str, ...] = (),
                  fail_always: tuple[str, ...] = (), die: bool = False, sleep_of: Callable[[str], float] | None = None,
-                 default_ms: float | None = 1.0, compile: bool = False, **kw: Any):
+                 default_ms: float | None = 1.0, ms_of: Callable[[str], float] | None = None, compile: bool = False,
+                 **kw: Any):
         super().__init__(dict(timings or {}), compile=compile, **kw)
         self.gpu = gpu
         self.sleep_s = sleep_s
@@ -46,12 +48,13 @@ class SleepingGpuEvaluator(FakeGpuEvaluator):
         self.fail_always = set(fail_always)
         self.die = die
         self.default_ms = default_ms
+        self.ms_of = ms_of
 
-    def _span(self, phase: str, kind: str, candidate: str, **extra: Any) -> None:
+    def _span(self, phase: str, kind: str, candidate: str, task: str = "", **extra: Any) -> None:
         if self.span_log is None:
             return
-        line = json.dumps({"phase": phase, "gpu": self.gpu, "kind": kind, "candidate": candidate, "t": time.time(),
-                           "pid": os.getpid(), **extra})
+        line = json.dumps({"phase": phase, "gpu": self.gpu, "kind": kind, "candidate": candidate, "task": task,
+                           "t": time.time(), "pid": os.getpid(), **extra})
         with open(self.span_log, "a") as f:
             f.write(line + "\n")
 
@@ -72,24 +75,37 @@ class SleepingGpuEvaluator(FakeGpuEvaluator):
         return True
 
     def _measure(self, loaded: Any, source: str, candidate: str, kind: str, table: dict[str, Any]) -> Any:
-        self._span("start", kind, candidate)
+        task = loaded.task.name
+        self._span("start", kind, candidate, task)
         if self._should_fail(candidate):
-            self._span("lost", kind, candidate)
+            self._span("lost", kind, candidate, task)
             if self.die:
                 os._exit(17)
             raise WorkerCrashed(f"worker on GPU {self.gpu} failed while measuring {candidate}")
         time.sleep(self.sleep_of(candidate) if self.sleep_of else self.sleep_s)
         variant = variant_of(source) or ("baseline" if candidate == "baseline" else None)
-        if self.default_ms is not None and variant is not None and variant not in self.timings and variant not in table:
-            table = {**table, variant: self.default_ms}
+        if variant is not None and variant not in self.timings and variant not in table:
+            ms = self.ms_of(variant) if self.ms_of is not None else self.default_ms
+            if ms is not None:
+                table = {**table, variant: ms}
         res = super()._measure(loaded, source, candidate, kind, table)
-        self._span("end", kind, candidate, status=res.status.value)
+        self._span("end", kind, candidate, task, status=res.status.value)
         return res
 
+    def build(self, loaded: Any, source: str, candidate_id: str) -> Any:
+        """No nvcc unless ``compile``: every source builds (the coders' compile checks pass at once)."""
+        if self.compile:
+            return super().build(loaded, source, candidate_id)
+        from cuda_llm.results import CompileResult, EvalResult
+        from cuda_llm.tools.compile import source_hash
+
+        return EvalResult(task=loaded.task.name, candidate=candidate_id, source_hash=source_hash(source), status=Status.ok,
+                          compile=CompileResult(ok=True, arch=self.arch, source_hash=source_hash(source)))
+
     def profile(self, loaded: Any, source: str, candidate_id: str, work_dir: Path, result: Any) -> Any:
-        self._span("start", "profile", candidate_id)
+        self._span("start", "profile", candidate_id, loaded.task.name)
         time.sleep(self.sleep_s / 2)
-        self._span("end", "profile", candidate_id, status=Status.ok.value)
+        self._span("end", "profile", candidate_id, loaded.task.name, status=Status.ok.value)
         return super().profile(loaded, source, candidate_id, work_dir, result)
 
 

@@ -100,7 +100,8 @@ class GpuPool:
             raise ValueError("a GPU pool needs at least one GPU")
         self.arch = arch
         self.device = device
-        self.tools = tools                       # build / analyze / toolchain (compiles stay on this machine)
+        # build / analyze / toolchain (compiles stay on this machine): by default the first local GPU's evaluator
+        self.tools = tools if tools is not None else getattr(slots[0], "evaluator", None)
         self.prebuild = prebuild
         self.max_requeues = max_requeues
         self.retire_after = retire_after

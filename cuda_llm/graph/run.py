@@ -146,10 +146,11 @@ def _task_ref(loaded: Any) -> str:
 def start_run(task: Any, settings: Any, options: RunOptions | None = None, *, evaluator: Evaluator | None = None,
               model_factory: ModelFactory | None = None, stages: Sequence[ToolStage] | None = None,
               progress: Any = None, handle_signals: bool = True,
-              on_created: Callable[[str], None] | None = None) -> RunOutcome:
+              on_created: Callable[[str], None] | None = None, stop: threading.Event | None = None) -> RunOutcome:
     """A new run of ``task`` (a suite name, a folder, or a LoadedTask). ``settings`` (LLMSettings) are
     needed unless ``model_factory(role)`` gives the chat models (None for a role played by rules).
-    ``on_created(run_id)`` is called as soon as the run directory exists (a batch records it)."""
+    ``on_created(run_id)`` is called as soon as the run directory exists (a batch records it); setting ``stop``
+    stops the run at the next step boundary, as SIGINT does (a batch stops its runs with one event)."""
     from cuda_llm.runs.rundir import RunDir
 
     options = options or RunOptions()
@@ -171,13 +172,13 @@ def start_run(task: Any, settings: Any, options: RunOptions | None = None, *, ev
         rundir.write_candidate("seed", Path(options.start_from).read_text())
         initial["seed"] = True
     return _drive(rundir, loaded, settings, options, initial, evaluator=evaluator, model_factory=model_factory,
-                  stages=stages, progress=progress, handle_signals=handle_signals)
+                  stages=stages, progress=progress, handle_signals=handle_signals, stop=stop)
 
 
 def resume_run(run_id: str, runs_dir: Path | str = "runs", *, settings: Any = None, evaluator: Evaluator | None = None,
                model_factory: ModelFactory | None = None, stages: Sequence[ToolStage] | None = None,
                progress: Any = None, handle_signals: bool = True, extend: Extension | None = None,
-               gpus: list[int] | None = None) -> RunOutcome:
+               gpus: list[int] | None = None, stop: threading.Event | None = None) -> RunOutcome:
     """Continue a run from its last checkpoint (its saved task, budgets and models). ``extend`` gives a finished
     run more rounds, time or tokens and continues it with a new round. ``gpus``: the GPU pool's GPUs here."""
     from cuda_llm.runs.rundir import RunDir
@@ -192,7 +193,7 @@ def resume_run(run_id: str, runs_dir: Path | str = "runs", *, settings: Any = No
     if settings is None and model_factory is None:
         settings = settings_from_config(config.get("llm") or {})
     return _drive(rundir, loaded, settings, options, None, evaluator=evaluator, model_factory=model_factory,
-                  stages=stages, progress=progress, handle_signals=handle_signals, extend=extend)
+                  stages=stages, progress=progress, handle_signals=handle_signals, extend=extend, stop=stop)
 
 
 def settings_from_config(llm: dict[str, Any], *, api_key: str | None = None,
@@ -307,7 +308,8 @@ def _stats(options: RunOptions) -> Any:
 
 def _drive(rundir: Any, loaded: Any, settings: Any, options: RunOptions, initial: dict | None, *,
            evaluator: Evaluator | None, model_factory: ModelFactory | None, stages: Sequence[ToolStage] | None,
-           progress: Any, handle_signals: bool, extend: Extension | None = None) -> RunOutcome:
+           progress: Any, handle_signals: bool, extend: Extension | None = None,
+           stop: threading.Event | None = None) -> RunOutcome:
     from langgraph.checkpoint.sqlite import SqliteSaver
 
     from cuda_llm.feature_db.catalogue import load_catalogue
@@ -318,13 +320,13 @@ def _drive(rundir: Any, loaded: Any, settings: Any, options: RunOptions, initial
         return _drive_locked(rundir, loaded, settings, options, initial, evaluator=evaluator,
                              model_factory=model_factory, stages=stages, progress=progress,
                              handle_signals=handle_signals, open_trace=open_trace, load_catalogue=load_catalogue,
-                             compile_graph=compile_graph, SqliteSaver=SqliteSaver, extend=extend)
+                             compile_graph=compile_graph, SqliteSaver=SqliteSaver, extend=extend, stop=stop)
 
 
 def _drive_locked(rundir: Any, loaded: Any, settings: Any, options: RunOptions, initial: dict | None, *,
                   evaluator: Evaluator | None, model_factory: ModelFactory | None, stages: Sequence[ToolStage] | None,
                   progress: Any, handle_signals: bool, open_trace: Any, load_catalogue: Any, compile_graph: Any,
-                  SqliteSaver: Any, extend: Extension | None = None) -> RunOutcome:
+                  SqliteSaver: Any, extend: Extension | None = None, stop: threading.Event | None = None) -> RunOutcome:
     tracer = open_trace(rundir.trace_path)
     own_pool = None
     if evaluator is None:
@@ -342,6 +344,8 @@ def _drive_locked(rundir: Any, loaded: Any, settings: Any, options: RunOptions, 
                     evaluator=CachedEvaluator(evaluator, Path(rundir.root) / "cache"),
                     models=_make_models(rundir, settings, model_factory, tracer, options.limits), stats=_stats(options),
                     catalogue=load_catalogue(), progress=progress, settings=settings)
+        if stop is not None:
+            deps.stop_requested = stop
         if deps.evaluator.parallelism > 1:   # refining coders measure side by side too, one per GPU
             deps.gpu_lock = threading.BoundedSemaphore(deps.evaluator.parallelism)
         graph = compile_graph(deps, saver, stages)
