@@ -170,7 +170,8 @@ def run(args: argparse.Namespace) -> int:
         bad = check_gpus_arg(args.gpus)
         if bad:
             return _err(bad)
-    if make_pool_override is None and not preflight_ok("batch", settings, runs_dir=args.runs_dir,
+    checked = None if model_factory_override is not None else settings     # a scripted model has no endpoint
+    if make_pool_override is None and not preflight_ok("batch", checked, runs_dir=args.runs_dir,
                                                        arch=run_options.arch, profile=run_options.profile and not ray_address,
                                                        gpu=not ray_address):
         return 2
