@@ -215,3 +215,14 @@ def test_a_run_on_three_gpus_measures_each_round_side_by_side(tmp_path):
     order = [e["candidate"] for e in trace if e["event"] == "evaluation" and e["candidate"] in kernels]
     assert order == sorted(kernels)
     assert json.loads((out.root / "config.json").read_text())["options"].get("gpus") is None
+
+
+def test_the_timeline_shows_which_gpu_ran_a_job():
+    from cuda_llm.report.timeline import describe
+
+    ok = describe({"event": "gpu_job", "kind": "evaluate", "candidate": "r1c0", "gpu": "1", "seconds": 2.34,
+                   "queued_s": 0.5, "status": "done"})
+    assert ok == "GPU 1: evaluate r1c0 2.3 s (queued 0.5 s)"
+    lost = describe({"event": "gpu_job", "kind": "evaluate", "candidate": "r1c1", "gpu": "0", "seconds": 1.0,
+                     "queued_s": 0.0, "status": "lost", "error": "RayActorError: died", "requeued": True})
+    assert "LOST (RayActorError: died; re-queued)" in lost

@@ -269,7 +269,9 @@ class PoolClient(ToolsMixin):
 
     # -- measurements: jobs on the pool
     def evaluate(self, loaded: Any, source: str, candidate_id: str, work_dir: Path) -> EvalResult:
-        if self.pool.prebuild:      # nvcc on the CPU now, in this thread: the GPU's worker finds the build cached
+        # nvcc on the CPU now, in this thread, while the GPUs time others: the GPU's worker finds the build cached
+        # (with one GPU there is nothing to overlap with, so it would only add a cache look-up)
+        if self.pool.prebuild and self.pool.parallelism > 1:
             try:
                 self.build(loaded, source, candidate_id)
             except Exception:  # noqa: BLE001 - the evaluation itself says what is wrong with the source
