@@ -86,8 +86,10 @@ def test_pool_over_every_gpu(tmp_path):
 
 
 def test_batch_of_two_tasks_on_every_gpu(tmp_path):
-    """`cuda-llm batch` with a scripted model, real kernels (each task's naive kernel with 128 and 256 threads is
-    its own candidate) and the real pool: the table, and no two timed evaluations on one GPU from the traces."""
+    """`cuda-llm batch` with a scripted model, real kernels (each task's naive kernel, marked per candidate) and the
+    real pool over every GPU: the table, and no two timed evaluations on one GPU from the traces. POOL_BATCH_TASKS
+    names other tasks (e.g. four for a machine with several GPUs)."""
+    tasks = os.environ.get("POOL_BATCH_TASKS", "softmax,gelu")
     script = f"""
 import sys, re, json
 sys.path.insert(0, {str(HERE)!r})
@@ -112,7 +114,7 @@ def respond(messages):
 
 model = ScriptedChatModel(respond=respond)
 batch_cmd.model_factory_override = lambda role: model
-sys.exit(cli.main(["batch", "softmax,gelu", "--runs-dir", {str(tmp_path / "runs")!r}, "--rounds", "1",
+sys.exit(cli.main(["batch", {tasks!r}, "--runs-dir", {str(tmp_path / "runs")!r}, "--rounds", "1",
                    "--candidates", "2", "--time-budget", "20m", "--eval-time", "1", "--no-profile", "--no-learn",
                    "--model", "scripted-model", "--base-url", "http://127.0.0.1:9/v1", "--quiet"]))
 """
@@ -120,13 +122,14 @@ sys.exit(cli.main(["batch", "softmax,gelu", "--runs-dir", {str(tmp_path / "runs"
                           env=dict(os.environ, OPENAI_API_KEY="unused"))
     print(proc.stdout[-3000:])
     assert proc.returncode == 0, proc.stderr[-3000:]
-    rows = [ln for ln in proc.stdout.splitlines() if ln.startswith(("softmax", "gelu"))]
-    assert len(rows) == 2 and all("finished" in r for r in rows)
+    names = tuple(tasks.split(","))
+    rows = [ln for ln in proc.stdout.splitlines() if ln.startswith(names)]
+    assert len(rows) == len(names) and all("finished" in r for r in rows), proc.stdout[-2000:]
     jobs = []
     for trace in (tmp_path / "runs").glob("*/trace.jsonl"):
         jobs += [json.loads(ln) for ln in trace.read_text().splitlines() if '"gpu_job"' in ln]
     _no_overlap(jobs)
-    print(f"pool-gpu: batch of 2 tasks: {len(jobs)} GPU jobs on GPUs {sorted({j['gpu'] for j in jobs})}, no overlap")
+    print(f"pool-gpu: batch of {len(names)} tasks: {len(jobs)} GPU jobs on GPUs {sorted({j['gpu'] for j in jobs})}, no overlap")
 
 
 def test_pool_where_cuda_visible_devices_names_another_gpu(tmp_path):
