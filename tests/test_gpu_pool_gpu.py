@@ -51,7 +51,7 @@ def test_pool_with_gpus_0_measures_real_kernels(tmp_path):
         pool.close()
     assert [r.candidate for r in got] == ["p0", "p1", "p2"]
     assert all(r.status.value == "ok" and r.timing is not None for r in got), [r.message for r in got]
-    assert base.status.passed and base.device == pool.device.name
+    assert base.status.passed and base.timing is not None
     _no_overlap(events)
     print(f"pool-gpu: --gpus 0 on {pool.device.name}: {len(got)} kernels, medians "
           f"{', '.join(f'{r.timing.median_ms:.4f}' for r in got)} ms, all on GPU {pool.labels[0]}")
