@@ -23,6 +23,10 @@
 #                       record: Nsight Compute recordings of the known kernels (tests/fixtures/ncu/record.py)
 #                       into bench-out/ncu-rec; diagnosis: the verdict table on the fixtures with those
 #                       recordings merged in; detector: precision and recall of the detectors (CPU only)
+#                       throughput (only when named): benchmarks/throughput_bench.py, candidates per GPU-hour of
+#                       today's path, the GPU pool on one GPU, on every GPU, and through Ray where installed
+#                       (THROUGHPUT_ARGS, e.g. "--candidates 24"); pool: the pool's GPU tests and a 2-task
+#                       `cuda-llm batch` with the scripted model on every GPU (tests/test_gpu_pool_gpu.py)
 #   MODULES=a,b         only these sample modules in the torch step (benchmarks/torch_bench.py)
 #   TORCH_ARGS=...      extra torch_bench.py arguments (e.g. "--no-compile")
 #   PYTEST_ARGS=...     extra pytest arguments (e.g. "-k adversarial")
@@ -81,7 +85,8 @@ wants() { case " $STEPS " in *" $1 "*) return 0 ;; esac; return 1; }
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv > "$BENCH/gpu.txt" 2>&1
 
 # PYTEST_ARGS / HARNESS_ARGS are parsed like a shell line, so quotes work: PYTEST_ARGS="-k 'not slow'"
-pytest_args=(); harness_args=(); cache_args=(); tune_args=(); torch_args=()
+pytest_args=(); harness_args=(); cache_args=(); tune_args=(); torch_args=(); throughput_args=()
+[ -n "${THROUGHPUT_ARGS:-}" ] && eval "throughput_args=(${THROUGHPUT_ARGS})"
 [ -n "${PYTEST_ARGS:-}" ] && eval "pytest_args=(${PYTEST_ARGS})"
 [ -n "${TORCH_ARGS:-}" ] && eval "torch_args=(${TORCH_ARGS})"
 [ -n "${HARNESS_ARGS:-}" ] && eval "harness_args=(${HARNESS_ARGS})"
@@ -146,6 +151,13 @@ fi
 if wants torch; then
   step torch "$BENCH/torch.log" python3 benchmarks/torch_bench.py --out "$BENCH" ${torch_args[@]+"${torch_args[@]}"}
 fi
+if wants throughput; then
+  step throughput "$BENCH/throughput.log" python3 benchmarks/throughput_bench.py --out "$BENCH" \
+    ${throughput_args[@]+"${throughput_args[@]}"}
+fi
+if wants pool; then
+  step pool "$BENCH/pool.log" python3 -m pytest -m gpu -q -rA -s tests/test_gpu_pool_gpu.py
+fi
 
 sync_out
 
@@ -182,4 +194,7 @@ fi
 [ -f "$BENCH/exemplars.log" ] && echo "exemplars: $(grep -E '[0-9]+ (passed|failed)' "$BENCH/exemplars.log" | tail -n 1 | tr -d '=')"
 [ -f "$BENCH/diagnosis.md" ] && echo "diagnosis: $(sed -n 3p "$BENCH/diagnosis.md" | cut -c1-200)"
 [ -f "$BENCH/detector.md" ] && echo "detector: $(sed -n 3p "$BENCH/detector.md" | cut -c1-200)"
+[ -f "$BENCH/throughput.md" ] && echo "throughput:" && grep -E '^(\| (today|pool-1|pool-N|ray) |- )' "$BENCH/throughput.md"
+[ -f "$BENCH/pool.log" ] && echo "pool:     $(grep -E '[0-9]+ (passed|failed)' "$BENCH/pool.log" | tail -n 1 | tr -d '=')" \
+  && grep -E '^pool-gpu: ' "$BENCH/pool.log"
 exit 0

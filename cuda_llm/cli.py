@@ -30,6 +30,7 @@ COMMANDS: dict[str, str] = {
     "tune": "cuda_llm.commands.tune_cmd",
     "import": "cuda_llm.commands.import_cmd",
     "export": "cuda_llm.commands.export_cmd",
+    "batch": "cuda_llm.commands.batch_cmd",
 }
 
 

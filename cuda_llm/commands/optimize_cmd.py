@@ -6,6 +6,10 @@ import argparse
 import re
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from cuda_llm.graph.state import Limits
 
 HELP = "optimize a task's kernel with the LLM agents (plan, code, evaluate, profile, critique)"
 DESCRIPTION = """Run the optimization loop on TASK (a suite name or a task folder).
@@ -158,12 +162,30 @@ def llm_cli(args: argparse.Namespace) -> dict:
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("task", help="task name from `cuda-llm tasks`, or a task folder")
     add_llm_arguments(p)
-    b = p.add_argument_group("budgets and stop rules")
+    add_budget_arguments(p)
+    add_search_arguments(p)
+    o = p.add_argument_group("run")
+    o.add_argument("--runs-dir", type=Path, default=Path("runs"), help="where runs are kept (default ./runs)")
+    add_gpu_arguments(o)
+    o.add_argument("--no-profile", action="store_true", help="skip Nsight Compute profiling")
+    o.add_argument("--no-learn", action="store_true", help="do not update the feature statistics")
+    o.add_argument("--quiet", action="store_true", help="no progress lines (the final table is still printed)")
+    o.add_argument("--start-from", type=Path, metavar="KERNEL.cu",
+                   help="start from your kernel instead of the naive baseline (evaluated first; refused if it fails)")
+
+
+def add_budget_arguments(p: argparse.ArgumentParser, *, batch: bool = False) -> None:
+    """Budgets and stop rules; for a batch the time and token budgets are the whole batch's."""
+    b = p.add_argument_group("budgets and stop rules" + (" (per task, but the time and token budgets are the "
+                                                         "whole batch's)" if batch else ""))
     b.add_argument("--rounds", type=int, default=10, help="maximum rounds (default 10)")
     b.add_argument("--candidates", type=int, default=4, help="candidates per round, written in parallel (default 4)")
     b.add_argument("--time-budget", type=parse_duration, default=8 * 3600.0,
-                   help="wall-clock budget, e.g. 45m or 8h (default 8h)")
-    b.add_argument("--token-budget", type=parse_tokens, default=2_000_000, help="tokens over all roles (default 2M)")
+                   help=("wall-clock budget of the whole batch, shared out as tasks start, e.g. 8h (default 8h)" if batch
+                         else "wall-clock budget, e.g. 45m or 8h (default 8h)"))
+    b.add_argument("--token-budget", type=parse_tokens, default=10_000_000 if batch else 2_000_000,
+                   help=("tokens over all tasks and roles, shared out as tasks start (default 10M)" if batch
+                         else "tokens over all roles (default 2M)"))
     b.add_argument("--plateau-rounds", type=int, default=3, help="stop after this many rounds without progress (default 3)")
     b.add_argument("--plateau-threshold", type=parse_threshold, default=0.02,
                    help="what counts as progress: best latency better by more than this (default 2%%)")
@@ -183,6 +205,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="stop once the best kernel reaches this share of speed of light (default 95%%; off: never)")
     b.add_argument("--max-failed-rounds", type=int, default=3,
                    help="stop after this many rounds in a row in which no candidate passed (default 3)")
+
+
+def add_search_arguments(p: argparse.ArgumentParser) -> None:
     s = p.add_argument_group("search")
     s.add_argument("--refine-turns", type=int, default=0,
                    help="more turns of each coder on its own passing candidate in a round (default 0)")
@@ -192,23 +217,73 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="timed points per candidate that declares tunables (default 16)")
     s.add_argument("--tune-time", type=parse_duration, default=300.0,
                    help="seconds of tuning per candidate that declares tunables (default 300s)")
-    o = p.add_argument_group("run")
-    o.add_argument("--runs-dir", type=Path, default=Path("runs"), help="where runs are kept (default ./runs)")
-    o.add_argument("--arch", help="GPU architecture, e.g. sm_90 (default: the device's)")
-    o.add_argument("--eval-time", type=parse_duration, default=10.0, help="timing budget per candidate (default 10s)")
-    o.add_argument("--no-profile", action="store_true", help="skip Nsight Compute profiling")
-    o.add_argument("--no-learn", action="store_true", help="do not update the feature statistics")
-    o.add_argument("--quiet", action="store_true", help="no progress lines (the final table is still printed)")
-    o.add_argument("--start-from", type=Path, metavar="KERNEL.cu",
-                   help="start from your kernel instead of the naive baseline (evaluated first; refused if it fails)")
 
 
-def preflight_ok(command: str, settings, *, runs_dir: Path, arch: str | None, profile: bool, stream=None) -> bool:
-    """The doctor's checks; each failure and warning one line on stderr. False when the run must not start."""
+def parse_gpus_arg(text: str) -> list[int] | None:
+    from cuda_llm.graph.gpu_pool import parse_gpus
+
+    try:
+        return parse_gpus(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def add_gpu_arguments(g: Any) -> None:
+    """--arch, --eval-time, --gpus: how and where candidates are measured."""
+    g.add_argument("--arch", help="GPU architecture, e.g. sm_90 (default: the device's)")
+    g.add_argument("--eval-time", type=parse_duration, default=10.0, help="timing budget per candidate (default 10s)")
+    g.add_argument("--gpus", type=parse_gpus_arg, default=None, metavar="0,1,2,3",
+                   help="the GPUs to measure on, one evaluation worker each, a round's candidates side by side "
+                        "(indices among the visible GPUs; default: all)")
+
+
+def check_gpus_arg(gpus: list[int] | None) -> str | None:
+    """None when every GPU of --gpus is visible here, else what is wrong (checked before anything starts)."""
+    from cuda_llm.graph.gpu_pool import check_gpus
+    from cuda_llm.tools.device_probe import cuda_device_count
+
+    count = cuda_device_count()
+    if count == 0:       # no device at all: the preflight says so in its own words
+        return None
+    try:
+        check_gpus(gpus, count)
+    except ValueError as exc:
+        return str(exc)
+    return None
+
+
+def limits_from_args(args: argparse.Namespace) -> "Limits | str":
+    """The Limits the budget flags say, or what is wrong with them."""
+    from pydantic import ValidationError
+
+    from cuda_llm.graph.state import Limits
+
+    try:
+        limits = Limits(max_rounds=args.rounds, n_candidates=args.candidates, time_budget_s=args.time_budget,
+                        token_budget=args.token_budget, plateau_rounds=args.plateau_rounds,
+                        plateau_threshold=args.plateau_threshold, reserve_s=args.reserve, max_repairs=args.max_repairs,
+                        max_no_code=args.max_no_code, max_endpoint_errors=args.max_endpoint_errors,
+                        compile_fix_turns=args.compile_fixes,
+                        sol_target=args.sol_target, max_failed_rounds=args.max_failed_rounds,
+                        refine_turns=args.refine_turns, inspirations=args.inspirations, tune_evals=args.tune_evals,
+                        tune_seconds=args.tune_time)
+    except ValidationError as exc:
+        bad = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
+        return f"bad budget: {bad} (see `cuda-llm {args.command} --help`)"
+    if limits.reserve_s >= limits.time_budget_s:
+        return (f"--reserve {limits.reserve_s:g}s leaves nothing of --time-budget {limits.time_budget_s:g}s; "
+                "give a larger budget or a smaller reserve")
+    return limits
+
+
+def preflight_ok(command: str, settings, *, runs_dir: Path, arch: str | None, profile: bool, stream=None,
+                 gpu: bool = True) -> bool:
+    """The doctor's checks; each failure and warning one line on stderr. False when the run must not start.
+    ``gpu=False``: the GPUs are elsewhere (a Ray cluster), so this machine's is not checked."""
     from cuda_llm.graph.preflight import failures, run_checks
 
     stream = stream or sys.stderr
-    checks = run_checks(settings, runs_dir=runs_dir, arch=arch, profile=profile)
+    checks = run_checks(settings, runs_dir=runs_dir, arch=arch, profile=profile, gpu=gpu)
     bad = failures(checks)
     for c in checks:
         if c.level != "ok":
@@ -276,26 +351,14 @@ def run(args: argparse.Namespace) -> int:
     except LLMConfigError as exc:
         return _err(str(exc))
     # 2. the options and the task
-    from pydantic import ValidationError
-
     from cuda_llm.graph.run import RunOptions, start_run
-    from cuda_llm.graph.state import Limits
 
-    try:
-        limits = Limits(max_rounds=args.rounds, n_candidates=args.candidates, time_budget_s=args.time_budget,
-                        token_budget=args.token_budget, plateau_rounds=args.plateau_rounds,
-                        plateau_threshold=args.plateau_threshold, reserve_s=args.reserve, max_repairs=args.max_repairs,
-                        max_no_code=args.max_no_code, max_endpoint_errors=args.max_endpoint_errors,
-                        compile_fix_turns=args.compile_fixes,
-                        sol_target=args.sol_target, max_failed_rounds=args.max_failed_rounds,
-                        refine_turns=args.refine_turns, inspirations=args.inspirations, tune_evals=args.tune_evals,
-                        tune_seconds=args.tune_time)
-    except ValidationError as exc:
-        bad = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
-        return _err(f"bad budget: {bad} (see `cuda-llm optimize --help`)")
-    if limits.reserve_s >= limits.time_budget_s:
-        return _err(f"--reserve {limits.reserve_s:g}s leaves nothing of --time-budget {limits.time_budget_s:g}s; "
-                    "give a larger budget or a smaller reserve")
+    limits = limits_from_args(args)
+    if isinstance(limits, str):
+        return _err(limits)
+    bad_gpus = check_gpus_arg(args.gpus)
+    if bad_gpus:
+        return _err(bad_gpus)
     from cuda_llm.tasks import TaskError, load_task
 
     try:
@@ -310,7 +373,8 @@ def run(args: argparse.Namespace) -> int:
     from cuda_llm.report.progress import make_progress
 
     options = RunOptions(limits=limits, runs_dir=args.runs_dir, arch=args.arch, eval_time_budget_s=args.eval_time,
-                         profile=not args.no_profile, learn=not args.no_learn, start_from=args.start_from)
+                         profile=not args.no_profile, learn=not args.no_learn, start_from=args.start_from,
+                         gpus=args.gpus)
     out = start_run(loaded, settings, options, progress=make_progress(args.quiet))
     print_outcome(out)
     return exit_code(out)

@@ -28,6 +28,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--runs-dir", type=Path, default=Path("runs"), help="where runs are kept (default ./runs)")
     p.add_argument("--api-key", help="API key when the environment has none")
     p.add_argument("--quiet", action="store_true", help="no progress lines")
+    from cuda_llm.commands.optimize_cmd import parse_gpus_arg
+
+    p.add_argument("--gpus", type=parse_gpus_arg, default=None, metavar="0,1,2,3",
+                   help="the GPUs to measure on here (indices among the visible GPUs; default: all)")
     b = p.add_argument_group("more budget for a finished run ('+N' adds to what was used; 'N' is the new total)")
     b.add_argument("--rounds", type=_relative(int_arg), metavar="[+]N", help="e.g. +5")
     b.add_argument("--time-budget", type=_relative("duration"), metavar="[+]DURATION", help="wall-clock, e.g. +2h")
@@ -91,8 +95,13 @@ def run(args: argparse.Namespace) -> int:
     except LLMConfigError as exc:
         print(f"cuda-llm resume: {exc}", file=sys.stderr)
         return 2
-    from cuda_llm.commands.optimize_cmd import preflight_ok
+    from cuda_llm.commands.optimize_cmd import check_gpus_arg, preflight_ok
     from cuda_llm.graph.run import RunBusyError
+
+    bad_gpus = check_gpus_arg(args.gpus)
+    if bad_gpus:
+        print(f"cuda-llm resume: {bad_gpus}", file=sys.stderr)
+        return 2
 
     opts = config.get("options") or {}
     if not preflight_ok("resume", settings, runs_dir=args.runs_dir, arch=opts.get("arch"),
@@ -106,7 +115,7 @@ def run(args: argparse.Namespace) -> int:
     extend = Extension(rounds=args.rounds, time_budget_s=args.time_budget, token_budget=args.token_budget)
     try:
         out = resume_run(str(rundir.root), args.runs_dir, settings=settings, progress=make_progress(args.quiet),
-                         extend=extend or None)
+                         extend=extend or None, gpus=args.gpus)
     except (RunBusyError, RuntimeError) as exc:
         print(f"cuda-llm resume: {exc}", file=sys.stderr)
         return 2

@@ -38,7 +38,8 @@ class Deps:
         with self._streak_lock:
             self.no_code_streak = 0 if has_code else self.no_code_streak + 1
     settings: Any = None              # LLMSettings (prompt budgets, the coder's temperatures); None: defaults
-    gpu_lock: threading.Lock = field(default_factory=threading.Lock)   # coders measuring during refinement
+    # coders measuring during refinement: one at a time, or one per GPU of the pool (run.py sizes it)
+    gpu_lock: Any = field(default_factory=threading.Lock)
 
     @property
     def task(self) -> Any:

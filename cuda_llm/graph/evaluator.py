@@ -22,7 +22,7 @@ import tempfile
 import threading
 from dataclasses import dataclass
 from pathlib import Path
-from collections.abc import Collection
+from collections.abc import Collection, Iterator, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 from cuda_llm.results import DeviceInfo, EvalResult, Status
@@ -149,15 +149,20 @@ class ToolsMixin:
 
 
 class GpuEvaluator(ToolsMixin):
-    """The real evaluator: cuda_llm.tools.evaluate (compile, GPU worker) and tools.ncu for profiles."""
+    """The real evaluator: cuda_llm.tools.evaluate (compile, GPU worker) and tools.ncu for profiles.
+
+    ``gpu`` is the index of its device among the visible ones (default the first): every worker it starts is
+    pinned to that device and holds that device's lock, and ``device`` holds that device's measured facts.
+    The GPU pool (graph/gpu_pool.py) keeps one per GPU."""
 
     def __init__(self, *, arch: str | None = None, time_budget_s: float = 10.0, final_seed: int = 20_251_123,
-                 profile: bool = True, profile_timeout_s: float = 120.0):
+                 profile: bool = True, profile_timeout_s: float = 120.0, gpu: int | None = None):
         from cuda_llm.tools.compile import resolve_arch
         from cuda_llm.tools.device_info import get_device_info
 
         self.arch = resolve_arch(arch)
-        self.device = get_device_info()
+        self.gpu = gpu
+        self.device = get_device_info(gpu=gpu)
         self.time_budget_s = time_budget_s
         self.final_seed = final_seed
         self.do_profile = profile
@@ -166,7 +171,7 @@ class GpuEvaluator(ToolsMixin):
     def _options(self, **kw: Any) -> Any:
         from cuda_llm.tools.evaluate import EvalOptions
 
-        return EvalOptions(arch=self.arch, time_budget_s=self.time_budget_s, **kw)
+        return EvalOptions(arch=self.arch, time_budget_s=self.time_budget_s, gpu=self.gpu, **kw)
 
     def evaluate(self, loaded: Any, source: str, candidate_id: str, work_dir: Path) -> EvalResult:
         from cuda_llm.tools.evaluate import evaluate_candidate
@@ -197,7 +202,8 @@ class GpuEvaluator(ToolsMixin):
             return None
         from cuda_llm.tools.ncu import profile_candidate
 
-        return profile_candidate(loaded, result.compile.so_path, out_dir=Path(work_dir), timeout_s=self.profile_timeout_s)
+        return profile_candidate(loaded, result.compile.so_path, out_dir=Path(work_dir), timeout_s=self.profile_timeout_s,
+                                 gpu=self.gpu)
 
     def final_check(self, loaded: Any, source: str, candidate_id: str, work_dir: Path) -> tuple[EvalResult, EvalResult]:
         from cuda_llm.tools.evaluate import evaluate_candidate
@@ -269,6 +275,39 @@ class CachedEvaluator(ToolsMixin):
         if res.status != Status.no_device:   # measured on a GPU machine later, not read back as "no device"
             _atomic_write(self._path(kind, key), res.model_dump_json())
         return Cached(res, True)
+
+    @property
+    def parallelism(self) -> int:
+        """How many measurements the inner evaluator runs at once (the GPU pool's live GPUs; else 1)."""
+        try:
+            return max(1, int(getattr(self.inner, "parallelism", 1) or 1))
+        except (TypeError, ValueError):
+            return 1
+
+    def evaluate_each(self, loaded: Any, jobs: Sequence[tuple[str, str, Path]], *, kind: str = "eval") -> Iterator[Cached]:
+        """Evaluate (source, candidate id, work dir) jobs, yielding their results in the order given.
+
+        With one worker (a plain evaluator) they run one after another, each when its turn comes, as they always
+        did: a consumer that stops early (no device) leaves the rest unmeasured. With a pool they are all
+        submitted at once (twice as many in flight as GPUs, so the next ones compile while the GPUs time) and
+        each is stored as it finishes, so a kill loses none that finished. A source given twice is measured
+        once; its second candidate gets the stored result, as a later round's repeat would."""
+        width = self.parallelism
+        if width <= 1 or len(jobs) <= 1:
+            for source, cid, work in jobs:
+                yield self.evaluate(loaded, source, cid, work, kind=kind)
+            return
+        from concurrent.futures import ThreadPoolExecutor
+
+        first: dict[str, int] = {}
+        for i, (source, _, _) in enumerate(jobs):
+            first.setdefault(content_hash(source), i)
+        with ThreadPoolExecutor(max_workers=min(len(first), 2 * width), thread_name_prefix="evaluate") as ex:
+            futs = {i: ex.submit(self.evaluate, loaded, *jobs[i], kind=kind) for i in sorted(first.values())}
+            for i, (source, cid, _) in enumerate(jobs):
+                j = first[content_hash(source)]
+                got = futs[j].result()
+                yield got if j == i else Cached(got.value.model_copy(update={"candidate": cid}), False)
 
     def baseline(self, loaded: Any) -> Cached:
         hit = self._load("baseline", "naive")

@@ -79,6 +79,8 @@ class RunOptions(BaseModel):
     stats_path: Path | None = None     # feature statistics (default: the shared cache's)
     learn: bool = True                 # record feature statistics
     start_from: Path | None = None     # the user's kernel to start from (evaluated first)
+    gpus: list[int] | None = None      # the GPU pool's GPUs (indices among the visible ones); None: all. Not saved:
+                                       # a run resumed on another machine uses that machine's GPUs
 
 
 class Extension(BaseModel):
@@ -143,9 +145,12 @@ def _task_ref(loaded: Any) -> str:
 
 def start_run(task: Any, settings: Any, options: RunOptions | None = None, *, evaluator: Evaluator | None = None,
               model_factory: ModelFactory | None = None, stages: Sequence[ToolStage] | None = None,
-              progress: Any = None, handle_signals: bool = True) -> RunOutcome:
+              progress: Any = None, handle_signals: bool = True,
+              on_created: Callable[[str], None] | None = None, stop: threading.Event | None = None) -> RunOutcome:
     """A new run of ``task`` (a suite name, a folder, or a LoadedTask). ``settings`` (LLMSettings) are
-    needed unless ``model_factory(role)`` gives the chat models (None for a role played by rules)."""
+    needed unless ``model_factory(role)`` gives the chat models (None for a role played by rules).
+    ``on_created(run_id)`` is called as soon as the run directory exists (a batch records it); setting ``stop``
+    stops the run at the next step boundary, as SIGINT does (a batch stops its runs with one event)."""
     from cuda_llm.runs.rundir import RunDir
 
     options = options or RunOptions()
@@ -156,23 +161,26 @@ def start_run(task: Any, settings: Any, options: RunOptions | None = None, *, ev
     config = {
         "task": _task_ref(loaded),
         "limits": options.limits.model_dump(),
-        "options": options.model_dump(mode="json", exclude={"limits"}),
+        "options": options.model_dump(mode="json", exclude={"limits", "gpus"}),
         "llm": settings.redacted() if settings is not None else {},
     }
     rundir.save_config(config)
+    if on_created is not None:
+        on_created(rundir.run_id)
     initial = {"run_id": rundir.run_id, "task": loaded.task.name, "limits": options.limits.model_dump()}
     if options.start_from is not None:
         rundir.write_candidate("seed", Path(options.start_from).read_text())
         initial["seed"] = True
     return _drive(rundir, loaded, settings, options, initial, evaluator=evaluator, model_factory=model_factory,
-                  stages=stages, progress=progress, handle_signals=handle_signals)
+                  stages=stages, progress=progress, handle_signals=handle_signals, stop=stop)
 
 
 def resume_run(run_id: str, runs_dir: Path | str = "runs", *, settings: Any = None, evaluator: Evaluator | None = None,
                model_factory: ModelFactory | None = None, stages: Sequence[ToolStage] | None = None,
-               progress: Any = None, handle_signals: bool = True, extend: Extension | None = None) -> RunOutcome:
+               progress: Any = None, handle_signals: bool = True, extend: Extension | None = None,
+               gpus: list[int] | None = None, stop: threading.Event | None = None) -> RunOutcome:
     """Continue a run from its last checkpoint (its saved task, budgets and models). ``extend`` gives a finished
-    run more rounds, time or tokens and continues it with a new round."""
+    run more rounds, time or tokens and continues it with a new round. ``gpus``: the GPU pool's GPUs here."""
     from cuda_llm.runs.rundir import RunDir
 
     rundir = RunDir.open(run_id, Path(runs_dir))
@@ -180,11 +188,12 @@ def resume_run(run_id: str, runs_dir: Path | str = "runs", *, settings: Any = No
     options = RunOptions(limits=Limits(**config.get("limits", {})), **{k: v for k, v in config.get("options", {}).items()
                                                                         if k in RunOptions.model_fields and k != "limits"})
     options.runs_dir = Path(runs_dir)
+    options.gpus = gpus
     loaded = _load_task(config["task"])
     if settings is None and model_factory is None:
         settings = settings_from_config(config.get("llm") or {})
     return _drive(rundir, loaded, settings, options, None, evaluator=evaluator, model_factory=model_factory,
-                  stages=stages, progress=progress, handle_signals=handle_signals, extend=extend)
+                  stages=stages, progress=progress, handle_signals=handle_signals, extend=extend, stop=stop)
 
 
 def settings_from_config(llm: dict[str, Any], *, api_key: str | None = None,
@@ -266,11 +275,27 @@ def _make_models(rundir: Any, settings: Any, factory: ModelFactory | None, trace
 
 
 def _needs_device_now(evaluator: Any) -> bool:
-    """The real evaluator on a machine without a CUDA device: every measurement would be wasted."""
+    """The real evaluator (or a pool of this machine's GPUs) on a machine without a CUDA device: every
+    measurement would be wasted."""
     from cuda_llm.graph.evaluator import GpuEvaluator
     from cuda_llm.tools.device_probe import has_cuda_device
 
-    return isinstance(evaluator, GpuEvaluator) and not has_cuda_device()
+    local = isinstance(evaluator, GpuEvaluator) or bool(getattr(evaluator, "needs_local_device", False))
+    return local and not has_cuda_device()
+
+
+def default_evaluator(options: RunOptions) -> Any:
+    """What measures a run when none is given: a pool over the GPUs of ``options.gpus`` (all by default); on a
+    machine without a CUDA device the plain evaluator, which the run halts on before spending anything."""
+    from cuda_llm.graph.evaluator import GpuEvaluator
+    from cuda_llm.tools.device_probe import has_cuda_device
+
+    if not has_cuda_device():
+        return GpuEvaluator(arch=options.arch, time_budget_s=options.eval_time_budget_s, profile=options.profile)
+    from cuda_llm.graph.gpu_pool import local_pool
+
+    return local_pool(options.gpus, arch=options.arch, time_budget_s=options.eval_time_budget_s,
+                      profile=options.profile).client()
 
 
 def _stats(options: RunOptions) -> Any:
@@ -283,7 +308,8 @@ def _stats(options: RunOptions) -> Any:
 
 def _drive(rundir: Any, loaded: Any, settings: Any, options: RunOptions, initial: dict | None, *,
            evaluator: Evaluator | None, model_factory: ModelFactory | None, stages: Sequence[ToolStage] | None,
-           progress: Any, handle_signals: bool, extend: Extension | None = None) -> RunOutcome:
+           progress: Any, handle_signals: bool, extend: Extension | None = None,
+           stop: threading.Event | None = None) -> RunOutcome:
     from langgraph.checkpoint.sqlite import SqliteSaver
 
     from cuda_llm.feature_db.catalogue import load_catalogue
@@ -294,18 +320,21 @@ def _drive(rundir: Any, loaded: Any, settings: Any, options: RunOptions, initial
         return _drive_locked(rundir, loaded, settings, options, initial, evaluator=evaluator,
                              model_factory=model_factory, stages=stages, progress=progress,
                              handle_signals=handle_signals, open_trace=open_trace, load_catalogue=load_catalogue,
-                             compile_graph=compile_graph, SqliteSaver=SqliteSaver, extend=extend)
+                             compile_graph=compile_graph, SqliteSaver=SqliteSaver, extend=extend, stop=stop)
 
 
 def _drive_locked(rundir: Any, loaded: Any, settings: Any, options: RunOptions, initial: dict | None, *,
                   evaluator: Evaluator | None, model_factory: ModelFactory | None, stages: Sequence[ToolStage] | None,
                   progress: Any, handle_signals: bool, open_trace: Any, load_catalogue: Any, compile_graph: Any,
-                  SqliteSaver: Any, extend: Extension | None = None) -> RunOutcome:
+                  SqliteSaver: Any, extend: Extension | None = None, stop: threading.Event | None = None) -> RunOutcome:
     tracer = open_trace(rundir.trace_path)
+    own_pool = None
     if evaluator is None:
-        from cuda_llm.graph.evaluator import GpuEvaluator
-
-        evaluator = GpuEvaluator(arch=options.arch, time_budget_s=options.eval_time_budget_s, profile=options.profile)
+        evaluator = default_evaluator(options)
+        own_pool = getattr(evaluator, "pool", None)
+    bind = getattr(evaluator, "bind_trace", None)
+    if callable(bind):      # a pool client: each job's GPU and times go to this run's trace
+        bind(tracer.event)
     conn = sqlite3.connect(str(rundir.checkpoint_path), check_same_thread=False)
     try:
         from cuda_llm.runs.serde import CompressedSerializer
@@ -315,6 +344,10 @@ def _drive_locked(rundir: Any, loaded: Any, settings: Any, options: RunOptions, 
                     evaluator=CachedEvaluator(evaluator, Path(rundir.root) / "cache"),
                     models=_make_models(rundir, settings, model_factory, tracer, options.limits), stats=_stats(options),
                     catalogue=load_catalogue(), progress=progress, settings=settings)
+        if stop is not None:
+            deps.stop_requested = stop
+        if deps.evaluator.parallelism > 1:   # refining coders measure side by side too, one per GPU
+            deps.gpu_lock = threading.BoundedSemaphore(deps.evaluator.parallelism)
         graph = compile_graph(deps, saver, stages)
         config = {"configurable": {"thread_id": rundir.run_id}, "recursion_limit": RECURSION_LIMIT}
         snap = graph.get_state(config)
@@ -324,10 +357,11 @@ def _drive_locked(rundir: Any, loaded: Any, settings: Any, options: RunOptions, 
             deps.elapsed_at_start = float(snap.values.get("elapsed_s") or 0.0)
             if extend:
                 snap = _extend(graph, config, snap, extend, rundir, tracer)
-            tracer.event("run_resume", run_id=rundir.run_id, next=list(snap.next), elapsed_s=deps.elapsed_at_start)
+            tracer.event("run_resume", run_id=rundir.run_id, next=list(snap.next), elapsed_s=deps.elapsed_at_start,
+                         gpus=_gpu_labels(evaluator))
         else:
             tracer.event("run_start", run_id=rundir.run_id, task=loaded.task.name, limits=options.limits.model_dump(),
-                         arch=deps.arch, device=getattr(deps.device, "name", None))
+                         arch=deps.arch, device=getattr(deps.device, "name", None), gpus=_gpu_labels(evaluator))
             initial["device"] = getattr(deps.device, "name", None)
         if progress is not None and hasattr(progress, "on_event"):
             tracer.add_listener(progress.on_event)
@@ -387,9 +421,17 @@ def _drive_locked(rundir: Any, loaded: Any, settings: Any, options: RunOptions, 
         return out
     finally:
         conn.close()
+        if own_pool is not None:
+            own_pool.close()
         close = getattr(tracer, "close", None)
         if callable(close):
             close()
+
+
+def _gpu_labels(evaluator: Any) -> list[str] | None:
+    """The GPUs a pool client measures on (None for a plain evaluator)."""
+    pool = getattr(evaluator, "pool", None)
+    return list(getattr(pool, "labels", [])) if pool is not None else None
 
 
 class NotExtendable(RuntimeError):

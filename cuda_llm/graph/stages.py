@@ -112,8 +112,9 @@ class ToolStage(Protocol):
 
 
 class EvaluateStage:
-    """Compile, validate on every case, time: every candidate not yet evaluated, one after another
-    (GPU work is serialized). Feature statistics are recorded after each new measurement."""
+    """Compile, validate on every case, time: every candidate not yet evaluated, side by side on the GPU pool's
+    GPUs (one after another on one GPU). Results are taken in candidate order, and the feature statistics
+    recorded after each, so the outcome does not depend on which GPU finished first."""
 
     name = "evaluate"
 
@@ -121,10 +122,9 @@ class EvaluateStage:
         deps = ctx.deps
         update: dict[str, Any] = {"cands": {}}
         n_eval = int(ctx.state.get("evaluations", 0))
-        for c in ctx.candidates():
-            if c.status is not None or c.hash is None:
-                continue
-            got = deps.evaluator.evaluate(deps.loaded, deps.source(c.hash), c.id, ctx.work_dir(c.id))
+        todo = [c for c in ctx.candidates() if c.status is None and c.hash is not None]
+        jobs = [(deps.source(c.hash), c.id, ctx.work_dir(c.id)) for c in todo]
+        for c, got in zip(todo, deps.evaluator.evaluate_each(deps.loaded, jobs)):
             res: EvalResult = got.value
             if res.status == Status.no_device:   # the GPU went away: stop unfinished, resumable on a GPU machine
                 from cuda_llm.graph.stop_rules import NO_DEVICE, RunHalted

@@ -39,7 +39,8 @@ BASELINE_FAILED = "baseline_failed"
 NO_CODE = "no_code"
 ENDPOINT_ERRORS = "endpoint_errors"
 SEED_FAILED = "seed_failed"
-HALTS = (NO_DEVICE, BASELINE_FAILED, NO_CODE, ENDPOINT_ERRORS, SEED_FAILED)
+WORKERS_LOST = "workers_lost"   # the GPU pool lost the workers an evaluation was sent to (graph/gpu_pool.py)
+HALTS = (NO_DEVICE, BASELINE_FAILED, NO_CODE, ENDPOINT_ERRORS, SEED_FAILED, WORKERS_LOST)
 
 
 def reason_text(reason: str | None, limits: object = None) -> str:
@@ -60,6 +61,7 @@ def reason_text(reason: str | None, limits: object = None) -> str:
         NO_CODE: "the coder answered without usable code too many times in a row",
         ENDPOINT_ERRORS: "the LLM endpoint failed too many times in a row",
         SEED_FAILED: "the kernel given with --start-from does not pass",
+        WORKERS_LOST: "the evaluation workers (GPUs, Ray actors) were lost",
     }
     return texts.get(reason or "", "")
 

@@ -42,8 +42,14 @@ def describe(ev: dict[str, Any], root: str | None = None) -> str:
     kind = ev.get("event", "?")
     if kind == "run_start":
         lim = ev.get("limits") or {}
-        return (f"{ev.get('task')} on {ev.get('device') or 'no device'} ({ev.get('arch')}): up to "
+        gpus = f", GPUs {','.join(ev['gpus'])}" if ev.get("gpus") and len(ev["gpus"]) > 1 else ""
+        return (f"{ev.get('task')} on {ev.get('device') or 'no device'} ({ev.get('arch')}{gpus}): up to "
                 f"{lim.get('max_rounds')} rounds x {lim.get('n_candidates')} candidates")
+    if kind == "gpu_job":
+        lost = f" LOST ({_short(ev.get('error'), 70)}; {'re-queued' if ev.get('requeued') else 'given up'})" \
+            if ev.get("status") == "lost" else ""
+        return (f"GPU {ev.get('gpu')}: {ev.get('kind')} {ev.get('candidate')} {ev.get('seconds', 0):.1f} s "
+                f"(queued {ev.get('queued_s', 0):.1f} s){lost}")
     if kind == "run_resume":
         return f"resumed at {', '.join(ev.get('next') or []) or 'the end'} after {ev.get('elapsed_s', 0):.0f} s of work"
     if kind == "run_end":

@@ -3,7 +3,9 @@
 The peaks (a device-to-device copy, an FMA-bound kernel, tensor-core MMA kernels) are measured once per
 device and driver by the GPU worker; later calls read the cache. A cached entry from an older set of
 measurements (``measurement_version`` below the current one, e.g. without tensor peaks) is measured
-again. Without a device this returns None and never starts a worker.
+again. Without a device this returns None and never starts a worker. ``gpu`` picks the device by its index
+among the visible ones (as ``EvalOptions.gpu`` does): the identity is asked of that device and its peaks are
+measured by a worker pinned to it, so a machine with two kinds of GPU keeps one entry per kind.
 """
 
 from __future__ import annotations
@@ -22,9 +24,9 @@ _MEMO: dict[str, DeviceInfo] = {}
 MEASUREMENT_VERSION = 2
 
 
-def _driver_identity() -> tuple[str, str] | None:
+def _driver_identity(gpu: int = 0) -> tuple[str, str] | None:
     """(device name, driver version) through libcuda with ctypes, without pycuda."""
-    return device_identity()
+    return device_identity(gpu)
 
 
 def cache_path(name: str, driver: str) -> Path:
@@ -32,11 +34,12 @@ def cache_path(name: str, driver: str) -> Path:
     return cache_dir() / "devices" / f"{slug}-drv{driver}.json"
 
 
-def get_device_info(*, refresh: bool = False, timeout_s: float = 180.0) -> DeviceInfo | None:
-    """DeviceInfo of device 0 (CUDA_VISIBLE_DEVICES applies), or None where there is no CUDA device."""
+def get_device_info(*, refresh: bool = False, timeout_s: float = 180.0, gpu: int | None = None) -> DeviceInfo | None:
+    """DeviceInfo of the ``gpu``-th visible device (default the first; CUDA_VISIBLE_DEVICES applies), or None
+    where there is no CUDA device."""
     if not has_cuda_device():
         return None
-    ident = _driver_identity()
+    ident = _driver_identity(gpu or 0)
     if ident is None:
         return None
     path = cache_path(*ident)
@@ -57,7 +60,7 @@ def get_device_info(*, refresh: bool = False, timeout_s: float = 180.0) -> Devic
 
     with tempfile.TemporaryDirectory(prefix="cuda-llm-dev-") as tmp:
         res = Path(tmp) / "device.json"
-        out = run_worker(["device-info", "--result", str(res)], timeout_s=timeout_s)
+        out = run_worker(["device-info", "--result", str(res)], timeout_s=timeout_s, gpu=gpu)
         if out.rc != 0 or not res.exists():
             raise RuntimeError(f"measuring the device failed (exit {out.rc}, timed out {out.timed_out}):\n"
                                f"{out.stderr_tail()}\nIs pycuda installed (pip install -e '.[gpu]')?")

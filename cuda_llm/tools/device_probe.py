@@ -1,5 +1,6 @@
-"""What the CUDA driver says about device 0, asked through libcuda with ctypes, never through pycuda,
-so that it answers on machines without pycuda or without a driver (CI, laptops)."""
+"""What the CUDA driver says about a device (by its index among the visible ones, default 0), asked through
+libcuda with ctypes, never through pycuda, so that it answers on machines without pycuda or without a driver
+(CI, laptops)."""
 
 from __future__ import annotations
 
@@ -22,9 +23,9 @@ def _driver() -> Any | None:
     return None
 
 
-def _device0(lib: Any) -> ctypes.c_int | None:
+def _device(lib: Any, index: int = 0) -> ctypes.c_int | None:
     dev = ctypes.c_int(0)
-    return dev if lib.cuDeviceGet(ctypes.byref(dev), 0) == 0 else None
+    return dev if lib.cuDeviceGet(ctypes.byref(dev), int(index)) == 0 else None
 
 
 @functools.lru_cache(maxsize=1)
@@ -41,10 +42,10 @@ def has_cuda_device() -> bool:
     return cuda_device_count() > 0
 
 
-def device_identity() -> tuple[str, str] | None:
-    """(name, driver version) of device 0, or None without a driver or device."""
+def device_identity(index: int = 0) -> tuple[str, str] | None:
+    """(name, driver version) of the ``index``-th visible device, or None without a driver or that device."""
     lib = _driver()
-    dev = _device0(lib) if lib is not None else None
+    dev = _device(lib, index) if lib is not None else None
     if dev is None:
         return None
     buf = ctypes.create_string_buffer(256)
@@ -54,10 +55,10 @@ def device_identity() -> tuple[str, str] | None:
     return buf.value.decode(errors="replace"), str(ver.value)
 
 
-def compute_capability() -> tuple[int, int] | None:
-    """(major, minor) of device 0, or None without a driver or device."""
+def compute_capability(index: int = 0) -> tuple[int, int] | None:
+    """(major, minor) of the ``index``-th visible device, or None without a driver or that device."""
     lib = _driver()
-    dev = _device0(lib) if lib is not None else None
+    dev = _device(lib, index) if lib is not None else None
     if dev is None:
         return None
     major, minor = ctypes.c_int(0), ctypes.c_int(0)

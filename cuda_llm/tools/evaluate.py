@@ -47,10 +47,10 @@ CAP_EVERY_S = 60.0               # the cache cap is enforced after an evaluation
 _last_cap = 0.0
 
 
-def _device_info_or_none() -> DeviceInfo | None:
+def _device_info_or_none(gpu: int | None = None) -> DeviceInfo | None:
     try:
         from cuda_llm.tools.device_info import get_device_info
-        return get_device_info()
+        return get_device_info(gpu=gpu)
     except Exception:  # peaks are a refinement: without them there is no speed-of-light check
         return None
 
@@ -112,7 +112,7 @@ def run_compiled(loaded: LoadedTask, so_path: str, *, source: str, options: Eval
     t0 = time.perf_counter()
     res = EvalResult(task=loaded.task.name, candidate=candidate, source_hash=source_hash(source), status=Status.ok,
                      baseline_ms=baseline_ms)
-    device = _device_info_or_none()
+    device = _device_info_or_none(opts.gpu)
     res.device = device.name if device else None
     seed = opts.seed if opts.seed is not None else int.from_bytes(res.source_hash.encode()[:4], "little") ^ int(time.time())
     tmp = None
@@ -233,7 +233,7 @@ def baseline_result(loaded: LoadedTask, which: str = "naive", options: EvalOptio
         return None
     source = path.read_text()
     opts = (options or EvalOptions()).model_copy(update={"allow_libraries": which == "library"})
-    device = _device_info_or_none()
+    device = _device_info_or_none(opts.gpu)
     cache = _baseline_path(loaded, which, source, device.name) if device else None
     if cache is not None and cache.exists():
         try:

@@ -219,18 +219,23 @@ def worker_command(request_path: Path, python: str | None = None) -> list[str]:
     return [python or sys.executable, "-m", "cuda_llm.tools.gpu_worker", "run-once", "--request", str(request_path)]
 
 
-def _worker_env() -> dict[str, str]:
-    """The worker must import this package even when it runs from a checkout that is not installed."""
+def _worker_env(device: str | None = None) -> dict[str, str]:
+    """The worker must import this package even when it runs from a checkout that is not installed; with a
+    ``device`` (as CUDA_VISIBLE_DEVICES names it) it sees that GPU only, the one whose lock is held."""
     env = dict(os.environ)
     root = str(Path(__file__).resolve().parents[2])
     env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    if device is not None:
+        env["CUDA_VISIBLE_DEVICES"] = device
     return env
 
 
 def profile_candidate(loaded, so_path: str, *, sizes: dict | None = None, out_dir: Path, timeout_s: float | None = None,
                       seed: int = 0, repeat: int | None = None, ncu_path: str | None = None,
-                      sections: Sequence[str] | None = None, options: ProfileOptions | None = None) -> ProfileResult:
-    """Profile one compiled candidate at ``sizes`` (default: the task's benchmark shape) in the GPU worker.
+                      sections: Sequence[str] | None = None, options: ProfileOptions | None = None,
+                      gpu: int | None = None) -> ProfileResult:
+    """Profile one compiled candidate at ``sizes`` (default: the task's benchmark shape) in the GPU worker,
+    on the ``gpu``-th visible device (default the first), holding that device's lock.
 
     ``loaded`` is a LoadedTask. Explicit arguments win over ``options``. Never raises: trouble gives
     ``available=False`` and a ``reason``.
@@ -251,11 +256,16 @@ def profile_candidate(loaded, so_path: str, *, sizes: dict | None = None, out_di
         reason = f"cannot write the profile request in {out_dir}: {exc}"
         warn_once(reason)
         return ProfileResult(available=False, reason=reason, sizes=sizes)
+    from cuda_llm.tools.runner import device_lock, pinned_device   # GPU work is serialized per device (stdlib only)
+
+    try:
+        device = pinned_device(gpu)
+    except ValueError as exc:
+        return ProfileResult(available=False, reason=str(exc), sizes=sizes)
     kw = dict(out_dir=out_dir, timeout_s=timeout_s if timeout_s is not None else opts.timeout_s, ncu_path=ncu_path,
-              sections=sections, repeat=repeat, env=_worker_env(), sizes=sizes, max_launches=opts.max_launches)
+              sections=sections, repeat=repeat, env=_worker_env(device), sizes=sizes, max_launches=opts.max_launches)
     if find_ncu(ncu_path) is None:
         return profile_command(worker_command(request), **kw)       # says why, without waiting for the GPU
-    from cuda_llm.tools.runner import device_lock   # GPU work is serialized per device (stdlib only)
 
-    with device_lock():
+    with device_lock(device):
         return profile_command(worker_command(request), **kw)

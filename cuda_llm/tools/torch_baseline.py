@@ -48,7 +48,7 @@ def torch_baseline(loaded: Any, which: str = "eager", options: Any = None, *, fr
     if not has_cuda_device():
         res.message = "timing PyTorch needs a CUDA device; the driver reports none here"
         return res
-    device = _device_info()
+    device = _device_info(opts.gpu)
     cache = _cache_path(loaded, which, device.name) if device else None
     if cache is not None and cache.is_file() and not fresh:
         try:
@@ -62,11 +62,11 @@ def torch_baseline(loaded: Any, which: str = "eager", options: Any = None, *, fr
     return result
 
 
-def _device_info() -> Any:
+def _device_info(gpu: int | None = None) -> Any:
     try:
         from cuda_llm.tools.device_info import get_device_info
 
-        return get_device_info()
+        return get_device_info(gpu=gpu)
     except Exception:  # noqa: BLE001 - without peaks there is no % of speed of light, nothing else changes
         return None
 
@@ -88,7 +88,7 @@ def _measure(loaded: Any, which: str, opts: Any, device: Any) -> EvalResult:
         req_path, res_path = Path(tmp) / "request.json", Path(tmp) / "result.json"
         req_path.write_text(req.model_dump_json())
         out = run_worker([sys.executable, "-m", "cuda_llm.tools.torch_timer", "--request", str(req_path),
-                          "--result", str(res_path)], timeout_s=timeout)
+                          "--result", str(res_path)], timeout_s=timeout, gpu=opts.gpu)
         resp = TorchTimeResponse.model_validate_json(res_path.read_text()) if res_path.is_file() else None
     res.seconds = out.seconds
     if out.timed_out:

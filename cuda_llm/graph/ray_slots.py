@@ -1,0 +1,213 @@
+"""The GPU pool over a Ray cluster: one actor per GPU (``num_gpus=1``), each a slot of graph/gpu_pool.py.
+
+The only module that imports ray (the optional extra ``ray``: ``pip install -e '.[gpu,ray]'`` on every node).
+Each actor builds an evaluator on its node (by default ``GpuEvaluator(gpu=0)``: Ray sets the actor's
+``CUDA_VISIBLE_DEVICES`` to the GPU it was given, so GPU 0 is that one and the node's per-GPU lock file is
+that GPU's), and runs the pool's jobs with it: the candidate runs in a child process on that node, exactly
+as on this machine, and is judged by the actor, outside it. Tasks travel by value: a built-in task by name,
+any other as the files of its folder, written once per actor into a folder of its own.
+
+Back-pressure: the pool gives each actor one job at a time and keeps the rest in its own queue, so nothing
+piles up in Ray. A job whose actor or node is lost (``RayActorError``, or no answer within the job's time
+limit) is re-queued by the pool once, for another actor; Ray restarts the lost actor (``max_restarts``)
+where a GPU is free. Ray's own task retries are off, so a job is never run twice behind the pool's back: the
+one result the pool delivers is the one that counts.
+
+The driver (the machine running ``cuda-llm batch --ray``) compiles the coders' candidates for their
+compile-fix turns, so it needs nvcc but no GPU; pass ``--arch`` if the cluster's GPUs are not the driver's.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import tempfile
+from pathlib import Path
+from typing import Any, Callable
+
+import ray
+from pydantic import BaseModel
+
+from cuda_llm.graph.evaluator import ToolsMixin
+from cuda_llm.graph.gpu_pool import GpuPool, same_kind
+from cuda_llm.results import DeviceInfo
+
+JOB_TIMEOUT_S = 3 * 3600.0         # a job not answered by then counts as lost (a hung node)
+WORK_ARG = {"evaluate": 2, "profile": 2, "final_check": 2}    # where the work folder sits after ``loaded``
+MAX_TASK_BYTES = 64 << 20
+Factory = Callable[[], Any]
+
+
+class TaskPayload(BaseModel):
+    """A task as it travels to a node: a built-in task's name, or the files of its folder."""
+
+    name: str
+    key: str
+    suite: bool = False
+    folder_name: str = ""
+    files: dict[str, bytes] = {}
+
+
+def task_payload(loaded: Any) -> TaskPayload:
+    from cuda_llm.tasks.loader import SUITE_DIR
+
+    folder = Path(loaded.task.folder).resolve()
+    if folder.parent == SUITE_DIR.resolve():
+        return TaskPayload(name=loaded.task.name, key=f"suite:{loaded.task.name}", suite=True)
+    files: dict[str, bytes] = {}
+    size = 0
+    for p in sorted(folder.rglob("*")):
+        if p.is_file() and "__pycache__" not in p.parts:
+            data = p.read_bytes()
+            size += len(data)
+            if size > MAX_TASK_BYTES:
+                raise ValueError(f"task folder {folder} holds more than {MAX_TASK_BYTES >> 20} MiB; a task sent to "
+                                 "Ray nodes must be small (or on a file system every node sees)")
+            files[p.relative_to(folder).as_posix()] = data
+    key = hashlib.sha256(b"".join(k.encode() + b"\0" + v for k, v in files.items())).hexdigest()[:16]
+    return TaskPayload(name=loaded.task.name, key=key, folder_name=folder.name, files=files)
+
+
+class GpuEvaluatorFactory:
+    """The real evaluator on a node: GpuEvaluator on the GPU Ray gave the actor (picklable)."""
+
+    def __init__(self, arch: str | None = None, time_budget_s: float = 10.0, profile: bool = True):
+        self.arch, self.time_budget_s, self.profile = arch, time_budget_s, profile
+
+    def __call__(self) -> Any:
+        from cuda_llm.graph.evaluator import GpuEvaluator
+
+        return GpuEvaluator(arch=self.arch, time_budget_s=self.time_budget_s, profile=self.profile, gpu=0)
+
+
+@ray.remote(num_gpus=1, max_restarts=3, max_task_retries=0)
+class EvaluatorActor:
+    """One GPU of the cluster: an evaluator built on its node, running one job at a time."""
+
+    def __init__(self, factory: Factory):
+        self.evaluator = factory()
+        self.tasks: dict[str, Any] = {}
+        self.root = Path(tempfile.mkdtemp(prefix="cuda-llm-ray-"))
+
+    def where(self) -> dict[str, Any]:
+        import os
+
+        gpu = ",".join(str(g) for g in ray.get_gpu_ids()) or os.environ.get("CUDA_VISIBLE_DEVICES", "?")
+        device = getattr(self.evaluator, "device", None)
+        return {"label": f"{ray.util.get_node_ip_address()}/gpu{gpu}", "arch": getattr(self.evaluator, "arch", ""),
+                "device": device.model_dump(mode="json") if device is not None else None}
+
+    def _load(self, task: TaskPayload) -> Any:
+        if task.key not in self.tasks:
+            from cuda_llm.tasks import load_task
+            from cuda_llm.tasks.loader import load_task_folder
+
+            if task.suite:
+                self.tasks[task.key] = load_task(task.name)
+            else:
+                folder = self.root / "tasks" / task.key / (task.folder_name or task.name)
+                for rel, data in task.files.items():
+                    path = folder / rel
+                    path.parent.mkdir(parents=True, exist_ok=True)
+                    path.write_bytes(data)
+                self.tasks[task.key] = load_task_folder(folder)
+        return self.tasks[task.key]
+
+    def run(self, kind: str, task: TaskPayload, args: tuple[Any, ...]) -> Any:
+        loaded = self._load(task)
+        rest = list(args)
+        at = WORK_ARG.get(kind)
+        if at is not None:
+            rest[at] = Path(tempfile.mkdtemp(prefix=f"{kind}-", dir=self.root))
+        fn = getattr(self.evaluator, kind, None)
+        return None if fn is None else fn(loaded, *rest)
+
+
+class RaySlot:
+    """A pool slot backed by one actor (see the module docstring)."""
+
+    def __init__(self, actor: Any, label: str, timeout_s: float = JOB_TIMEOUT_S):
+        self.actor = actor
+        self.label = label
+        self.timeout_s = timeout_s
+        self._payloads: dict[str, TaskPayload] = {}
+
+    def _payload(self, loaded: Any) -> TaskPayload:
+        key = str(Path(loaded.task.folder).resolve())
+        if key not in self._payloads:
+            self._payloads[key] = task_payload(loaded)
+        return self._payloads[key]
+
+    def run(self, kind: str, args: tuple[Any, ...]) -> Any:
+        loaded, rest = args[0], list(args[1:])
+        at = WORK_ARG.get(kind)
+        if at is not None:
+            rest[at] = None                       # the node's own folder (this machine's paths mean nothing there)
+        ref = self.actor.run.remote(kind, self._payload(loaded), tuple(rest))
+        return ray.get(ref, timeout=self.timeout_s)   # RayActorError / GetTimeoutError: the pool re-queues
+
+    def close(self) -> None:
+        try:
+            ray.kill(self.actor)
+        except Exception:  # noqa: BLE001
+            pass
+
+
+class DriverTools(ToolsMixin):
+    """Builds, analyses and the toolchain on the driver (nvcc here; no GPU needed)."""
+
+    def __init__(self, arch: str, device: DeviceInfo | None):
+        self.arch, self.device = arch, device
+
+
+class RayPool(GpuPool):
+    """A GpuPool whose slots are Ray actors; closing it also leaves the cluster if this process joined it."""
+
+    def __init__(self, *args: Any, owns_ray: bool = False, **kw: Any):
+        super().__init__(*args, **kw)
+        self.owns_ray = owns_ray
+
+    def close(self) -> None:
+        super().close()
+        if self.owns_ray and ray.is_initialized():
+            ray.shutdown()
+
+
+def ray_pool(address: str | None, *, factory: Factory | None = None, arch: str | None = None,
+             time_budget_s: float = 10.0, profile: bool = True, actors: int | None = None,
+             init: dict[str, Any] | None = None, start_timeout_s: float = 900.0) -> RayPool:
+    """Join the cluster at ``address`` (``auto``, ``ray://host:10001``, ``host:6379``; ``local`` or None starts
+    one on this machine) and start one evaluator actor per GPU it has (or ``actors``)."""
+    owns = False
+    if not ray.is_initialized():
+        kw = dict(init or {})
+        kw.setdefault("log_to_driver", False)
+        kw.setdefault("include_dashboard", False)
+        ray.init(address=None if address in (None, "local") else address, **kw)
+        owns = True
+    n = actors if actors is not None else int(ray.cluster_resources().get("GPU", 0))
+    if n < 1:
+        if owns:
+            ray.shutdown()
+        raise ValueError(f"the Ray cluster at {address or 'local'} has no GPU; start its nodes with GPUs "
+                         "(`ray start --head --num-gpus N` / `ray start --address HEAD:6379`)")
+    factory = factory or GpuEvaluatorFactory(arch=arch, time_budget_s=time_budget_s, profile=profile)
+    handles = [EvaluatorActor.remote(factory) for _ in range(n)]
+    try:
+        infos = ray.get([h.where.remote() for h in handles], timeout=start_timeout_s)
+    except Exception:
+        for h in handles:
+            ray.kill(h)
+        if owns:
+            ray.shutdown()
+        raise
+    devices = [DeviceInfo.model_validate(i["device"]) if i.get("device") else None for i in infos]
+    same_kind([(i["label"], d) for i, d in zip(infos, devices)])
+    labels = [i["label"] for i in infos]
+    labels = [lb if labels.count(lb) == 1 else f"{lb}#{k}" for k, lb in enumerate(labels)]
+    slots = [RaySlot(h, lb) for h, lb in zip(handles, labels)]
+    first_arch = arch or infos[0].get("arch") or "sm_90"
+    from cuda_llm.tools.compile import normalize_arch
+
+    first_arch = normalize_arch(first_arch)
+    return RayPool(slots, arch=first_arch, device=devices[0], tools=DriverTools(first_arch, devices[0]),
+                   owns_ray=owns)
