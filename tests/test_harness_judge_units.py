@@ -443,3 +443,17 @@ def test_hand_back_writes_a_npy_chunk_by_chunk(tmp_path, monkeypatch):
     assert dev.staging(1).size == 1000
     worker_loop.hand_back(dev, tmp_path / "e.npy", ptr, (0,), np.float16)
     assert transport.read_array(tmp_path / "e.npy").dtype == np.float16
+
+
+def test_a_gpu_index_the_driver_does_not_have_is_refused(monkeypatch):
+    """Without CUDA_VISIBLE_DEVICES every device is visible: an index past the driver's count is an error, not a
+    worker pinned to a GPU that does not exist (seen on the H100: gpu=1 on a one-GPU machine was accepted)."""
+    from cuda_llm.tools import device_probe
+    from cuda_llm.tools.runner import pinned_device
+
+    monkeypatch.setattr(device_probe, "cuda_device_count", lambda: 1)
+    assert pinned_device(0, {}) == "0"
+    with pytest.raises(ValueError, match="not visible: the driver reports 1 device"):
+        pinned_device(1, {})
+    monkeypatch.setattr(device_probe, "cuda_device_count", lambda: 0)   # no driver here: nothing to check
+    assert pinned_device(3, {}) == "3"

@@ -74,6 +74,11 @@ def pinned_device(gpu: int | None = None, env: dict[str, str] | None = None) -> 
         raise ValueError(f"gpu must be 0 or more, not {gpu}")
     seen = visible_devices(env)
     if seen is None:
+        from cuda_llm.tools.device_probe import cuda_device_count
+
+        count = cuda_device_count()       # None or 0 without a driver: nothing to check against here
+        if count and index >= count:
+            raise ValueError(f"gpu {index} is not visible: the driver reports {count} device(s)")
         return str(index)
     if index >= len(seen):
         raise ValueError(f"gpu {index} is not visible: CUDA_VISIBLE_DEVICES={','.join(seen) or '(empty)'} names "
