@@ -406,7 +406,7 @@ def test_a_relative_work_folder_reaches_the_worker(tmp_path, monkeypatch):
     script.write_text("import sys, pathlib\npathlib.Path(sys.argv[sys.argv.index('--request') + 1]).read_text()\n"
                       "import os\nos._exit(9)\n")
     loaded = load_task(_small_gelu(tmp_path))
-    res = run_compiled(loaded, str(tmp_path / "none.so"), source="", options=EvalOptions(timeout_s=20, seed=1),
+    run_compiled(loaded, str(tmp_path / "none.so"), source="", options=EvalOptions(timeout_s=20, seed=1),
                        work_dir=Path("relative-work"), worker_argv=[sys.executable, str(script)])
     assert "FileNotFoundError" not in (tmp_path / "relative-work" / "worker_stderr.log").read_text()
 
