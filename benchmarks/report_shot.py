@@ -1,8 +1,8 @@
 """A screenshot of a run's HTML report in headless chromium (Debian's, through Playwright), for the record:
 
-    python benchmarks/report_shot.py RUN_DIR OUT.png [--chromium /usr/bin/chromium]
+    python benchmarks/report_shot.py RUN_DIR|REPORT.html OUT.png [--chromium /usr/bin/chromium]
 
-Writes RUN_DIR/report.html first if it is missing (`cuda-llm report RUN --html`), opens it from the file with
+Takes a report.html as it is (one brought back from the GPU machine), or writes RUN_DIR/report.html first if it is missing (`cuda-llm report RUN --html`), opens it from the file with
 no network, waits for the plot, opens the best candidate, and saves a full-page PNG. Prints the console
 errors and any request that left the file (both must be none)."""
 
@@ -17,11 +17,11 @@ from pathlib import Path
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("run_dir", type=Path)
+    ap.add_argument("run_dir", type=Path, help="a run folder, or a report.html")
     ap.add_argument("out", type=Path)
     ap.add_argument("--chromium", default=shutil.which("chromium") or "/usr/bin/chromium")
     args = ap.parse_args()
-    page_path = args.run_dir / "report.html"
+    page_path = args.run_dir if args.run_dir.suffix == ".html" else args.run_dir / "report.html"
     if not page_path.is_file():
         subprocess.run([sys.executable, "-m", "cuda_llm.cli", "report", str(args.run_dir), "--html"], check=True)
     from playwright.sync_api import sync_playwright

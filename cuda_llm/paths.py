@@ -12,7 +12,7 @@ def cache_dir() -> Path:
     """$CUDA_LLM_CACHE, else the user's cache directory (e.g. ~/.cache/cuda-llm). Created on first use."""
     env = os.environ.get(CACHE_ENV)
     if env:
-        path = Path(env)
+        path = Path(env).resolve()      # absolute: child processes (the GPU worker) run in folders of their own
     else:
         from platformdirs import user_cache_dir
 

@@ -457,3 +457,24 @@ def test_a_gpu_index_the_driver_does_not_have_is_refused(monkeypatch):
         pinned_device(1, {})
     monkeypatch.setattr(device_probe, "cuda_device_count", lambda: 0)   # no driver here: nothing to check
     assert pinned_device(3, {}) == "3"
+
+
+def test_relative_paths_reach_the_worker_absolute(tmp_path, monkeypatch):
+    """The candidate's .so, the task folder and the cache may be given relative to where the user stands; the
+    worker, in a fresh folder of its own, is handed them absolute."""
+    import json as _json
+
+    from cuda_llm.paths import cache_dir
+    from cuda_llm.tools.evaluate import EvalOptions, run_compiled
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("CUDA_LLM_CACHE", "rel-cache")
+    assert cache_dir().is_absolute() and cache_dir() == tmp_path / "rel-cache"
+    folder = _small_gelu(tmp_path)
+    script = tmp_path / "dump.py"
+    script.write_text("import sys, shutil\nshutil.copy(sys.argv[sys.argv.index('--request') + 1], sys.argv[0] + '.json')\n"
+                      "import os\nos._exit(9)\n")
+    run_compiled(load_task(Path(folder).relative_to(tmp_path)), "none.so", source="",
+                 options=EvalOptions(timeout_s=20, seed=1), work_dir=Path("w"), worker_argv=[sys.executable, str(script)])
+    req = _json.loads((tmp_path / "dump.py.json").read_text())
+    assert Path(req["so_path"]).is_absolute() and Path(req["task_folder"]).is_absolute(), req

@@ -177,7 +177,9 @@ class Judge:
                 if opts.timing:    # in the background: from the cache in a moment, or made once per task and shape
                     bench_future = self.pool.submit(bench_data.prepare, loaded, bench_sizes, cache_dir(), _progress)
                 req = self.work / "serve_request.json"
-                req.write_text(ServeRequest(so_path=self.so_path, task_folder=str(self.task.folder)).model_dump_json())
+                # absolute paths: the worker runs in a fresh folder of its own
+                req.write_text(ServeRequest(so_path=str(Path(self.so_path).resolve()),
+                                            task_folder=str(Path(self.task.folder).resolve())).model_dump_json())
                 argv = [*(self.worker_argv or ["serve"]), "--request", str(req)]
                 t_start = time.perf_counter()
                 self.session = WorkerSession(argv, timeout_s=opts.timeout_s, device=device, workdir=self.work)
