@@ -29,6 +29,7 @@ from typing import Any, Callable
 
 from pydantic import BaseModel, Field
 
+from cuda_llm.runs.dirlock import DirLock
 from cuda_llm.graph.state import Limits
 
 PENDING, RUNNING, FINISHED, STOPPED, WAITING, FAILED, NOT_RUN = (
@@ -177,33 +178,11 @@ def load_state(root: Path) -> BatchState:
     return BatchState.model_validate_json((Path(root) / "batch.json").read_text())
 
 
-class _Lock:
+class _Lock(DirLock):
     def __init__(self, root: Path):
-        self.path = Path(root) / "batch.lock"
-        self.file: Any = None
-
-    def __enter__(self) -> "_Lock":
-        import fcntl
-        import os
-
-        self.file = open(self.path, "a+")
-        try:
-            fcntl.flock(self.file, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            self.file.seek(0)
-            holder = self.file.read().strip() or "another process"
-            self.file.close()
-            raise BatchBusyError(f"batch {self.path.parent.name} is being run by {holder}; stop it (Ctrl-C or "
-                                 "SIGTERM) before resuming it") from None
-        self.file.seek(0)
-        self.file.truncate()
-        self.file.write(f"pid {os.getpid()}")
-        self.file.flush()
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        if self.file is not None:
-            self.file.close()
+        name = Path(root).name
+        super().__init__(Path(root) / "batch.lock", lambda holder: BatchBusyError(
+            f"batch {name} is being run by {holder}; stop it (Ctrl-C or SIGTERM) before resuming it"))
 
 
 # --------------------------------------------------------------------------------- the driver

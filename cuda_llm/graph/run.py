@@ -24,6 +24,7 @@ from pydantic import BaseModel, Field
 
 from cuda_llm.graph.deps import Deps
 from cuda_llm.graph.evaluator import CachedEvaluator, Evaluator
+from cuda_llm.runs.dirlock import DirLock
 from cuda_llm.runs.llm_cache import CachedChatModel
 from cuda_llm.graph.stages import ToolStage
 from cuda_llm.graph.state import Limits
@@ -37,35 +38,14 @@ class RunBusyError(RuntimeError):
     """Another process is running this run right now."""
 
 
-class _RunLock:
+class _RunLock(DirLock):
     """An exclusive lock on the run directory for the life of one process's session (released on kill)."""
 
     def __init__(self, root: Path):
-        self.path = Path(root) / "run.lock"
-        self.file: Any = None
-
-    def __enter__(self) -> "_RunLock":
-        import fcntl
-        import os
-
-        self.file = open(self.path, "a+")
-        try:
-            fcntl.flock(self.file, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            self.file.seek(0)
-            holder = self.file.read().strip() or "another process"
-            self.file.close()
-            raise RunBusyError(f"run {Path(self.path).parent.name} is being run by {holder}; wait for it to stop "
-                               "(or stop it with Ctrl-C / SIGTERM) before resuming") from None
-        self.file.seek(0)
-        self.file.truncate()
-        self.file.write(f"pid {os.getpid()}")
-        self.file.flush()
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        if self.file is not None:
-            self.file.close()
+        name = Path(root).name
+        super().__init__(Path(root) / "run.lock", lambda holder: RunBusyError(
+            f"run {name} is being run by {holder}; wait for it to stop (or stop it with Ctrl-C / SIGTERM) "
+            "before resuming"))
 
 
 class RunOptions(BaseModel):
