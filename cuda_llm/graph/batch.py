@@ -224,7 +224,7 @@ class Batch:
         return self.state.elapsed_s + (time.monotonic() - self._started)
 
     def save(self) -> None:
-        from cuda_llm.runs.rundir import atomic_write
+        from cuda_llm.paths import atomic_write
 
         with self._lock:
             data = self.state.model_copy(update={"elapsed_s": round(self.elapsed(), 3)}).model_dump_json(indent=1)
@@ -390,7 +390,7 @@ def create_batch(spec: str, runs_dir: Path, limits: Limits, *, time_budget_s: fl
                  llm: dict[str, Any] | None = None, run_options: dict[str, Any] | None = None,
                  ray_address: str | None = None) -> tuple[Path, BatchState]:
     """A new batch folder and its state (tasks resolved from ``spec`` unless given)."""
-    from cuda_llm.runs.rundir import atomic_write
+    from cuda_llm.paths import atomic_write
 
     resolved = tasks if tasks is not None else resolve_suite(spec)
     batch_id = new_batch_id()

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from cuda_llm.paths import atomic_write
 from cuda_llm.graph.evaluator import CachedEvaluator, content_hash
 
 
@@ -70,10 +71,7 @@ class Deps:
         h = content_hash(source)
         p = self._src_path(h)
         if not p.is_file():
-            p.parent.mkdir(parents=True, exist_ok=True)
-            tmp = p.with_name(f".{p.name}.{threading.get_ident()}.tmp")
-            tmp.write_text(source)
-            tmp.replace(p)
+            atomic_write(p, source)
         return h
 
     def source(self, h: str) -> str:

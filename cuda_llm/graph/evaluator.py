@@ -15,7 +15,6 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
-import os
 import re
 import subprocess
 import tempfile
@@ -25,6 +24,7 @@ from pathlib import Path
 from collections.abc import Collection, Iterator, Sequence
 from typing import Any, Protocol, runtime_checkable
 
+from cuda_llm.paths import atomic_write
 from cuda_llm.results import DeviceInfo, EvalResult, Status
 
 
@@ -223,13 +223,6 @@ class GpuEvaluator(ToolsMixin):
         return cand, base
 
 
-def _atomic_write(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
-
-
 @dataclass
 class Cached:
     """A result and whether it was measured now (False: read back from the run directory)."""
@@ -273,7 +266,7 @@ class CachedEvaluator(ToolsMixin):
             return Cached(hit.model_copy(update={"candidate": candidate_id}), False)
         res = self.inner.evaluate(loaded, source, candidate_id, work_dir)
         if res.status != Status.no_device:   # measured on a GPU machine later, not read back as "no device"
-            _atomic_write(self._path(kind, key), res.model_dump_json())
+            atomic_write(self._path(kind, key), res.model_dump_json())
         return Cached(res, True)
 
     @property
@@ -315,7 +308,7 @@ class CachedEvaluator(ToolsMixin):
             return Cached(hit, False)
         res = self.inner.baseline(loaded)
         if res.status.passed:   # a failing baseline halts the run: measure it again once it is fixed
-            _atomic_write(self._path("baseline", "naive"), res.model_dump_json())
+            atomic_write(self._path("baseline", "naive"), res.model_dump_json())
         return Cached(res, True)
 
     def library(self, loaded: Any) -> EvalResult | None:
@@ -326,7 +319,7 @@ class CachedEvaluator(ToolsMixin):
         fn = getattr(self.inner, "library", None)
         res = fn(loaded) if callable(fn) else None
         if res is not None and res.status.passed:
-            _atomic_write(self._path("baseline", "library"), res.model_dump_json())
+            atomic_write(self._path("baseline", "library"), res.model_dump_json())
         return res
 
     def profile(self, loaded: Any, source: str, candidate_id: str, work_dir: Path, result: EvalResult) -> Cached:
@@ -339,7 +332,7 @@ class CachedEvaluator(ToolsMixin):
         prof = self.inner.profile(loaded, source, candidate_id, work_dir, result)
         if prof is None:
             prof = ProfileResult(available=False, reason="profiling is not available with this evaluator")
-        _atomic_write(self._path("profile", key), prof.model_dump_json())
+        atomic_write(self._path("profile", key), prof.model_dump_json())
         return Cached(prof, True)
 
     def build(self, loaded: Any, source: str, candidate_id: str) -> EvalResult:
@@ -367,6 +360,6 @@ class CachedEvaluator(ToolsMixin):
         if hit is not None:
             return Cached((EvalResult.model_validate(hit["candidate"]), EvalResult.model_validate(hit["baseline"])), False)
         cand, base = self.inner.final_check(loaded, source, candidate_id, work_dir)
-        _atomic_write(self._path("final", key), json.dumps({"candidate": cand.model_dump(mode="json"),
+        atomic_write(self._path("final", key), json.dumps({"candidate": cand.model_dump(mode="json"),
                                                             "baseline": base.model_dump(mode="json")}))
         return Cached((cand, base), True)

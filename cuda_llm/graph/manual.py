@@ -20,7 +20,8 @@ from langchain_core.messages import AIMessage, BaseMessage
 from pydantic import BaseModel
 
 from cuda_llm.runs.llm_cache import current_call_label
-from cuda_llm.runs.rundir import atomic_write, exchange_name, render_messages, turn_of
+from cuda_llm.paths import atomic_write
+from cuda_llm.runs.rundir import exchange_name, render_messages, turn_of
 
 PENDING = "pending"
 ANSWERS = "answers"

@@ -188,7 +188,7 @@ def render_page(state: Any, rows: list[BatchRow], reports: dict[str, str]) -> st
 
 def write_batch_reports(root: Path, state: Any, runs_dir: Path, *, run_pages: bool = True) -> tuple[list[BatchRow], Path, Path]:
     """table.md and batch.html in the batch folder (and each run's report.html, linked from the page)."""
-    from cuda_llm.runs.rundir import atomic_write
+    from cuda_llm.paths import atomic_write
 
     rows = batch_rows(state, runs_dir)
     reports: dict[str, str] = {}

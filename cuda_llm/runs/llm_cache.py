@@ -28,6 +28,7 @@ from typing import Any, Callable, Iterator, Sequence
 from langchain_core.messages import AIMessage, BaseMessage
 from pydantic import BaseModel
 
+from cuda_llm.paths import atomic_write
 from cuda_llm.runs.rundir import exchange_name, message_text, read_json, turn_of
 
 OnCall = Callable[[dict[str, Any]], None]
@@ -135,11 +136,7 @@ class CachedChatModel:
         return read_json(self._path(key))
 
     def _put(self, key: str, data: dict) -> None:
-        p = self._path(key)
-        p.parent.mkdir(parents=True, exist_ok=True)
-        tmp = p.with_name(f".{p.name}.{os.getpid()}.{threading.get_ident()}.tmp")
-        tmp.write_text(json.dumps(data))
-        os.replace(tmp, p)
+        atomic_write(self._path(key), json.dumps(data))
 
     def _record(self, key: str, kind: str, messages: Sequence[BaseMessage], ai: Any, cached: bool, seconds: float) -> None:
         call_id = self._name(key, messages)

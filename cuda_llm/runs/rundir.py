@@ -26,6 +26,7 @@ from typing import Any, Sequence
 
 from pydantic import ValidationError
 
+from cuda_llm.paths import atomic_write
 from cuda_llm.results import EvalResult
 
 _SAFE = re.compile(r"[^A-Za-z0-9_.-]+")
@@ -69,25 +70,6 @@ def turn_of(messages: Sequence[Any]) -> int:
     """A call's number in its conversation: 1 + the answers already in it (deterministic, so a resumed
     step names, asks for and finds the same files)."""
     return 1 + sum(getattr(m, "type", None) == "ai" for m in messages)
-
-
-def atomic_write(path: Path, data: str | bytes) -> Path:
-    """Write ``data`` to ``path`` through a temporary file in the same folder and a rename."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data.encode() if isinstance(data, str) else data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
-    return path
 
 
 def _is_run(path: Path) -> bool:

@@ -27,6 +27,7 @@ import numpy as np
 import pycuda.autoprimaryctx  # noqa: F401  (retains and pushes the primary context)
 import pycuda.driver as cuda
 
+from cuda_llm.paths import atomic_write
 from cuda_llm.tasks import load_task_folder
 from cuda_llm.tasks.inputs import make_case_inputs
 from cuda_llm.results import DeviceInfo
@@ -347,9 +348,7 @@ def measure_tensor_peaks_into(info: DeviceInfo) -> None:
 
 
 def _write(path: str, model: Any) -> None:
-    tmp = Path(path).with_suffix(".tmp")
-    tmp.write_text(dump_json(model))
-    os.replace(tmp, path)
+    atomic_write(Path(path), dump_json(model))
 
 
 def main(argv: list[str] | None = None) -> int:

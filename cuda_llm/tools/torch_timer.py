@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import faulthandler
-import os
 import sys
 import time
 from pathlib import Path
@@ -24,6 +23,7 @@ from typing import Literal
 import numpy as np
 from pydantic import BaseModel
 
+from cuda_llm.paths import atomic_write
 from cuda_llm.results import CaseResult, TimingResult
 from cuda_llm.tools.worker_protocol import dump_json
 
@@ -151,9 +151,7 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:  # noqa: BLE001 - reported to the parent as the baseline's failure
         resp = TorchTimeResponse(error=f"{type(exc).__name__}: {exc}")
     resp.seconds = time.perf_counter() - t0
-    tmp = Path(args.result).with_suffix(".tmp")
-    tmp.write_text(dump_json(resp))
-    os.replace(tmp, args.result)
+    atomic_write(Path(args.result), dump_json(resp))
     return 0
 
 
