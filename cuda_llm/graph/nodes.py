@@ -325,10 +325,11 @@ def make_select(deps: Deps) -> Callable[[GraphState], dict]:
             if ok:
                 lo = min(c.lo, confirm_iv[0]) if confirm_iv else c.lo
                 hi = max(c.hi, confirm_iv[1]) if confirm_iv else c.hi
-                pct = confirm.timing.pct_of_sol if confirm.timing is not None else None
+                # the % of speed of light of the same timing as ``ms`` (the stop rule reads it; a faster confirming
+                # re-run must not end a run the recorded time does not justify)
                 new = BestSummary(id=c.id, round=c.round, hash=c.hash, ms=c.ms, lo=lo, hi=hi, features=c.features,
                                   profile=c.profile, bottleneck=c.bottleneck,
-                                  pct_sol=c.pct_sol if c.pct_sol is not None else (pct or _pct_of(res)))
+                                  pct_sol=c.pct_sol if c.pct_sol is not None else _pct_of(res))
                 update["best"] = new.model_dump()
                 deps.rundir.write_text("best_so_far.cu", deps.source(c.hash))
             return update
