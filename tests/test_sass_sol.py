@@ -122,9 +122,10 @@ def test_3xtf32_sgemm_gets_the_tf32_peak_not_bytes_only(tasks):
 
 def test_unknown_units_and_library_yardsticks(tasks):
     hgemm, sgemm = tasks["hgemm"], tasks["sgemm"]
-    # no SASS (no cuobjdump): the fastest measured peak, a looser bound that never makes an honest kernel suspect
+    # no SASS (no cuobjdump): the fastest units the data type can run on, a looser bound that never makes an
+    # honest kernel suspect; fp32 data runs on tensor cores as tf32 at best, never at the fp16 rate
     assert speed_of_light.compute_peak_gflops(hgemm, H100, None) == 750000.0
-    assert speed_of_light.compute_peak_gflops(sgemm, H100, None) == 750000.0
+    assert speed_of_light.compute_peak_gflops(sgemm, H100, None) == 375000.0
     # a yardstick calling cuBLAS: its kernels are not in the object; the units the task is written for
     assert speed_of_light.compute_peak_gflops(hgemm, H100, None, library=True) == 750000.0
     assert speed_of_light.compute_peak_gflops(sgemm, H100, None, library=True) == 60000.0
@@ -151,3 +152,33 @@ def test_every_task_with_float_inputs_has_a_compute_term(tasks):
     tr = tasks["transpose"]                      # flops = 0: bytes only
     assert speed_of_light.sol_ms(tr, tr.benchmark, H100, sass=SassSummary()) == pytest.approx(
         tr.bytes_at(tr.benchmark) / 3000e9 * 1e3)
+
+
+@pytest.mark.skipif(__import__("shutil").which("nvcc") is None and not Path("/usr/local/bin/nvcc").exists(),
+                    reason="needs nvcc")
+def test_the_verdict_reads_the_units_from_the_build_it_judges(tasks, tmp_path, monkeypatch):
+    """evaluate_candidate hands its compile result to the judge, so the bound of a naive (FFMA) sgemm is the fp32
+    one; seen on the H100: the verdict ran before the build was attached and sgemm's naive kernel read 0.19% of
+    a tensor-core bound."""
+    from cuda_llm.results import EvalResult, Status, TimingResult
+    from cuda_llm.tools import evaluate
+    from cuda_llm.tools.worker_protocol import EvaluateResponse
+
+    monkeypatch.setenv("CUDA_LLM_CACHE", str(tmp_path))
+    loaded = load_task("sgemm")
+    seen = {}
+
+    def fake_run(loaded_, so_path, *, source, options=None, work_dir=None, candidate="c", baseline_ms=None,
+                 worker_argv=None, compile=None):
+        seen["compile"] = compile
+        res = EvalResult(task="sgemm", candidate=candidate, source_hash="h", status=Status.ok, compile=compile)
+        timing = TimingResult(sizes=loaded_.task.benchmark, median_ms=80.0, min_ms=80.0, mean_ms=80.0, iqr_ms=0.1,
+                              rse=0.001, samples_ms=[80.0], repetitions=1, stop_reason="rse")
+        return evaluate.verdict(loaded_, source, options, EvaluateResponse(timing=timing), res, H100)
+
+    monkeypatch.setattr(evaluate, "has_cuda_device", lambda: True)
+    monkeypatch.setattr(evaluate, "run_compiled", fake_run)
+    res = evaluate.evaluate_candidate(loaded, loaded.task.baseline_path.read_text(), candidate="naive",
+                                      options=evaluate.EvalOptions(arch="sm_90", seed=1))
+    assert seen["compile"] is not None and seen["compile"].sass is not None and not seen["compile"].sass.uses_tensor_cores
+    assert res.timing.sol_ms == pytest.approx(_flops_ms(tasks["sgemm"], 60000.0), rel=1e-6)

@@ -20,7 +20,7 @@ from cuda_llm.paths import cache_dir
 from cuda_llm.tasks.loader import LoadedTask
 from cuda_llm.tools import cache_store, failure_text, speed_of_light, timing_stats
 from cuda_llm.tools.device_probe import has_cuda_device
-from cuda_llm.results import DeviceInfo, EvalResult, Status
+from cuda_llm.results import CompileResult, DeviceInfo, EvalResult, Status
 from cuda_llm.tools.worker_protocol import EvaluateResponse
 
 
@@ -93,7 +93,7 @@ def evaluate_candidate(loaded: LoadedTask, source: str, *, candidate: str = "can
     if not has_cuda_device():
         return done(Status.no_device, NO_DEVICE_MESSAGE)
     out = run_compiled(loaded, comp.so_path or "", source=source, options=opts, work_dir=work_dir,
-                       candidate=candidate, baseline_ms=baseline_ms)
+                       candidate=candidate, baseline_ms=baseline_ms, compile=comp)
     out.static_issues, out.compile, out.source_hash = res.static_issues, comp, res.source_hash
     out.seconds = time.perf_counter() - t0
     return out
@@ -101,17 +101,18 @@ def evaluate_candidate(loaded: LoadedTask, source: str, *, candidate: str = "can
 
 def run_compiled(loaded: LoadedTask, so_path: str, *, source: str, options: EvalOptions | None = None,
                  work_dir: Path | None = None, candidate: str = "candidate", baseline_ms: float | None = None,
-                 worker_argv: list[str] | None = None) -> EvalResult:
+                 worker_argv: list[str] | None = None, compile: CompileResult | None = None) -> EvalResult:
     """Test, time and judge a candidate already compiled to ``so_path`` (static checks and compile are the
-    caller's: tests that reach the runtime on purpose use this). ``source`` only feeds the speed-of-light
-    bound; the work folder keeps eval_result.json and the worker's logs."""
+    caller's: tests that reach the runtime on purpose use this). ``compile`` (the build's result) tells the
+    speed-of-light bound which units the machine code uses (its SASS); without it the bound takes the
+    fastest units the task's data type could use. The work folder keeps eval_result.json and the worker's logs."""
     from cuda_llm.tools.compile import source_hash
     from cuda_llm.tools.judge import judge
 
     opts = options or EvalOptions()
     t0 = time.perf_counter()
     res = EvalResult(task=loaded.task.name, candidate=candidate, source_hash=source_hash(source), status=Status.ok,
-                     baseline_ms=baseline_ms)
+                     baseline_ms=baseline_ms, compile=compile)
     device = _device_info_or_none(opts.gpu)
     res.device = device.name if device else None
     seed = opts.seed if opts.seed is not None else int.from_bytes(res.source_hash.encode()[:4], "little") ^ int(time.time())

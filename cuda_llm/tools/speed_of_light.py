@@ -62,9 +62,10 @@ def compute_peak_gflops(task: Task, device: DeviceInfo, sass: SassSummary | None
         if "tensor-cores" in task.tags:
             return tensor_peak(device, "fp16" if kind == "fp16" else "tf32")
         return fp32
-    if sass is None:            # units unknown: the fastest this device can do for this type
-        half = 2 * fp32 if kind == "fp16" else None
-        return max(p for p in (fp32, half, device.peak_fp16_tc_gflops, device.peak_tf32_tc_gflops) if p)
+    if sass is None:            # units unknown: the fastest units this data type can run on
+        if kind == "fp32":      # fp32 data on tensor cores is tf32 (or 3xTF32), never fp16
+            return max(p for p in (fp32, device.peak_tf32_tc_gflops) if p)
+        return max(p for p in (fp32, 2 * fp32, device.peak_fp16_tc_gflops) if p)
     peaks = [fp32]
     if sass.packed_half:
         peaks.append(2 * fp32)
