@@ -117,6 +117,7 @@ def test_the_coder_sees_the_whole_evidence_of_its_parent(run):
     # the toolchain and the exact build command, the harness's rules
     assert "CUDA 13.0" in text and "PTX ISA 9.0" in text and "-arch=sm_90" in text and "-shared" in text
     assert "host work inside it included" in text and "256-byte aligned" in text
+    assert "// cuda-llm: tune NAME v1 v2 v3" in text                    # it may leave constants to the tuner
     assert "x: Normal values around a per-row offset" in text and "reference.py" not in text
     # the parent r1c0: speed of light at the benchmark shape, its % of it, ptxas resources
     assert "Parent kernel `r1c0`" in text

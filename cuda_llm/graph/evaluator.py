@@ -139,12 +139,12 @@ class ToolsMixin:
             out["command"] = " ".join(comp.build_command(Path("candidate.cu"), Path("candidate.so"), self.arch))
         except Exception:  # noqa: BLE001 - no nvcc: the prompt says the toolchain is unknown
             return out
-        rules = getattr(comp, "build_rules", None)   # the compile tool's own text (what needs sm_90a, guards, links)
-        if callable(rules):
-            try:
-                out["rules"] = str(rules(self.arch))
-            except Exception:  # noqa: BLE001
-                pass
+        from cuda_llm.tools.tuning import CODER_TUNABLES_HINT
+
+        try:   # the compile tool's own text (what needs sm_90a, guards, links), and what the tune stage reads
+            out["rules"] = comp.build_rules(self.arch) + "\n" + CODER_TUNABLES_HINT
+        except Exception:  # noqa: BLE001
+            out["rules"] = CODER_TUNABLES_HINT
         return out
 
 
