@@ -135,6 +135,38 @@ def test_large_outputs_are_checked_block_by_block_with_the_same_verdicts(monkeyp
     assert validate.first_difference(x, y) == [4999]
 
 
+def test_the_bare_verdict_agrees_with_the_full_check(monkeypatch):
+    """``passes`` (the replay test's early-exit check) says what ``compare_output`` says, for every rule:
+    within tolerance, just outside it in a late block, the reference's own Inf, a NaN, the poison, a
+    wrong size, exact integers."""
+    monkeypatch.setattr(validate, "CHUNK", 1000)
+    rng = np.random.default_rng(1)
+    e = rng.standard_normal(7070)
+    tol = (1e-5, 1e-4)
+    cases = {"close": (e * (1 + 3e-6)).astype(np.float32)}
+    late = cases["close"].copy()
+    late[7069] += 1e-2
+    cases["late"] = late
+    nan = cases["close"].copy()
+    nan[10] = np.nan
+    cases["nan"] = nan
+    cases["poison"] = validate.poisoned(e.shape, np.float32)
+    cases["short"] = cases["close"][:-1]
+    for name, got in cases.items():
+        full = validate.compare_output("y", got, e, tol, is_float=True)["passed"]
+        assert validate.passes(got, e, tol) == full, name
+    assert [validate.passes(cases[n], e, tol) for n in ("close", "late")] == [True, False]
+    inf = np.full(3000, np.inf)
+    assert validate.passes(inf.astype(np.float32), inf, tol)
+    for got in (-inf, np.full(3000, 5.0)):              # the other Inf, or any number, where the reference is Inf
+        assert not validate.passes(got, inf, tol)
+        assert not validate.compare_output("y", got, inf, tol, is_float=True)["passed"]
+    ints = rng.integers(0, 1000, 5000).astype(np.int32)
+    off = ints.copy()
+    off[4321] += 1
+    assert validate.passes(ints, ints.copy(), (0, 0)) and not validate.passes(off, ints, (0, 0))
+
+
 # -------------------------------------------------------------------------------------- timing_stats
 def test_summarize_known_samples():
     s = timing_stats.summarize([1.0, 2.0, 3.0, 4.0, 100.0])
