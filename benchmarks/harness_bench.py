@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import sys
 import time
 from pathlib import Path
@@ -27,16 +26,16 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from cuda_llm.report.formats import render_table  # noqa: E402
+from cuda_llm.report.harness_report import harness_markdown, harness_table  # noqa: E402
 from cuda_llm.tasks import list_task_names, load_task  # noqa: E402
 from cuda_llm.tools.compile import compile_source  # noqa: E402
 from cuda_llm.tools.device_info import get_device_info  # noqa: E402
 from cuda_llm.tools.evaluate import EvalOptions, evaluate_candidate  # noqa: E402
+from cuda_llm.tools.harness_stats import event_vs_ncu_pct, spread_pct, summarize  # noqa: E402
 from cuda_llm.tools.libraries import library_flags  # noqa: E402
 from cuda_llm.tools.worker_protocol import EvaluateResponse  # noqa: E402
 
 DEFAULT_NCU = "gelu,softmax,gemv,sgemm,hgemm,layernorm,reduce_sum,conv2d"
-FIRST8 = {"gelu", "softmax", "layernorm", "sgemm", "transpose", "reduce_sum", "prefix_sum", "histogram"}
 
 
 def log(msg: str) -> None:
@@ -86,9 +85,9 @@ def bench_task(name: str, args, work: Path) -> dict:
         benchmark_data_s=resp.benchmark_data_s,
         repeat_medians_ms=resp.repeat_medians_ms,
     )
-    meds = resp.repeat_medians_ms
-    if len(meds) > 1:
-        row["spread_pct"] = 100 * (max(meds) - min(meds)) / statistics.median(meds)
+    spread = spread_pct(resp.repeat_medians_ms)
+    if spread is not None:
+        row["spread_pct"] = spread
     if task.library_path is not None:
         lib = evaluate_candidate(loaded, task.library_path.read_text(), candidate="library",
                                  options=opts.model_copy(update={"allow_libraries": True, "held_out": False}),
@@ -110,67 +109,18 @@ def bench_task(name: str, args, work: Path) -> dict:
             if not prof.available:
                 row["ncu_reason"] = prof.reason
             elif prof.duration_ms:
-                row["event_vs_ncu_pct"] = 100 * (t.median_ms / prof.duration_ms - 1)
+                row["event_vs_ncu_pct"] = event_vs_ncu_pct(t.median_ms, prof.duration_ms)
         except Exception as exc:  # the profiler is optional here
             row["ncu_reason"] = f"{type(exc).__name__}: {exc}"
     return row
 
 
-def table(rows: list[dict]) -> str:
-    headers = ["task", "status", "naive ms", "library ms", "naive/lib", "% SOL", "lib % SOL", "RSE %", "spread %",
-               "compile s", "valid. s", "timing s", "check s", "transp. s", "sets s", "start s", "eval s", "ncu ms",
-               "event-ncu %"]
-    body = []
-    for r in rows:
-        status = r.get("status")
-        if r.get("library_status"):
-            status = f"{status}/{r['library_status']}"
-        body.append([r["task"], status, r.get("median_ms"), r.get("library_ms"), r.get("naive_over_library"),
-                     r.get("pct_of_sol"), r.get("library_pct_of_sol"),
-                     100 * r["rse"] if r.get("rse") is not None else None, r.get("spread_pct"), r.get("compile_s"),
-                     r.get("validation_s"), r.get("timing_s"), r.get("check_s"), r.get("transport_s"), r.get("sets_s"),
-                     r.get("worker_start_s"), r.get("eval_s"), r.get("ncu_ms"), r.get("event_vs_ncu_pct")])
-    return render_table(headers, body)
-
-
-def _fmt(value: float | None, digits: int = 1) -> str:
-    return "-" if value is None else f"{value:.{digits}f}"
-
-
 def write_reports(rows: list[dict], dev, args, t0: float) -> None:
-    evals = [r["eval_s"] for r in rows if r.get("eval_s") is not None]
-    first8 = [r["eval_s"] for r in rows if r.get("eval_s") is not None and r["task"] in FIRST8]
-    big = [r["spread_pct"] for r in rows if r.get("spread_pct") is not None and r.get("median_ms", 0) >= 0.02]
-    ncu = [abs(r["event_vs_ncu_pct"]) for r in rows if r.get("event_vs_ncu_pct") is not None and r.get("median_ms", 0) >= 0.05]
-    summary = {
-        "device": dev.model_dump(mode="json"),
-        "median_eval_s": statistics.median(evals) if evals else None,
-        "median_eval_s_first8": statistics.median(first8) if first8 else None,
-        "clock_issues": {r["task"]: r["clock_issues"] for r in rows if r.get("clock_issues")},
-        "max_spread_pct_ge_20us": max(big) if big else None,
-        "max_event_vs_ncu_pct_ge_50us": max(ncu) if ncu else None,
-        "seconds": time.perf_counter() - t0,
-    }
-    (args.out / "harness.json").write_text(json.dumps({"summary": summary, "rows": rows}, indent=1))
-    md = [f"# Harness benchmark on {dev.name}", "",
-          f"Measured peaks: device-to-device copy {dev.peak_bandwidth_gbs or 0:.0f} GB/s (read + write), "
-          f"fp32 FMA {(dev.peak_fp32_gflops or 0) / 1e3:.1f} TFLOP/s; L2 {dev.l2_bytes >> 20} MiB.", "",
-          "```", table(rows), "```", "",
-          f"Median evaluation (compile excluded, warm data): {_fmt(summary['median_eval_s'])} s "
-          f"(the 8 first tasks: {_fmt(summary['median_eval_s_first8'])} s); "
-          f"largest spread of the median over {args.repeats} timings (kernels >= 20 us): "
-          f"{_fmt(summary['max_spread_pct_ge_20us'], 2)} %; "
-          f"largest |event - ncu| (kernels >= 50 us): {_fmt(summary['max_event_vs_ncu_pct_ge_50us'])} %."]
-    n_ok = sum(r.get("status") == "ok" for r in rows)
-    libs = [r for r in rows if r.get("library_status")]
-    md += ["", f"Naive baselines ok: {n_ok}/{len(rows)}; library baselines ok: "
-               f"{sum(r['library_status'] == 'ok' for r in libs)}/{len(libs)}."]
-    for r in rows:
-        if r.get("status") not in ("ok",):
-            md.append(f"- {r['task']} naive: {r.get('status')}: {r.get('message', '')}")
-        if r.get("library_status") not in (None, "ok"):
-            md.append(f"- {r['task']} library: {r['library_status']}: {r.get('library_message', '')}")
-    (args.out / "harness.md").write_text("\n".join(md) + "\n")
+    """harness.json (every figure) and harness.md (the table and the summary) in args.out."""
+    summary = summarize(rows, dev, time.perf_counter() - t0)
+    (args.out / "harness.json").write_text(json.dumps({"summary": summary.model_dump(mode="json"), "rows": rows},
+                                                      indent=1))
+    (args.out / "harness.md").write_text(harness_markdown(rows, summary, args.repeats))
 
 
 def main() -> int:
@@ -210,7 +160,7 @@ def main() -> int:
             + (f", library {r.get('library_status')} {r.get('library_ms')} ms" if r.get("library_status") else ""))
         write_reports(rows, dev, args, t0)   # after every task: a run cut short still leaves its table
     write_reports(rows, dev, args, t0)
-    print(table(rows))
+    print(harness_table(rows))
     return 0
 
 

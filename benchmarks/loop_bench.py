@@ -23,112 +23,24 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks")]
+sys.path.insert(0, str(ROOT))
 
 N = 2
 PLATEAU_ROUNDS = 2
 
 # ------------------------------------------------------------------ real softmax kernels
-NAIVE = """// variant: {name}
-#include <cuda_runtime.h>
-#include <math.h>
-__global__ void softmax_rows(const float* x, float* y, int rows, int cols) {{
-    int row = blockIdx.x * blockDim.x + threadIdx.x;
-    if (row >= rows) return;
-    const float* xr = x + (size_t)row * cols;
-    float* yr = y + (size_t)row * cols;
-    float m = -INFINITY;
-    for (int c = 0; c < cols; ++c) m = fmaxf(m, xr[c]);
-    float s = 0.0f;
-    for (int c = 0; c < cols; ++c) s += expf(xr[c] - m);
-    float inv = 1.0f / s;
-    for (int c = 0; c < cols; ++c) yr[c] = expf(xr[c] - m) * inv;
-}}
-extern "C" void solve(const float* x, float* y, int rows, int cols) {{
-    if (rows <= 0 || cols <= 0) return;
-    int threads = {threads};
-    softmax_rows<<<(rows + threads - 1) / threads, threads>>>(x, y, rows, cols);
-}}
-"""
-
-# one block per row, warp-shuffle block reductions; PASSES=3 reads x twice and writes y once,
-# EXTRA re-reads the row once more (a deliberately worse variant)
-BLOCK = """// variant: {name}
-#include <cuda_runtime.h>
-#include <math.h>
-#define THREADS {threads}
-__device__ __forceinline__ float warp_max(float v) {{
-    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
-    return v;
-}}
-__device__ __forceinline__ float warp_sum(float v) {{
-    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-    return v;
-}}
-__device__ float block_max(float v, float* sh) {{
-    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    v = warp_max(v);
-    if (lane == 0) sh[warp] = v;
-    __syncthreads();
-    v = (threadIdx.x < THREADS / 32) ? sh[lane] : -INFINITY;
-    if (warp == 0) v = warp_max(v);
-    if (threadIdx.x == 0) sh[0] = v;
-    __syncthreads();
-    float r = sh[0];
-    __syncthreads();
-    return r;
-}}
-__device__ float block_sum(float v, float* sh) {{
-    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    v = warp_sum(v);
-    if (lane == 0) sh[warp] = v;
-    __syncthreads();
-    v = (threadIdx.x < THREADS / 32) ? sh[lane] : 0.0f;
-    if (warp == 0) v = warp_sum(v);
-    if (threadIdx.x == 0) sh[0] = v;
-    __syncthreads();
-    float r = sh[0];
-    __syncthreads();
-    return r;
-}}
-__global__ void __launch_bounds__(THREADS) softmax_rows(const float* __restrict__ x, float* __restrict__ y, int cols) {{
-    __shared__ float sh[32];
-    const float* xr = x + (size_t)blockIdx.x * cols;
-    float* yr = y + (size_t)blockIdx.x * cols;
-    float m = -INFINITY;
-    for (int c = threadIdx.x; c < cols; c += THREADS) m = fmaxf(m, xr[c]);
-    m = block_max(m, sh);
-    float s = 0.0f;
-    for (int c = threadIdx.x; c < cols; c += THREADS) s += expf(xr[c] - m);
-    s = block_sum(s, sh);
-{extra}
-    float inv = 1.0f / s;
-    for (int c = threadIdx.x; c < cols; c += THREADS) yr[c] = expf(xr[c] - m) * inv;
-}}
-extern "C" void solve(const float* x, float* y, int rows, int cols) {{
-    if (rows <= 0 || cols <= 0) return;
-    softmax_rows<<<rows, THREADS>>>(x, y, cols);
-}}
-"""
-EXTRA_PASS = """    float s2 = 0.0f;  // a redundant second sum over the row
-    for (int c = threadIdx.x; c < cols; c += THREADS) s2 += expf(xr[c] - m);
-    s = 0.5f * (s + block_sum(s2, sh));"""
+# benchmarks/softmax_variants/<variant>.cu: naive-128/256 (one thread per row, 128 or 256 threads a block);
+# block-256/32 (one block per row, warp-shuffle block reductions: x read twice, y written once); *-extra (a
+# redundant second pass over the row: a deliberately worse variant). Their first line names the variant.
+KERNELS = ROOT / "benchmarks" / "softmax_variants"
 
 
 def kernel(variant: str) -> str:
-    if variant == "naive-128":
-        return NAIVE.format(name=variant, threads=128)
-    if variant == "naive-256":
-        return NAIVE.format(name=variant, threads=256)
-    if variant == "block-256":
-        return BLOCK.format(name=variant, threads=256, extra="")
-    if variant == "block-256-extra":
-        return BLOCK.format(name=variant, threads=256, extra=EXTRA_PASS)
-    if variant == "block-32-extra":
-        return BLOCK.format(name=variant, threads=32, extra=EXTRA_PASS)
-    if variant == "block-32":
-        return BLOCK.format(name=variant, threads=32, extra="")
-    raise KeyError(variant)
+    path = KERNELS / f"{variant}.cu"
+    if not path.is_file():
+        known = ", ".join(sorted(p.stem for p in KERNELS.glob("*.cu")))
+        raise KeyError(f"no softmax variant {variant!r} in {KERNELS} (known: {known})")
+    return path.read_text()
 
 
 # round by round: naive, then better, then no better
@@ -150,7 +62,9 @@ def variant_for(cid: str) -> str:
 
 
 def scripted_model(llm_log: Path | None = None) -> Any:
-    from scripted_answers import ScriptedBenchModel, candidate_of, coder_answer, critic_answer, offered_ids, plan_answer
+    from cuda_llm.agents.scripted_answers import (
+        ScriptedBenchModel, candidate_of, coder_answer, critic_answer, offered_ids, plan_answer,
+    )
 
     def respond(role: str | None, messages: list[Any]) -> str:
         cid = candidate_of(messages) if role == "coder" else None
@@ -233,7 +147,7 @@ def checkpoint_growth(root: Path, rounds: int) -> tuple[float, int, int]:
 
 def _spawn(mode: str, work: Path, run_id: str, profile: bool) -> subprocess.Popen:
     env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), str(ROOT / "benchmarks")] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT)] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
     return subprocess.Popen([sys.executable, str(Path(__file__).resolve()), "--drive", mode, str(work), run_id,
                              "1" if profile else "0"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
@@ -291,7 +205,7 @@ def _lines(p: Path) -> list[dict]:
 
 
 def best_variant(out: dict) -> str | None:
-    from scripted_answers import variant_of
+    from cuda_llm.agents.scripted_answers import variant_of
 
     p = Path(out["root"]) / "best.cu"
     return variant_of(p.read_text()) if p.is_file() else None

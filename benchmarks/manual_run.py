@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -42,17 +41,6 @@ def cli(*args: str, log: list[str]) -> subprocess.CompletedProcess:
     return proc
 
 
-def answer_for(answers: Path, name: str) -> Path | None:
-    """coder-r2c0 -> ANSWERS/r2c0.cu or ANSWERS/r2.cu; None for a later turn (coder-r2c0-2) or another role."""
-    m = re.fullmatch(r"coder-(r(\d+)c\d+)", name)
-    if not m:
-        return None
-    for cand in (answers / f"{m.group(1)}.cu", answers / f"r{m.group(2)}.cu"):
-        if cand.is_file():
-            return cand
-    return None
-
-
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--task", default="softmax")
@@ -65,6 +53,7 @@ def main(argv: list[str] | None = None) -> int:
                    "readable files are copied to OUT/manual-run/)")
     args = p.parse_args(argv)
 
+    from cuda_llm.graph.answer_folder import answer_file, coder_answer
     from cuda_llm.graph.manual import pending_prompts
     from cuda_llm.runs.rundir import recent_runs
 
@@ -85,12 +74,12 @@ def main(argv: list[str] | None = None) -> int:
     while proc.returncode == WAITING and steps < args.max_steps:
         steps += 1
         for w in pending_prompts(root):
-            src = answer_for(args.answers, w.name)
+            src = answer_file(args.answers, w.name)
             if src is None:
                 print(f"manual_run: no hand-written answer for {w.name}; its prompt is {w.prompt}", file=sys.stderr)
                 _write(args.out, log, answered, root, "stopped: no answer for " + w.name)
                 return 2
-            text = f"My kernel for this round is {src.name}.\n\n```cuda\n{src.read_text().rstrip()}\n```\n"
+            text = coder_answer(src.name, src.read_text())
             ans = root / "work" / f"{w.name}.answer.md"
             ans.parent.mkdir(parents=True, exist_ok=True)
             ans.write_text(text)

@@ -32,17 +32,17 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks")]
+sys.path.insert(0, str(ROOT))
 
 VARIANTS = ("block-256", "naive-256", "block-32", "block-256-extra")
+KERNELS = ROOT / "benchmarks" / "softmax_variants"      # the loop benchmark's kernels, one file per variant
 MODES = ("today", "pool-1", "pool-N", "ray")
 
 
 def sources(n: int) -> list[tuple[str, str]]:
     """(candidate id, source): n real softmax kernels, cycling over the variants, each copy distinct."""
-    from loop_bench import kernel
-
-    return [(f"t{i:02d}-{VARIANTS[i % len(VARIANTS)]}", kernel(VARIANTS[i % len(VARIANTS)]) + f"\n// copy {i}\n")
+    text = {v: (KERNELS / f"{v}.cu").read_text() for v in VARIANTS}
+    return [(f"t{i:02d}-{VARIANTS[i % len(VARIANTS)]}", text[VARIANTS[i % len(VARIANTS)]] + f"\n// copy {i}\n")
             for i in range(n)]
 
 

@@ -1,24 +1,28 @@
 """The GPU-machine scripts run where device time is scarce: a crash in their reporting would waste a run.
-These CPU checks drive their pure parts and their no-device paths."""
+These CPU checks drive their pure parts (in the package: benchmarks and tests import nothing of each other)
+and, as programs, their no-device paths."""
 
 from __future__ import annotations
 
-import argparse
+import ast
 import os
 import re
 import shutil
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
-from cuda_llm.tools.device_probe import has_cuda_device
+from cuda_llm.graph.answer_folder import answer_file, coder_answer
+from cuda_llm.report.harness_report import harness_markdown, harness_table
 from cuda_llm.results import DeviceInfo
+from cuda_llm.tools.device_probe import has_cuda_device
+from cuda_llm.tools.harness_stats import event_vs_ncu_pct, spread_pct, summarize
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "benchmarks"))
+H100 = DeviceInfo(name="NVIDIA H100 80GB HBM3", arch="sm_90", compute_capability=(9, 0), sm_count=132,
+                  l2_bytes=50 << 20, peak_bandwidth_gbs=3000.0, peak_fp32_gflops=60000.0)
 
 
 def _rows() -> list[dict]:
@@ -35,14 +39,9 @@ def _rows() -> list[dict]:
     ]
 
 
-def test_harness_report_from_rows(tmp_path):
-    import harness_bench
-
-    dev = DeviceInfo(name="NVIDIA H100 80GB HBM3", arch="sm_90", compute_capability=(9, 0), sm_count=132,
-                     l2_bytes=50 << 20, peak_bandwidth_gbs=3000.0, peak_fp32_gflops=60000.0)
-    args = argparse.Namespace(out=tmp_path, repeats=5)
-    harness_bench.write_reports(_rows(), dev, args, time.perf_counter())
-    md = (tmp_path / "harness.md").read_text()
+def test_harness_report_from_rows():
+    summary = summarize(_rows(), H100, seconds=12.5)
+    md = harness_markdown(_rows(), summary, repeats=5)
     assert "H100" in md and "3000 GB/s" in md
     for name in ("gelu", "sgemm", "sort_u32", "broken"):
         assert name in md
@@ -54,10 +53,40 @@ def test_harness_report_from_rows(tmp_path):
     assert "broken naive: error: RuntimeError: boom" in md and "sort_u32 library: compile_error" in md
     assert "largest spread of the median over 5 timings (kernels >= 20 us): 3.00 %" in md
     assert not re.search(r"\d\.\d{5,}", md.split("```")[-1]), "summary figures are rounded for reading"
-    data = __import__("json").loads((tmp_path / "harness.json").read_text())
-    assert data["summary"]["median_eval_s"] == pytest.approx(1.95)
-    assert data["summary"]["max_spread_pct_ge_20us"] == pytest.approx(3.0)
-    assert data["summary"]["max_event_vs_ncu_pct_ge_50us"] == pytest.approx(5.0)
+    assert f"```\n{harness_table(_rows())}\n```" in md                 # the console's table, fenced
+    data = summary.model_dump(mode="json")                       # harness.json's summary
+    assert data["median_eval_s"] == pytest.approx(1.95) and data["median_eval_s_first8"] == pytest.approx(1.95)
+    assert data["max_spread_pct_ge_20us"] == pytest.approx(3.0)
+    assert data["max_event_vs_ncu_pct_ge_50us"] == pytest.approx(5.0)
+    assert data["device"]["name"] == H100.name and data["seconds"] == 12.5 and data["clock_issues"] == {}
+
+
+def test_harness_summary_leaves_out_kernels_too_short_to_tell():
+    """Spread and |event - ncu| count only for kernels of 20 us and 50 us or more; the first-eight median
+    only for those tasks; clock findings by task."""
+    rows = [{"task": "gelu", "median_ms": 0.3, "spread_pct": 1.5, "event_vs_ncu_pct": -8.0, "eval_s": 1.0},
+            {"task": "tiny", "median_ms": 0.01, "spread_pct": 40.0, "event_vs_ncu_pct": 90.0, "eval_s": 3.0,
+             "clock_issues": ["the samples do not fit"]},
+            {"task": "short", "median_ms": 0.03, "spread_pct": 2.5, "event_vs_ncu_pct": 60.0, "eval_s": 5.0},
+            {"task": "broken", "status": "error"}]
+    s = summarize(rows, H100, seconds=1.0)
+    assert s.max_spread_pct_ge_20us == pytest.approx(2.5)           # tiny's 40 % left out
+    assert s.max_event_vs_ncu_pct_ge_50us == pytest.approx(8.0)     # |-8|; tiny's and short's left out
+    assert s.median_eval_s == pytest.approx(3.0) and s.median_eval_s_first8 == pytest.approx(1.0)
+    assert s.clock_issues == {"tiny": ["the samples do not fit"]}
+    empty = summarize([{"task": "broken", "status": "error"}], H100, seconds=0.0)
+    assert empty.median_eval_s is None and empty.max_spread_pct_ge_20us is None
+    assert "Median evaluation (compile excluded, warm data): - s" in harness_markdown([], empty, repeats=3)
+
+
+def test_spread_and_event_against_ncu():
+    assert spread_pct([1.0, 1.1, 0.9]) == pytest.approx(20.0)
+    assert spread_pct([2.0]) is None and spread_pct([]) is None
+    assert event_vs_ncu_pct(1.05, 1.0) == pytest.approx(5.0) and event_vs_ncu_pct(0.9, 1.0) == pytest.approx(-10.0)
+    with pytest.raises(ValueError, match="positive"):
+        event_vs_ncu_pct(1.0, 0.0)
+    with pytest.raises(ValueError, match="positive"):
+        spread_pct([0.0, 0.0])
 
 
 def test_harness_bench_refuses_unknown_tasks():
@@ -108,17 +137,32 @@ def test_run_gpu_script_collects_and_summarizes(tmp_path):
     assert (out / "harness.log").is_file() and "nope" in (out / "harness.log").read_text()
 
 
-def test_the_loop_benchmark_brings_its_own_scripted_answers():
-    """benchmarks/ must not import tests/: the loop benchmark's LLM answers live in benchmarks/scripted_answers.py."""
-    import ast
+def _imports_and_paths(path: Path) -> tuple[set[str], list[str]]:
+    """The top-level names a Python file imports, and its statements that set sys.path or PYTHONPATH."""
+    tree = ast.parse(path.read_text())
+    imported = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+    imported |= {n.module.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
+    paths = [ast.unparse(n) for n in ast.walk(tree)
+             if isinstance(n, ast.Assign) or (isinstance(n, ast.Expr) and isinstance(n.value, ast.Call))]
+    return imported, [p for p in paths if "sys.path" in p or "PYTHONPATH" in p]
 
-    for name in ("loop_bench.py", "scripted_answers.py"):
-        tree = ast.parse((ROOT / "benchmarks" / name).read_text())
-        imported = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
-        imported |= {n.module.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
-        tests_modules = {p.stem for p in (ROOT / "tests").glob("*.py")}
-        assert not imported & tests_modules, (name, imported & tests_modules)
-    assert '"tests"' not in (ROOT / "benchmarks" / "loop_bench.py").read_text()
+
+def test_benchmarks_and_tests_import_only_the_package():
+    """benchmarks/*.py import the package (and libraries), never tests/ nor each other; tests never import a
+    benchmark: what they share lives in cuda_llm (e.g. the loop benchmark's scripted answers)."""
+    bench_modules = {p.stem for p in (ROOT / "benchmarks").glob("*.py")}
+    test_modules = {p.stem for p in (ROOT / "tests").glob("*.py")}
+    assert {"loop_bench", "harness_bench", "tune_bench", "manual_run"} <= bench_modules
+    for path in sorted((ROOT / "benchmarks").glob("*.py")):
+        imported, paths = _imports_and_paths(path)
+        assert not imported & (test_modules | bench_modules | {"tests", "benchmarks"}), (path.name, imported)
+        assert not [p for p in paths if "tests" in p or "benchmarks" in p], (path.name, paths)
+    for path in sorted((ROOT / "tests").glob("*.py")):
+        imported, paths = _imports_and_paths(path)
+        assert not imported & (bench_modules | {"benchmarks"}), (path.name, imported & bench_modules)
+        assert not [p for p in paths if "benchmarks" in p], (path.name, paths)
+
+
 def test_prompt_audit_runs_on_the_cpu_and_finds_every_piece_of_evidence(tmp_path, tmp_path_factory):
     """benchmarks/prompt_audit.py with its own scripted answers and invented measurements: every checklist item
     of issue 12 item 1 is found, the rendered prompts are kept, and the output says the run was scripted."""
@@ -139,23 +183,31 @@ def test_prompt_audit_runs_on_the_cpu_and_finds_every_piece_of_evidence(tmp_path
 
 
 def test_manual_run_answers_by_round_and_stops_without_a_device(tmp_path):
-    import manual_run
-
     answers = tmp_path / "answers"
     answers.mkdir()
     (answers / "r1.cu").write_text("// r1")
     (answers / "r2c1.cu").write_text("// r2c1")
-    assert manual_run.answer_for(answers, "coder-r1c0") == answers / "r1.cu"
-    assert manual_run.answer_for(answers, "coder-r2c1") == answers / "r2c1.cu"
-    assert manual_run.answer_for(answers, "coder-r2c0") is None          # no r2.cu
-    assert manual_run.answer_for(answers, "coder-r1c0-2") is None        # a compile-fix turn: no hand-written fix
-    assert manual_run.answer_for(answers, "planner-r1") is None
+    assert answer_file(answers, "coder-r1c0") == answers / "r1.cu"
+    assert answer_file(answers, "coder-r1c1") == answers / "r1.cu"          # one kernel for the round
+    assert answer_file(answers, "coder-r2c1") == answers / "r2c1.cu"
+    assert answer_file(answers, "coder-r2c0") is None          # no r2.cu
+    assert answer_file(answers, "coder-r1c0-2") is None        # a compile-fix turn: no hand-written fix
+    assert answer_file(answers, "planner-r1") is None
     real = ROOT / "benchmarks" / "manual_answers" / "softmax"
     assert all((real / f"r{i}.cu").is_file() for i in (1, 2, 3))
     if not has_cuda_device():
         proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "manual_run.py"), "--out", str(tmp_path)],
                               capture_output=True, text=True, timeout=300, cwd=ROOT)
         assert proc.returncode == 1 and "FAIL  gpu" in proc.stderr and "no run was created" in proc.stderr
+
+
+def test_a_prepared_answer_is_read_as_the_coder_s_kernel():
+    from cuda_llm.agents.coder import extract_cuda
+
+    src = (ROOT / "benchmarks" / "manual_answers" / "softmax" / "r1.cu").read_text()
+    text = coder_answer("r1.cu", src)
+    assert text.startswith("My kernel for this round is r1.cu.")
+    assert extract_cuda(text).strip() == src.strip()
 
 
 def test_the_hand_written_softmax_answers_build():
@@ -169,3 +221,23 @@ def test_the_hand_written_softmax_answers_build():
         assert check_source(src, task) == [], f.name
         res = compile_source(src, arch="sm_90")
         assert res.ok and not any(k.spills for k in res.kernels), (f.name, res.errors)
+
+
+def test_the_loop_benchmark_s_softmax_variants_build():
+    """benchmarks/softmax_variants/: the kernels of the loop and throughput benchmarks name their variant on
+    their first line (how the loop benchmark tells which one won) and build."""
+    from cuda_llm.agents.scripted_answers import variant_of
+    from cuda_llm.tasks import load_task
+    from cuda_llm.tools.compile import compile_source
+    from cuda_llm.tools.static_check import check_source
+
+    task = load_task("softmax").task
+    files = sorted((ROOT / "benchmarks" / "softmax_variants").glob("*.cu"))
+    assert {f.stem for f in files} >= {"naive-128", "naive-256", "block-256", "block-32", "block-256-extra",
+                                       "block-32-extra"}
+    for f in files:
+        src = f.read_text()
+        assert variant_of(src) == f.stem
+        assert check_source(src, task) == [], f.name
+        res = compile_source(src, arch="sm_90")
+        assert res.ok, (f.name, res.errors)

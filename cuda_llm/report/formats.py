@@ -25,6 +25,11 @@ def fmt_x(x: float | None) -> str:
     return "-" if x is None else f"{x:.2f}x"
 
 
+def fmt_fixed(value: float | None, digits: int = 1) -> str:
+    """A figure with a fixed number of decimals, "-" when there is none: summary sentences read alike."""
+    return "-" if value is None else f"{value:.{digits}f}"
+
+
 def fmt_tokens(n: float | None) -> str:
     """1234 -> 1.2k, 2000000 -> 2M: token counts beside budgets."""
     if n is None:

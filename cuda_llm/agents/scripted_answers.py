@@ -1,9 +1,10 @@
-"""Scripted LLM answers for the loop benchmark: NOT a language model. A langchain_core chat model that answers
+"""Scripted LLM answers for the benchmarks: NOT a language model. A langchain_core chat model that answers
 each role from a script (the planner with the features it was offered, the coder with a kernel chosen by
-candidate id, the critic with a fixed critique), so the benchmark measures the loop and the GPU, not an LLM.
-Its model name is "scripted-benchmark", which every report built from it shows as scripted.
+candidate id, the critic with a fixed critique), so a benchmark (benchmarks/loop_bench.py) measures the loop
+and the GPU, not an LLM. Its model name is "scripted-benchmark", which every report built from it shows as
+scripted.
 
-Kept apart from tests/ (benchmarks and tests do not import each other).
+In the package because benchmarks import nothing else (not tests/, not each other).
 """
 
 from __future__ import annotations
