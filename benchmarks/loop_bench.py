@@ -62,7 +62,7 @@ def variant_for(cid: str) -> str:
 
 
 def scripted_model(llm_log: Path | None = None) -> Any:
-    from cuda_llm.agents.scripted_answers import (
+    from scripted_answers import (
         ScriptedBenchModel, candidate_of, coder_answer, critic_answer, offered_ids, plan_answer,
     )
 
@@ -205,7 +205,7 @@ def _lines(p: Path) -> list[dict]:
 
 
 def best_variant(out: dict) -> str | None:
-    from cuda_llm.agents.scripted_answers import variant_of
+    from scripted_answers import variant_of
 
     p = Path(out["root"]) / "best.cu"
     return variant_of(p.read_text()) if p.is_file() else None

@@ -4,7 +4,7 @@ candidate id, the critic with a fixed critique), so a benchmark (benchmarks/loop
 and the GPU, not an LLM. Its model name is "scripted-benchmark", which every report built from it shows as
 scripted.
 
-In the package because benchmarks import nothing else (not tests/, not each other).
+It lives beside the benchmarks, not in the package: a double is never part of what the product can pick.
 """
 
 from __future__ import annotations
