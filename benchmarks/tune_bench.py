@@ -73,6 +73,11 @@ def main(argv: list[str] | None = None) -> int:
     from cuda_llm.tools.device_probe import has_cuda_device
     from cuda_llm.tools.tune_replay import summarize
 
+    tasks = [t for t in args.tasks.split(",") if t]
+    unknown = [t for t in tasks if t not in KERNELS]
+    if unknown:                                   # before the device check: a typo is a typo on any machine
+        print(f"tune_bench: unknown kernel {unknown[0]!r}; known: {', '.join(KERNELS)}", file=sys.stderr)
+        return 2
     if not has_cuda_device():
         print("tune_bench: no CUDA device here; run it on the GPU machine", file=sys.stderr)
         return 2
@@ -82,10 +87,7 @@ def main(argv: list[str] | None = None) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     results: list[dict[str, Any]] = []
     text = ""
-    for task in [t for t in args.tasks.split(",") if t]:
-        if task not in KERNELS:
-            print(f"tune_bench: unknown kernel {task!r}; known: {', '.join(KERNELS)}", file=sys.stderr)
-            return 2
+    for task in tasks:
         results.append(summarize(exhaustive(task, args.eval_time, os.cpu_count() or 1), args.budget, args.seeds))
         text = tune_markdown(results, device, args.budget, args.seeds)   # after each kernel: partial results count
         (args.out / "tune.md").write_text(text)

@@ -66,6 +66,9 @@ def test_without_a_device_the_benchmark_says_so(tmp_path):
     proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "tune_bench.py"), "--out", str(tmp_path)],
                           capture_output=True, text=True, timeout=120, env=env, cwd=ROOT)
     assert proc.returncode == 2 and "no CUDA device" in proc.stderr
+    typo = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "tune_bench.py"), "--out", str(tmp_path),
+                           "--tasks", "sgemm,reduce_summ"], capture_output=True, text=True, timeout=120, env=env, cwd=ROOT)
+    assert typo.returncode == 2 and "unknown kernel 'reduce_summ'" in typo.stderr   # said before the device check
 
 
 @pytest.mark.parametrize("name", ["sgemm_tiled.cu", "reduce_items.cu", "transpose_tiled.cu"])
