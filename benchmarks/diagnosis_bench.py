@@ -40,16 +40,12 @@ def main(argv: list[str] | None = None) -> int:
     summary = json.loads((a.fixtures / "summary.json").read_text())
     pk = summary["peaks"]
 
-    class Device(DeviceInfo):
-        peak_fp16_tc_gflops: float | None = None
-        peak_tf32_tc_gflops: float | None = None
-
-    def device_for(entry: dict) -> Device:
+    def device_for(entry: dict) -> DeviceInfo:
         """The peaks of the run that recorded the entry (record.py merge keeps them), else the file's."""
         e = entry.get("peaks") or pk
         more = {k: e[k] for k in ("peak_fp16_tc_gflops", "peak_tf32_tc_gflops") if e.get(k)}
-        return Device(name=e["device"], arch="sm_90", compute_capability=(9, 0), sm_count=e["sm_count"],
-                      peak_bandwidth_gbs=e["copy_gbs"], peak_fp32_gflops=e["fma_gflops"], **more)
+        return DeviceInfo(name=e["device"], arch="sm_90", compute_capability=(9, 0), sm_count=e["sm_count"],
+                          peak_bandwidth_gbs=e["copy_gbs"], peak_fp32_gflops=e["fma_gflops"], **more)
 
     catalogue = load_catalogue()
     rows, details = [], []

@@ -46,7 +46,7 @@ def bench_one(name: str, out: Path, device) -> dict:
     entry.update(profile_seconds=prof.seconds, available=prof.available, reason=prof.reason,
                  ncu_duration_ms=prof.duration_ms, n_kernels=prof.n_kernels, csv_path=prof.csv_path,
                  kernels=[k.model_dump(exclude={"raw"}) for k in prof.kernels])
-    roof = roofline_point(loaded.task, ev.timing.sizes, ev.timing.median_ms, device)
+    roof = roofline_point(loaded.task, ev.timing.sizes, ev.timing.median_ms, device, sass=comp.sass)
     diag = diagnose(prof, roof, comp)
     entry["roofline"] = roof.model_dump()
     entry["diagnosis"] = diag.model_dump()

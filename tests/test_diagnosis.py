@@ -183,13 +183,8 @@ def test_suggestions_respect_the_tasks_tolerance_dtypes_and_arch():
 
 
 # -------------------------------------------------------------------------------- tensor-core roofline
-class TensorDevice(DeviceInfo):
-    peak_fp16_tc_gflops: float | None = None
-    peak_tf32_tc_gflops: float | None = None
-
-
 def h100(**kw) -> DeviceInfo:
-    return TensorDevice(name="H100", arch="sm_90", compute_capability=(9, 0), sm_count=132,
+    return DeviceInfo(name="H100", arch="sm_90", compute_capability=(9, 0), sm_count=132,
                         peak_bandwidth_gbs=3000.0, peak_fp32_gflops=60000.0, **kw)
 
 
@@ -294,8 +289,8 @@ def device(entry: dict | None = None) -> DeviceInfo:
     """The peaks of the run that recorded ``entry`` (record.py merge keeps them per entry), else the file's."""
     pk = (entry or {}).get("peaks") or SUMMARY["peaks"]
     extra = {k: pk[k] for k in ("peak_fp16_tc_gflops", "peak_tf32_tc_gflops") if pk.get(k)}
-    return TensorDevice(name=pk["device"], arch="sm_90", compute_capability=(9, 0), sm_count=pk["sm_count"],
-                        peak_bandwidth_gbs=pk["copy_gbs"], peak_fp32_gflops=pk["fma_gflops"], **extra)
+    return DeviceInfo(name=pk["device"], arch="sm_90", compute_capability=(9, 0), sm_count=pk["sm_count"],
+                      peak_bandwidth_gbs=pk["copy_gbs"], peak_fp32_gflops=pk["fma_gflops"], **extra)
 
 
 def real(name: str):

@@ -242,7 +242,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"note: no device peaks ({type(exc).__name__}: {exc})", file=sys.stderr)
     roof = None
     if report.median_ms and device is not None:
-        roof = roofline_point(task, sizes, report.median_ms, device)
+        roof = roofline_point(task, sizes, report.median_ms, device, sass=comp.sass)
         report.roofline = roof.model_dump(mode="json")
         report.device = device.model_dump(mode="json")
     diag = diagnose(profile, roof, comp)

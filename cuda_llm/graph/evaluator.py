@@ -120,9 +120,9 @@ class ToolsMixin:
         roof = None
         sass = result.compile.sass if result.compile is not None else None
         if self.device is not None and result.timing is not None and result.timing.median_ms > 0:
-            try:   # the tensor-core roof when the build's SASS has tensor instructions
+            try:   # the units of the build's SASS, as the judge's speed of light reads them
                 roof = roofline_point(loaded.task, result.timing.sizes, result.timing.median_ms, self.device,
-                                      tensor_cores=sass.uses_tensor_cores if sass is not None else None)
+                                      sass=sass)
             except Exception:  # noqa: BLE001 - a formula the roofline cannot evaluate: judged without it
                 roof = None
         return Analysis(roofline=roof, diagnosis=diagnose(profile, roof, result.compile,

@@ -1,8 +1,8 @@
 """What a task's numbers allow: its tightest relative tolerance and its float input dtypes. Pure.
 
 One home for these facts: the bandit filters features with them (no reduced precision on a 1e-4 task)
-and the roofline picks the tensor-core roof a task may use (fp16 inputs; fp32 inputs through TF32, or
-3xTF32 where the tolerance is tighter than TF32's ~1e-3).
+and compute_peaks.py reads tf32 tensor-core use as plain TF32 or as 3xTF32 by the tolerance (plain TF32
+needs ~1e-3).
 """
 
 from __future__ import annotations
@@ -32,15 +32,7 @@ def float_input_dtypes(task: Any) -> list[str]:
     return sorted({p.dtype.value for p in task.inputs if p.dtype.is_float})
 
 
-def tensor_kind(task: Any) -> str | None:
-    """The tensor-core path a correct kernel of this task may take: 'fp16' (half inputs, float
-    accumulation: exact products), 'tf32' (fp32 inputs where ~1e-3 is allowed), '3xtf32' (fp32 inputs at
-    fp32 accuracy: three TF32 products per multiply-add), or None (not GEMM-shaped, or no float inputs)."""
-    if task.family not in TENSOR_FAMILIES:
-        return None
-    dtypes = float_input_dtypes(task)
-    if not dtypes:
-        return None
-    if all(d in ("float16", "bfloat16") for d in dtypes):
-        return "fp16"
-    return "tf32" if tightest_rtol(task) >= TF32_RTOL else "3xtf32"
+def allows_plain_tf32(task: Any) -> bool:
+    """Whether plain TF32 products (10-bit mantissa inputs) can pass the task's tolerance; where not, a
+    kernel on tf32 tensor cores must split its inputs (3xTF32) to keep fp32 accuracy."""
+    return tightest_rtol(task) >= TF32_RTOL

@@ -1,0 +1,233 @@
+"""Which compute peak bounds a kernel: the units it runs on and the rate of each on a device. Pure.
+
+One home for the question, asked by two users that want different answers for a reason:
+
+- the judge's speed-of-light bound (speed_of_light.py, ``bound_peak``) is a *lower bound on time* that no
+  honest kernel may beat, or it calls honest work ``suspect``. It takes the *fastest plausible* unit:
+  tf32 tensor instructions count at the full tf32 rate (plain TF32 products, or a split with fewer than
+  three), units unknown from the build mean the fastest the data type can run on, and only peaks
+  measured on the device (or derived from them by a fixed hardware ratio) are used: where a unit the
+  kernel uses has no such peak the compute term is dropped rather than guessed.
+- the roofline (roofline.py, ``roofline_peaks``; the profiler's diagnosis, the critic's evidence) wants
+  the unit the kernel *actually runs on*, to say how far it is from its own roof: tf32 tensor
+  instructions in a task whose tolerance forbids plain TF32 are 3xTF32 (three products per multiply-add,
+  a third of the tf32 rate); unknown units mean the units the task is written for; an unmeasured
+  tensor peak is estimated from the fp32 rate and the datasheet ratio, and the peak says so.
+
+So for one task, device and build the roofline's peak is never above the bound's (a bound without a
+compute term counting as infinitely fast), and they are the same unit and rate where the build's units
+are known, the peaks measured and no 3xTF32 is involved. One exception: with unknown units on a device
+without measured tensor peaks the bound takes the fastest *measured* unit (``bound_peak``), below the
+roofline's estimated tensor roof.
+
+Units come from the task's arithmetic type (fp16 when an input is half precision, else fp32), the
+build's machine code (sass.py SassSummary: tensor-core instructions by input type, packed-half
+arithmetic) and the task's tolerance (precision.py: plain TF32 needs ~1e-3).
+"""
+
+from __future__ import annotations
+
+from typing import Literal, NamedTuple, get_args
+
+from cuda_llm.results import DeviceInfo, SassSummary
+from cuda_llm.tasks.model import Task
+from cuda_llm.tasks.precision import TENSOR_FAMILIES, allows_plain_tf32
+
+ComputeUnit = Literal["fp32", "fp16x2", "fp16-tensor", "bf16-tensor", "tf32-tensor", "3xtf32-tensor",
+                      "fp8-tensor", "int8-tensor", "int4-tensor", "fp4-tensor", "int1-tensor", "fp64-tensor"]
+UNITS: tuple[str, ...] = get_args(ComputeUnit)
+
+# Tensor-core types without a peak kernel of their own, as multiples of the fp16 tensor rate (sm_80-sm_90).
+RATE_VS_FP16 = {"fp16": 1.0, "bf16": 1.0, "fp8": 2.0, "int8": 2.0, "int4": 4.0, "fp4": 4.0, "int1": 8.0, "fp64": 1.0}
+
+# Dense tensor-core rate over the fp32 FMA rate, from the datasheets (no sparsity): (tf32, fp16 with fp32
+# accumulation). Only the roofline uses them, when DeviceInfo has no measured tensor peak.
+DATASHEET_RATIO: dict[tuple[int, int], tuple[float, float]] = {
+    (8, 0): (8.0, 16.0),     # A100: 19.5 fp32, 156 tf32, 312 fp16 TFLOP/s
+    (8, 6): (2.0, 4.0),      # A40 / A10: 37.4, 74.8, 149.7
+    (8, 9): (2.0, 4.0),      # L40S: 91.6, 183, 366
+    (9, 0): (7.4, 14.8),     # H100 SXM: 67, 495, 989
+    (10, 0): (14.0, 28.0),   # B200 (approximate)
+    (12, 0): (2.0, 4.0),     # RTX 50 series (approximate)
+}
+
+MEASURED = "measured"
+
+
+class Peak(NamedTuple):
+    """The rate of one unit on one device and where the figure comes from."""
+
+    unit: ComputeUnit
+    gflops: float
+    source: str          # "measured", "derived: ..." (a hardware ratio of a measured peak), "estimated: ..."
+
+    @property
+    def estimated(self) -> bool:
+        """From a datasheet ratio, not from a measurement on this device."""
+        return self.source.startswith("estimated")
+
+
+class RoofPeaks(NamedTuple):
+    """The roofline's compute roof and the tensor-core roof the kernel may switch to."""
+
+    roof: Peak | None     # the units the kernel runs on (None: not even an fp32 peak)
+    tensor: Peak | None   # the tensor-core roof (what the roof becomes when the profile shows tensor pipes busy)
+
+
+# ------------------------------------------------------------------------------------------ units
+def arithmetic_type(task: Task) -> Literal["fp16", "fp32"] | None:
+    """The floating-point type a task computes in (``fp16`` when an input is half precision, else
+    ``fp32``), or None when it has no floating-point input or counts no flops (integer work)."""
+    floats = [p for p in task.params if p.kind == "pointer" and p.dtype.is_float]
+    if not floats:
+        return None
+    inputs = [p for p in floats if getattr(p, "role", "input") != "output"] or floats
+    if any(p.dtype.value in ("float16", "bfloat16") for p in inputs):
+        return "fp16"
+    return "fp32"
+
+
+def tensor_unit(kind: str) -> ComputeUnit:
+    """The unit of a tensor-core input type as sass.tensor_kind names it (``fp16``, ``tf32``, ``fp8``...)."""
+    unit = f"{kind}-tensor"
+    if unit not in UNITS:
+        raise ValueError(f"unknown tensor-core input type {kind!r}; known: "
+                         f"{', '.join(u[:-7] for u in UNITS if u.endswith('-tensor'))}")
+    return unit  # type: ignore[return-value]
+
+
+def sass_units(sass: SassSummary) -> list[ComputeUnit]:
+    """The units a build's machine code uses: CUDA cores always, packed half where it does half2
+    arithmetic, and each tensor-core input type it has instructions for."""
+    units: list[ComputeUnit] = ["fp32"]
+    if sass.packed_half:
+        units.append("fp16x2")
+    units += [tensor_unit(kind) for kind, count in sorted(sass.tensor.items()) if count]
+    return units
+
+
+def as_run(unit: ComputeUnit, task: Task) -> ComputeUnit:
+    """The unit as the kernel actually runs it: tf32 tensor instructions in a task whose tolerance
+    forbids plain TF32 must be 3xTF32 (split precision, three products per multiply-add)."""
+    return "3xtf32-tensor" if unit == "tf32-tensor" and not allows_plain_tf32(task) else unit
+
+
+def written_for(task: Task) -> ComputeUnit | None:
+    """The tensor-core unit a task is written for, or None: half-precision GEMM-shaped work (or a
+    ``tensor-cores`` task) on fp16 tensor cores; an fp32 ``tensor-cores`` task on tf32 ones. What a vendor
+    library does with the task, and the roofline's guess where the build's units are unknown."""
+    kind = arithmetic_type(task)
+    tagged = "tensor-cores" in task.tags
+    if kind == "fp16" and (tagged or task.family in TENSOR_FAMILIES):
+        return "fp16-tensor"
+    if kind == "fp32" and tagged:
+        return "tf32-tensor"
+    return None
+
+
+def may_use(task: Task) -> ComputeUnit | None:
+    """The tensor-core unit a correct kernel of a GEMM-shaped task may run on, as it would run it (fp32
+    data: TF32 where the tolerance allows ~1e-3, else 3xTF32), or None."""
+    kind = arithmetic_type(task)
+    if kind is None or (task.family not in TENSOR_FAMILIES and "tensor-cores" not in task.tags):
+        return None
+    return as_run("fp16-tensor" if kind == "fp16" else "tf32-tensor", task)
+
+
+# ------------------------------------------------------------------------------------------ peaks
+def _estimated(device: DeviceInfo, which: Literal["tf32", "fp16"]) -> Peak | None:
+    cc = tuple(device.compute_capability)
+    ratio = DATASHEET_RATIO.get(cc)  # type: ignore[arg-type]
+    if ratio is None or not device.peak_fp32_gflops:
+        return None
+    r = ratio[0 if which == "tf32" else 1]
+    return Peak(f"{which}-tensor", device.peak_fp32_gflops * r,  # type: ignore[arg-type]
+                f"estimated: fp32 rate x {r:g} (datasheet ratio, sm_{cc[0]}{cc[1]})")
+
+
+def _base(device: DeviceInfo, which: Literal["tf32", "fp16"], estimate: bool) -> Peak | None:
+    measured = device.peak_tf32_tc_gflops if which == "tf32" else device.peak_fp16_tc_gflops
+    if measured:
+        return Peak(f"{which}-tensor", float(measured), MEASURED)  # type: ignore[arg-type]
+    return _estimated(device, which) if estimate else None
+
+
+def _derived(unit: ComputeUnit, base: Peak, factor: float, why: str) -> Peak:
+    if factor == 1.0:
+        return Peak(unit, base.gflops, base.source)
+    how = f"{base.unit} rate x {factor:.4g} ({why})"
+    source = f"derived: {how}" if base.source == MEASURED else f"{base.source}, {how}"
+    return Peak(unit, base.gflops * factor, source)
+
+
+def unit_peak(device: DeviceInfo, unit: ComputeUnit, *, estimate: bool = False) -> Peak | None:
+    """The rate of ``unit`` on ``device``: measured, or derived from a measured peak by a fixed hardware
+    ratio (packed half at twice fp32, 3xTF32 at a third of tf32, fp8/int8 at twice fp16); with ``estimate``
+    an unmeasured tensor peak is estimated from the fp32 rate and the datasheet ratio. None: unknown."""
+    if unit not in UNITS:
+        raise ValueError(f"unknown compute unit {unit!r}; known: {', '.join(UNITS)}")
+    fp32 = Peak("fp32", float(device.peak_fp32_gflops), MEASURED) if device.peak_fp32_gflops else None
+    if unit == "fp32":
+        return fp32
+    if unit == "fp16x2":
+        return _derived(unit, fp32, 2.0, "packed half") if fp32 else None
+    if unit in ("tf32-tensor", "3xtf32-tensor"):
+        base = _base(device, "tf32", estimate)
+        if base is None or unit == "tf32-tensor":
+            return base
+        return _derived(unit, base, 1 / 3, "three tf32 products per multiply-add")
+    kind = unit.removesuffix("-tensor")
+    base = _base(device, "fp16", estimate)
+    return _derived(unit, base, RATE_VS_FP16[kind], f"{kind} vs fp16") if base else None
+
+
+def _fastest(peaks: list[Peak | None]) -> Peak | None:
+    known = [p for p in peaks if p is not None]
+    return max(known, key=lambda p: p.gflops) if known else None
+
+
+# ------------------------------------------------------------------------------------------ the two uses
+def bound_peak(task: Task, device: DeviceInfo, sass: SassSummary | None, *, library: bool = False) -> Peak | None:
+    """The speed-of-light bound's compute peak: the fastest plausible unit, measured peaks only (the module
+    doc says why). None: no compute term (integer work, no fp32 peak, or a unit used without a peak).
+
+    ``sass`` None means the units are unknown: the fastest measured unit the data type can run on (fp32
+    data on tensor cores is tf32 at best, never fp16; units without a measured peak are skipped, unlike
+    units the build is known to use); with ``library`` (a yardstick whose kernels live in a vendor
+    library) the units the task is written for instead."""
+    kind = arithmetic_type(task)
+    if kind is None or not device.peak_fp32_gflops:
+        return None
+    if sass is None and library:
+        unit = written_for(task)
+        return unit_peak(device, unit or "fp32")
+    if sass is None:
+        plausible: list[ComputeUnit] = (["fp32", "tf32-tensor"] if kind == "fp32"
+                                        else ["fp32", "fp16x2", "fp16-tensor"])
+        return _fastest([unit_peak(device, u) for u in plausible])
+    peaks = [unit_peak(device, u) for u in sass_units(sass)]
+    if any(p is None for p in peaks):
+        return None             # units whose peak is unknown: no honest compute term
+    return _fastest(peaks)
+
+
+def roofline_peaks(task: Task, device: DeviceInfo, sass: SassSummary | None, *,
+                   tensor_cores: bool | None = None) -> RoofPeaks:
+    """The roofline's compute roof: the units the kernel runs on (the module doc says why this differs
+    from the bound), with estimated tensor peaks where none was measured.
+
+    With ``sass`` the build's units as run (tf32 in a task that forbids plain TF32 is 3xTF32), the fastest
+    of them with a peak. Without it, ``tensor_cores`` (from a profile's tensor pipes; None: unknown) decides
+    between the CUDA cores and the tensor unit the task may use; unknown means the units it is written for."""
+    fp32 = unit_peak(device, "fp32")
+    if sass is not None:
+        used = [unit_peak(device, as_run(u, task), estimate=True) for u in sass_units(sass)]
+        roof = _fastest(used) or fp32
+        tensor = _fastest([p for p in used if p is not None and p.unit.endswith("-tensor")])
+        if tensor is None and (alt := may_use(task)) is not None:
+            tensor = unit_peak(device, alt, estimate=True)
+        return RoofPeaks(roof, tensor)
+    alt = may_use(task)
+    tensor = unit_peak(device, alt, estimate=True) if alt is not None else None
+    on_tensor = tensor_cores if tensor_cores is not None else written_for(task) is not None
+    return RoofPeaks(tensor if on_tensor and tensor is not None else fp32, tensor)
