@@ -214,7 +214,11 @@ def test_sol_is_the_larger_of_bytes_and_flops_terms():
     assert speed_of_light.sol_ms(gelu, sizes, _device()) == pytest.approx(max(want, gelu.flops_at(sizes) / 50000e9 * 1e3))
     sgemm = load_task("sgemm").task
     s = dict(sgemm.benchmark)
-    assert speed_of_light.sol_ms(sgemm, s, _device()) == pytest.approx(sgemm.flops_at(s) / 50000e9 * 1e3)
+    tc = _device().model_copy(update={"peak_tf32_tc_gflops": 400000.0, "peak_fp16_tc_gflops": 800000.0})
+    # units unknown: fp32 data may run on tf32 tensor cores at best
+    assert speed_of_light.sol_ms(sgemm, s, tc) == pytest.approx(sgemm.flops_at(s) / 400000e9 * 1e3)
+    # ... and where nobody measured the tensor cores, only the bytes bound it (never a false suspect)
+    assert speed_of_light.sol_ms(sgemm, s, _device()) == pytest.approx(sgemm.bytes_at(s) / 3000e9 * 1e3)
     assert speed_of_light.sol_ms(sgemm, s, _device(fl=None)) == pytest.approx(sgemm.bytes_at(s) / 3000e9 * 1e3)
     assert speed_of_light.sol_ms(sgemm, s, None) is None
     assert speed_of_light.sol_ms(sgemm, s, _device(bw=None)) is None

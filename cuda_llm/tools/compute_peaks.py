@@ -192,8 +192,8 @@ def bound_peak(task: Task, device: DeviceInfo, sass: SassSummary | None, *, libr
     doc says why). None: no compute term (integer work, no fp32 peak, or a unit used without a peak).
 
     ``sass`` None means the units are unknown: the fastest measured unit the data type can run on (fp32
-    data on tensor cores is tf32 at best, never fp16; units without a measured peak are skipped, unlike
-    units the build is known to use); with ``library`` (a yardstick whose kernels live in a vendor
+    data on tensor cores is tf32 at best, never fp16; when one of those units has no measured peak, no
+    compute term, as for a build known to use such a unit); with ``library`` (a yardstick whose kernels live in a vendor
     library) the units the task is written for instead."""
     kind = arithmetic_type(task)
     if kind is None or not device.peak_fp32_gflops:
@@ -204,7 +204,10 @@ def bound_peak(task: Task, device: DeviceInfo, sass: SassSummary | None, *, libr
     if sass is None:
         plausible: list[ComputeUnit] = (["fp32", "tf32-tensor"] if kind == "fp32"
                                         else ["fp32", "fp16x2", "fp16-tensor"])
-        return _fastest([unit_peak(device, u) for u in plausible])
+        peaks = [unit_peak(device, u) for u in plausible]
+        if any(p is None for p in peaks):
+            return None         # the kernel may run on a unit nobody measured: no honest compute term
+        return _fastest(peaks)
     peaks = [unit_peak(device, u) for u in sass_units(sass)]
     if any(p is None for p in peaks):
         return None             # units whose peak is unknown: no honest compute term
