@@ -72,16 +72,21 @@ def test_without_a_device_every_point_is_compiled_and_listed(tmp_path, capsys, m
     assert not (tmp_path / "small.tuned.cu").exists()
 
 
-def _with_test_evaluator(monkeypatch, ev: ParametricTimingEvaluator) -> None:
-    """The harness (tools.evaluate) and nvcc (tools.compile.compile_many) answered by the test evaluator."""
+def _with_test_evaluator(monkeypatch, ev: ParametricTimingEvaluator, gpus: int = 1, judge=None) -> None:
+    """The harness (tools.evaluate) and nvcc (tools.compile.compile_many) answered by the test evaluator, on a
+    machine with ``gpus`` visible GPUs; ``judge(loaded, source, candidate, options)`` replaces the harness when
+    given (it sees the options, the GPU it is pinned to included)."""
     import cuda_llm.tools.compile as compile_mod
     import cuda_llm.tools.device_probe as probe
     import cuda_llm.tools.evaluate as evaluate_mod
 
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    monkeypatch.setattr(probe, "cuda_device_count", lambda: gpus)
     monkeypatch.setattr(probe, "has_cuda_device", lambda: True)
     monkeypatch.setattr(compile_mod, "compile_many", lambda sources, **kw: ev.compile_batch(list(sources)))
+    judge = judge or (lambda loaded, source, candidate, options: ev.result(source, candidate))
     monkeypatch.setattr(evaluate_mod, "evaluate_candidate",
-                        lambda loaded, source, *, candidate, options, **kw: ev.result(source, candidate))
+                        lambda loaded, source, *, candidate, options, **kw: judge(loaded, source, candidate, options))
 
 
 def test_the_search_prints_its_points_and_writes_the_fastest(tmp_path, capsys, monkeypatch):

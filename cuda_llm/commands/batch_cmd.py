@@ -49,7 +49,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     add_search_arguments(p)
     o = p.add_argument_group("run")
     o.add_argument("--runs-dir", type=Path, default=Path("runs"), help="where runs are kept (default ./runs)")
-    add_gpu_arguments(o)
+    add_gpu_arguments(o, resumable=True)
     o.add_argument("--parallel", type=int, default=None, metavar="N",
                    help="tasks optimized at once (default: one per GPU of the pool)")
     o.add_argument("--ray", metavar="ADDRESS",
@@ -136,8 +136,8 @@ def run(args: argparse.Namespace) -> int:
         return _err("--parallel: give at least 1")
     from cuda_llm.agents.errors import LLMConfigError
     from cuda_llm.agents.settings import load_settings
-    from cuda_llm.commands.optimize_cmd import check_gpus_arg, limits_from_args, llm_cli, preflight_ok
-    from cuda_llm.graph.run import RunOptions, settings_from_config
+    from cuda_llm.commands.optimize_cmd import limits_from_args, llm_cli, preflight_ok, saved_gpus_problem
+    from cuda_llm.graph.run import RunOptions, chosen_gpus, gpus_text, settings_from_config
 
     if args.resume:
         try:
@@ -151,6 +151,7 @@ def run(args: argparse.Namespace) -> int:
             return _err(str(exc))
         ray_address = args.ray or state.ray
         run_options = RunOptions(**{**state.run_options, "runs_dir": args.runs_dir, "limits": state.limits})
+        saved_gpus = run_options.gpus          # a batch saved before its GPUs were kept has none: all
     else:
         try:
             settings = load_settings(llm_cli(args))
@@ -166,17 +167,23 @@ def run(args: argparse.Namespace) -> int:
         ray_address = args.ray
         run_options = RunOptions(limits=limits, runs_dir=args.runs_dir, arch=args.arch, eval_time_budget_s=args.eval_time,
                                  profile=not args.no_profile, learn=not args.no_learn)
+        saved_gpus = None
     if not ray_address:
-        bad = check_gpus_arg(args.gpus)
+        again = f"cuda-llm batch --resume {state.batch_id}" if args.resume else "cuda-llm batch"
+        bad = saved_gpus_problem(saved_gpus, args.gpus, "this batch", again)
         if bad:
             return _err(bad)
+    run_options.gpus = chosen_gpus(saved_gpus, args.gpus)
+    if args.resume and not ray_address and run_options.gpus != saved_gpus:
+        print(f"cuda-llm batch: measuring on GPUs {gpus_text(run_options.gpus)} (--gpus) from now on, not "
+              f"{gpus_text(saved_gpus)} as the batch was started", file=sys.stderr)
     checked = None if model_factory_override is not None else settings     # a scripted model has no endpoint
     if make_pool_override is None and not preflight_ok("batch", checked, runs_dir=args.runs_dir,
                                                        arch=run_options.arch, profile=run_options.profile and not ray_address,
                                                        gpu=not ray_address):
         return 2
     try:
-        pool = _make_pool(ray_address=ray_address, gpus=args.gpus, arch=run_options.arch,
+        pool = _make_pool(ray_address=ray_address, gpus=run_options.gpus, arch=run_options.arch,
                           eval_time=run_options.eval_time_budget_s, profile=run_options.profile)
     except ValueError as exc:
         return _err(str(exc))
@@ -186,12 +193,13 @@ def run(args: argparse.Namespace) -> int:
             root, state = create_batch(args.suite, args.runs_dir, run_options.limits, time_budget_s=args.time_budget,
                                        token_budget=args.token_budget, parallel=parallel, gpus=pool.labels, tasks=tasks,
                                        llm=settings.redacted() if settings is not None else {},
-                                       run_options=run_options.model_dump(mode="json", exclude={"limits", "gpus", "runs_dir"}),
+                                       run_options=run_options.model_dump(mode="json", exclude={"limits", "runs_dir"}),
                                        ray_address=ray_address)
             print(f"batch {state.batch_id}: {len(state.tasks)} tasks, {parallel} at a time on "
                   f"{len(pool.labels)} GPU(s); {root}", file=sys.stderr)
         else:
             state.gpus = list(pool.labels)
+            state.run_options = {**state.run_options, "gpus": run_options.gpus}   # later resumes keep the choice
             if args.parallel:
                 state.parallel = args.parallel
         batch = Batch(root, state, pool=pool, run_options=run_options, settings=settings,

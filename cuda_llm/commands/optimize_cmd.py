@@ -228,17 +228,22 @@ def parse_gpus_arg(text: str) -> list[int] | None:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
-def add_gpu_arguments(g: Any) -> None:
-    """--arch, --eval-time, --gpus: how and where candidates are measured."""
+def add_gpu_arguments(g: Any, *, resumable: bool = False) -> None:
+    """--arch, --eval-time, --gpus: how and where candidates are measured. ``resumable``: without --gpus a
+    resumed batch keeps the GPUs it was started with (``Keep.SAVED``; a new one takes all)."""
+    from cuda_llm.graph.run import Keep
+
     g.add_argument("--arch", help="GPU architecture, e.g. sm_90 (default: the device's)")
     g.add_argument("--eval-time", type=parse_duration, default=10.0, help="timing budget per candidate (default 10s)")
-    g.add_argument("--gpus", type=parse_gpus_arg, default=None, metavar="0,1,2,3",
+    g.add_argument("--gpus", type=parse_gpus_arg, default=Keep.SAVED if resumable else None, metavar="0,1,2,3",
                    help="the GPUs to measure on, one evaluation worker each, a round's candidates side by side "
-                        "(indices among the visible GPUs; default: all)")
+                        "(indices among the visible GPUs; default: all" +
+                        ("; a resumed batch: the ones it was started with)" if resumable else ")"))
 
 
-def check_gpus_arg(gpus: list[int] | None) -> str | None:
-    """None when every GPU of --gpus is visible here, else what is wrong (checked before anything starts)."""
+def check_gpus_arg(gpus: list[int] | None, *, what: str = "--gpus") -> str | None:
+    """None when every GPU of ``gpus`` is visible here, else what is wrong (checked before anything starts;
+    ``what`` names where the choice came from, as check_gpus words it)."""
     from cuda_llm.graph.gpu_pool import check_gpus
     from cuda_llm.tools.device_probe import cuda_device_count
 
@@ -246,10 +251,21 @@ def check_gpus_arg(gpus: list[int] | None) -> str | None:
     if count == 0:       # no device at all: the preflight says so in its own words
         return None
     try:
-        check_gpus(gpus, count)
+        check_gpus(gpus, count, what=what)
     except ValueError as exc:
         return str(exc)
     return None
+
+
+def saved_gpus_problem(saved: list[int] | None, given: Any, whose: str, command: str) -> str | None:
+    """What is wrong with the GPUs a resumed run or batch will measure on (those given now, else its saved
+    ones), in the preflight's words; a saved choice this machine cannot honour says how to choose others."""
+    from cuda_llm.graph.run import Keep, gpus_text
+
+    if given is not Keep.SAVED:
+        return check_gpus_arg(given)
+    bad = check_gpus_arg(saved, what=f"the GPUs {whose} was started with (--gpus {gpus_text(saved)})")
+    return None if bad is None else f"{bad}; give `{command} --gpus ...` to measure on others (all: --gpus all)"
 
 
 def limits_from_args(args: argparse.Namespace) -> "Limits | str":

@@ -29,9 +29,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--api-key", help="API key when the environment has none")
     p.add_argument("--quiet", action="store_true", help="no progress lines")
     from cuda_llm.commands.optimize_cmd import parse_gpus_arg
+    from cuda_llm.graph.run import Keep
 
-    p.add_argument("--gpus", type=parse_gpus_arg, default=None, metavar="0,1,2,3",
-                   help="the GPUs to measure on here (indices among the visible GPUs; default: all)")
+    p.add_argument("--gpus", type=parse_gpus_arg, default=Keep.SAVED, metavar="0,1,2,3",
+                   help="the GPUs to measure on from now on (indices among the visible GPUs, or all; default: the "
+                        "ones the run was started with)")
     b = p.add_argument_group("more budget for a finished run ('+N' adds to what was used; 'N' is the new total)")
     b.add_argument("--rounds", type=_relative(int_arg), metavar="[+]N", help="e.g. +5")
     b.add_argument("--time-budget", type=_relative("duration"), metavar="[+]DURATION", help="wall-clock, e.g. +2h")
@@ -95,10 +97,11 @@ def run(args: argparse.Namespace) -> int:
     except LLMConfigError as exc:
         print(f"cuda-llm resume: {exc}", file=sys.stderr)
         return 2
-    from cuda_llm.commands.optimize_cmd import check_gpus_arg, preflight_ok
-    from cuda_llm.graph.run import RunBusyError
+    from cuda_llm.commands.optimize_cmd import preflight_ok, saved_gpus_problem
+    from cuda_llm.graph.run import RunBusyError, chosen_gpus, gpus_text, saved_options
 
-    bad_gpus = check_gpus_arg(args.gpus)
+    saved = saved_options(config, args.runs_dir).gpus
+    bad_gpus = saved_gpus_problem(saved, args.gpus, "this run", f"cuda-llm resume {rundir.run_id}")
     if bad_gpus:
         print(f"cuda-llm resume: {bad_gpus}", file=sys.stderr)
         return 2
@@ -109,6 +112,13 @@ def run(args: argparse.Namespace) -> int:
         return 2
     if changes:   # later resumes keep who plays each role now
         rundir.save_config({**config, "llm": settings.redacted()})
+    gpus = chosen_gpus(saved, args.gpus)
+    if gpus != saved:
+        print(f"cuda-llm resume: measuring on GPUs {gpus_text(gpus)} (--gpus) from now on, not {gpus_text(saved)} "
+              "as the run was started", file=sys.stderr)
+    elif saved is not None:
+        print(f"cuda-llm resume: measuring on GPUs {gpus_text(saved)}, as the run was started (--gpus chooses "
+              "others)", file=sys.stderr)
 
     from cuda_llm.graph.run import Extension
 

@@ -3,8 +3,10 @@
 The kernel declares what may change (``// cuda-llm: tune BLOCK 128 256 512`` before ``#define BLOCK 256``
 or ``constexpr int BLOCK = 256;``); every point is the kernel with those values written in, compiled in
 parallel and judged by the harness exactly as ``cuda-llm eval`` judges a kernel (every correctness case,
-then timing). The fastest passing point is written out. Exit codes: 0 a point passed (and was written);
-1 no point passed; 2 bad usage, unusable directives, or no CUDA device (the points are still compiled).
+then timing), on a GPU pool of this machine's GPUs (``--gpus``): one point per GPU at a time, as many at once
+as there are GPUs. The fastest passing point is written out. Exit codes: 0 a point passed (and was written);
+1 no point passed; 2 bad usage, unusable directives, no CUDA device (the points are still compiled), or GPU
+workers that failed.
 """
 
 from __future__ import annotations
@@ -27,8 +29,10 @@ Declare a tunable on the line before its definition:
     constexpr int ITEMS = 4;
 
 Points are compiled in parallel (--jobs), then each is tested on every correctness shape and timed like
-`cuda-llm eval`, within --max-evals timed points and --time-budget seconds. The search is Optuna's:
-every point in random order when the space fits in --max-evals, else TPE. Points that do not compile
+`cuda-llm eval`, within --max-evals timed points and --time-budget seconds. With several GPUs (--gpus,
+default all) as many points are measured at once as there are GPUs, never two on one GPU; the points tried
+are the same as with one GPU for the same --seed (when --jobs is at least the number of GPUs). The search
+is Optuna's: every point in random order when the space fits in --max-evals, else TPE. Points that do not compile
 (use static_assert to rule out combinations) are listed and cost no evaluation. The values as written
 are measured first, so the result is never slower than the kernel given.
 
@@ -37,7 +41,8 @@ Without a CUDA device every point is still compiled and listed; the command then
 Examples:
   cuda-llm tune sgemm gemm_tiled.cu
   cuda-llm tune reduce_sum reduce.cu --max-evals 40 --time-budget 300 --out reduce.best.cu
-  cuda-llm tune transpose transpose.cu --json > points.json"""
+  cuda-llm tune transpose transpose.cu --json > points.json
+  cuda-llm tune sgemm gemm_tiled.cu --gpus 0,1,2,3"""
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -54,6 +59,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="seconds before a hanging point is killed (default 120)")
     p.add_argument("--jobs", type=int, default=None, metavar="N",
                    help="points compiled in parallel (default: the number of CPUs)")
+    from cuda_llm.commands.optimize_cmd import parse_gpus_arg
+
+    p.add_argument("--gpus", type=parse_gpus_arg, default=None, metavar="0,1,2,3",
+                   help="the GPUs that measure points, one point each at a time (indices among the visible GPUs; "
+                        "default: all)")
     p.add_argument("--sampler", choices=["auto", "grid", "tpe", "random"], default="auto",
                    help="auto: every point when they fit in --max-evals, else TPE (default)")
     p.add_argument("--seed", type=int, default=0, help="the sampler's seed (default 0)")
@@ -105,6 +115,12 @@ def run(args: argparse.Namespace) -> int:
     if args.jobs is not None and args.jobs < 1:
         _err(f"--jobs must be at least 1, got {args.jobs}")
         return 2
+    from cuda_llm.commands.optimize_cmd import check_gpus_arg
+
+    bad_gpus = check_gpus_arg(args.gpus)
+    if bad_gpus:
+        _err(bad_gpus)
+        return 2
     try:
         tunables = parse_tunables(source)
     except TuneSpaceError as exc:
@@ -117,7 +133,6 @@ def run(args: argparse.Namespace) -> int:
 
     from cuda_llm.tools.compile import CompileSetupError, compile_many, resolve_arch
     from cuda_llm.tools.device_probe import has_cuda_device
-    from cuda_llm.tools.evaluate import EvalOptions, evaluate_candidate
 
     try:
         arch = resolve_arch(args.arch)
@@ -133,9 +148,19 @@ def run(args: argparse.Namespace) -> int:
     try:
         if not has_cuda_device():
             return _compile_only(source, tunables, arch, jobs, args.json)
-        options = EvalOptions(arch=arch, timeout_s=args.timeout, time_budget_s=args.eval_time_budget,
-                              seed=args.seed, held_out=not args.no_held_out)
-        outcome = _search(loaded, source, tunables, budget, options, arch, compile_many, evaluate_candidate)
+        try:
+            pool = point_pool(args, arch)
+        except (ValueError, RuntimeError) as exc:    # GPUs of two models, a device that cannot be measured
+            _err(str(exc))
+            return 2
+        from cuda_llm.graph.gpu_pool import EvaluationLost
+
+        with pool:
+            try:
+                outcome = _search(loaded, source, tunables, budget, pool, arch, compile_many)
+            except EvaluationLost as exc:      # the harness's workers failed, twice (never a bad kernel)
+                _err(f"measuring stopped: {exc.what}; check the GPUs (`nvidia-smi`, `cuda-llm doctor`)")
+                return 2
     except CompileSetupError as exc:
         _err(str(exc))
         return 2
@@ -157,21 +182,39 @@ def run(args: argparse.Namespace) -> int:
     return 0 if outcome.best is not None else 1
 
 
-def _search(loaded: Any, source: str, tunables: Any, budget: Any, options: Any, arch: str, compile_many: Any,
-            evaluate_candidate: Any) -> Any:
+def point_pool(args: argparse.Namespace, arch: str) -> Any:
+    """The GPUs that measure points (--gpus, default all): one harness worker pinned to each, judging a point
+    as `cuda-llm eval` does, with this command's timing budget, timeout, input seed and held-out shapes."""
+    from cuda_llm.graph.gpu_pool import local_pool
+
+    return local_pool(args.gpus, arch=arch, time_budget_s=args.eval_time_budget, profile=False,
+                      eval_options={"timeout_s": args.timeout, "seed": args.seed, "held_out": not args.no_held_out})
+
+
+def _search(loaded: Any, source: str, tunables: Any, budget: Any, pool: Any, arch: str, compile_many: Any) -> Any:
     from cuda_llm.tools.tuning import point_text, search
+
+    where: dict[str, str] = {}           # point -> the GPU that measured it (the pool's job events)
+    several = len(pool.labels) > 1
 
     def compile_batch(sources: list[str]) -> list[Any]:
         return compile_many(sources, jobs=budget.jobs, arch=arch)
 
+    def on_job(event: str, **fields: Any) -> None:
+        if fields.get("status") == "done":
+            where[str(fields.get("candidate"))] = str(fields.get("gpu"))
+
     def measure(src: str, point: Any) -> Any:
-        return evaluate_candidate(loaded, src, candidate=f"point{point.index}", options=options)
+        name = f"point{point.index}"
+        return pool.run("evaluate", loaded, src, name, None, candidate=name, on_event=on_job)
 
     def on_point(p: Any) -> None:
         ms = f"{p.ms:.4g} ms" if p.ms is not None else p.status
-        _progress(f"#{p.index} {point_text(p.params)}: {ms}")
+        gpu = where.get(f"point{p.index}")
+        _progress(f"#{p.index} {point_text(p.params)}: {ms}" + (f" (GPU {gpu})" if several and gpu else ""))
 
-    return search(source, tunables, compile_batch=compile_batch, measure=measure, budget=budget, on_point=on_point)
+    return search(source, tunables, compile_batch=compile_batch, measure=measure, budget=budget, on_point=on_point,
+                  workers=pool.parallelism)
 
 
 def _compile_only(source: str, tunables: Any, arch: str, jobs: int, as_json: bool) -> int:

@@ -72,7 +72,8 @@ class BatchState(BaseModel):
     gpus: list[str] = Field(default_factory=list)
     ray: str | None = None                    # the Ray cluster's address, when the GPUs are there
     llm: dict[str, Any] = Field(default_factory=dict)           # the LLM settings, redacted (no keys)
-    run_options: dict[str, Any] = Field(default_factory=dict)   # RunOptions of every task but its limits
+    run_options: dict[str, Any] = Field(default_factory=dict)   # RunOptions of every task but its limits (its
+                                                                # GPUs included: a resumed batch uses them again)
     tasks: list[BatchTask] = Field(default_factory=list)
 
     def task(self, name: str) -> BatchTask:
@@ -347,6 +348,7 @@ class Batch:
             self._run_task(t)
 
     def run(self) -> BatchOutcome:
+        from cuda_llm.graph.run import gpus_text
         from cuda_llm.runs.trace import open_trace
 
         with _Lock(self.root):
@@ -359,7 +361,8 @@ class Batch:
                         t.status, t.detail = PENDING, ""
                 self.event("batch_start" if self.state.sessions == 1 else "batch_resume", batch_id=self.state.batch_id,
                            tasks=[t.name for t in self.state.tasks], parallel=self.state.parallel,
-                           gpus=self.state.gpus, elapsed_s=self.state.elapsed_s)
+                           gpus=self.state.gpus, gpus_chosen=gpus_text(getattr(self.run_options, "gpus", None)),
+                           elapsed_s=self.state.elapsed_s)
                 self.save()
                 lanes = [threading.Thread(target=self._lane, name=f"batch-lane-{i}", daemon=True)
                          for i in range(max(1, self.state.parallel))]

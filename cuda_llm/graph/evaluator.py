@@ -153,10 +153,12 @@ class GpuEvaluator(ToolsMixin):
 
     ``gpu`` is the index of its device among the visible ones (default the first): every worker it starts is
     pinned to that device and holds that device's lock, and ``device`` holds that device's measured facts.
-    The GPU pool (graph/gpu_pool.py) keeps one per GPU."""
+    The GPU pool (graph/gpu_pool.py) keeps one per GPU. ``eval_options``: more EvalOptions fields for every
+    measurement (`cuda-llm tune` sets its timeout, input seed and held-out shapes this way)."""
 
     def __init__(self, *, arch: str | None = None, time_budget_s: float = 10.0, final_seed: int = 20_251_123,
-                 profile: bool = True, profile_timeout_s: float = 120.0, gpu: int | None = None):
+                 profile: bool = True, profile_timeout_s: float = 120.0, gpu: int | None = None,
+                 eval_options: dict[str, Any] | None = None):
         from cuda_llm.tools.compile import resolve_arch
         from cuda_llm.tools.device_info import get_device_info
 
@@ -167,11 +169,13 @@ class GpuEvaluator(ToolsMixin):
         self.final_seed = final_seed
         self.do_profile = profile
         self.profile_timeout_s = profile_timeout_s
+        self.eval_options = dict(eval_options or {})
 
     def _options(self, **kw: Any) -> Any:
         from cuda_llm.tools.evaluate import EvalOptions
 
-        return EvalOptions(arch=self.arch, time_budget_s=self.time_budget_s, gpu=self.gpu, **kw)
+        return EvalOptions(**{**self.eval_options, "arch": self.arch, "time_budget_s": self.time_budget_s,
+                              "gpu": self.gpu, **kw})
 
     def evaluate(self, loaded: Any, source: str, candidate_id: str, work_dir: Path) -> EvalResult:
         from cuda_llm.tools.evaluate import evaluate_candidate

@@ -326,14 +326,15 @@ def parse_gpus(text: str | None) -> list[int] | None:
     return out
 
 
-def check_gpus(gpus: list[int] | None, visible: int) -> list[int]:
-    """The GPU indices to use ('all' = every visible one), or a ValueError that says which one is missing."""
+def check_gpus(gpus: list[int] | None, visible: int, *, what: str = "--gpus") -> list[int]:
+    """The GPU indices to use ('all' = every visible one), or a ValueError that says which one is missing
+    (``what``: where the choice came from, the flag or a run's saved choice)."""
     if gpus is None:
         return list(range(visible))
     bad = [g for g in gpus if g >= visible]
     if bad:
         seen = f"GPUs 0-{visible - 1}" if visible > 1 else ("GPU 0" if visible == 1 else "no GPU")
-        raise ValueError(f"--gpus: GPU {bad[0]} is not visible; this process sees {seen}"
+        raise ValueError(f"{what}: GPU {bad[0]} is not visible; this process sees {seen}"
                          " (CUDA_VISIBLE_DEVICES applies; `nvidia-smi -L` lists them)")
     return list(gpus)
 
@@ -349,9 +350,9 @@ def same_kind(devices: Sequence[tuple[str, DeviceInfo | None]]) -> None:
 
 
 def local_pool(gpus: list[int] | None = None, *, arch: str | None = None, time_budget_s: float = 10.0,
-               profile: bool = True) -> GpuPool:
+               profile: bool = True, eval_options: dict[str, Any] | None = None) -> GpuPool:
     """A pool over this machine's GPUs (``gpus``: indices among the visible ones; None: all of them), one
-    GpuEvaluator pinned to each."""
+    GpuEvaluator pinned to each (``eval_options``: more EvalOptions fields for their measurements)."""
     from cuda_llm.graph.evaluator import GpuEvaluator
     from cuda_llm.tools.device_probe import cuda_device_count
     from cuda_llm.tools.runner import pinned_device
@@ -359,7 +360,8 @@ def local_pool(gpus: list[int] | None = None, *, arch: str | None = None, time_b
     chosen = check_gpus(gpus, cuda_device_count())
     if not chosen:
         raise ValueError("there is no CUDA device on this machine for a GPU pool")
-    evaluators = [GpuEvaluator(arch=arch, time_budget_s=time_budget_s, profile=profile, gpu=g) for g in chosen]
+    evaluators = [GpuEvaluator(arch=arch, time_budget_s=time_budget_s, profile=profile, gpu=g,
+                               eval_options=eval_options) for g in chosen]
     slots = [EvaluatorSlot(ev, pinned_device(g)) for ev, g in zip(evaluators, chosen)]
     same_kind([(s.label, ev.device) for s, ev in zip(slots, evaluators)])
     first = evaluators[0]

@@ -17,6 +17,7 @@ import sqlite3
 import sys
 import threading
 import time
+from enum import Enum
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
@@ -59,8 +60,28 @@ class RunOptions(BaseModel):
     stats_path: Path | None = None     # feature statistics (default: the shared cache's)
     learn: bool = True                 # record feature statistics
     start_from: Path | None = None     # the user's kernel to start from (evaluated first)
-    gpus: list[int] | None = None      # the GPU pool's GPUs (indices among the visible ones); None: all. Not saved:
-                                       # a run resumed on another machine uses that machine's GPUs
+    gpus: list[int] | None = None      # the GPU pool's GPUs (indices among the visible ones); None: all. Saved
+                                       # with the run: a resumed run measures on them again unless told otherwise
+
+
+class Keep(Enum):
+    """``resume_run(gpus=Keep.SAVED)``: measure on the GPUs saved with the run (None would mean all of them)."""
+
+    SAVED = "saved"
+
+
+GpuChoice = list[int] | None | Keep
+
+
+def chosen_gpus(saved: list[int] | None, given: GpuChoice) -> list[int] | None:
+    """The GPUs a resumed run (or batch) measures on: those given now (``--gpus``), else those it was started
+    with."""
+    return saved if given is Keep.SAVED else given
+
+
+def gpus_text(gpus: list[int] | None) -> str:
+    """A GPU selection as ``--gpus`` takes it: "0,2" or "all"."""
+    return "all" if gpus is None else ",".join(str(g) for g in gpus)
 
 
 class Extension(BaseModel):
@@ -141,7 +162,7 @@ def start_run(task: Any, settings: Any, options: RunOptions | None = None, *, ev
     config = {
         "task": _task_ref(loaded),
         "limits": options.limits.model_dump(),
-        "options": options.model_dump(mode="json", exclude={"limits", "gpus"}),
+        "options": options.model_dump(mode="json", exclude={"limits"}),
         "llm": settings.redacted() if settings is not None else {},
     }
     rundir.save_config(config)
@@ -158,22 +179,30 @@ def start_run(task: Any, settings: Any, options: RunOptions | None = None, *, ev
 def resume_run(run_id: str, runs_dir: Path | str = "runs", *, settings: Any = None, evaluator: Evaluator | None = None,
                model_factory: ModelFactory | None = None, stages: Sequence[ToolStage] | None = None,
                progress: Any = None, handle_signals: bool = True, extend: Extension | None = None,
-               gpus: list[int] | None = None, stop: threading.Event | None = None) -> RunOutcome:
-    """Continue a run from its last checkpoint (its saved task, budgets and models). ``extend`` gives a finished
-    run more rounds, time or tokens and continues it with a new round. ``gpus``: the GPU pool's GPUs here."""
+               gpus: GpuChoice = Keep.SAVED, stop: threading.Event | None = None) -> RunOutcome:
+    """Continue a run from its last checkpoint (its saved task, budgets, models and GPUs). ``extend`` gives a
+    finished run more rounds, time or tokens and continues it with a new round. ``gpus``: the GPU pool's GPUs
+    from now on (None: all), saved with the run in place of the old choice; by default the saved ones."""
     from cuda_llm.runs.rundir import RunDir
 
     rundir = RunDir.open(run_id, Path(runs_dir))
     config = rundir.load_config()
-    options = RunOptions(limits=Limits(**config.get("limits", {})), **{k: v for k, v in config.get("options", {}).items()
-                                                                        if k in RunOptions.model_fields and k != "limits"})
-    options.runs_dir = Path(runs_dir)
-    options.gpus = gpus
+    options = saved_options(config, runs_dir)
+    saved = options.gpus
+    options.gpus = chosen_gpus(saved, gpus)
     loaded = _load_task(config["task"])
     if settings is None and model_factory is None:
         settings = settings_from_config(config.get("llm") or {})
     return _drive(rundir, loaded, settings, options, None, evaluator=evaluator, model_factory=model_factory,
-                  stages=stages, progress=progress, handle_signals=handle_signals, extend=extend, stop=stop)
+                  stages=stages, progress=progress, handle_signals=handle_signals, extend=extend, stop=stop,
+                  gpus_before=saved)
+
+
+def saved_options(config: dict[str, Any], runs_dir: Path | str) -> RunOptions:
+    """The RunOptions a run was started with (its config.json), in ``runs_dir``. A run saved before its GPUs
+    were kept has none, which means all of them, as it did then."""
+    fields = {k: v for k, v in (config.get("options") or {}).items() if k in RunOptions.model_fields and k != "limits"}
+    return RunOptions(**{**fields, "limits": Limits(**config.get("limits", {})), "runs_dir": Path(runs_dir)})
 
 
 def settings_from_config(llm: dict[str, Any], *, api_key: str | None = None,
@@ -289,7 +318,7 @@ def _stats(options: RunOptions) -> Any:
 def _drive(rundir: Any, loaded: Any, settings: Any, options: RunOptions, initial: dict | None, *,
            evaluator: Evaluator | None, model_factory: ModelFactory | None, stages: Sequence[ToolStage] | None,
            progress: Any, handle_signals: bool, extend: Extension | None = None,
-           stop: threading.Event | None = None) -> RunOutcome:
+           stop: threading.Event | None = None, gpus_before: list[int] | None = None) -> RunOutcome:
     from langgraph.checkpoint.sqlite import SqliteSaver
 
     from cuda_llm.feature_db.catalogue import load_catalogue
@@ -300,13 +329,15 @@ def _drive(rundir: Any, loaded: Any, settings: Any, options: RunOptions, initial
         return _drive_locked(rundir, loaded, settings, options, initial, evaluator=evaluator,
                              model_factory=model_factory, stages=stages, progress=progress,
                              handle_signals=handle_signals, open_trace=open_trace, load_catalogue=load_catalogue,
-                             compile_graph=compile_graph, SqliteSaver=SqliteSaver, extend=extend, stop=stop)
+                             compile_graph=compile_graph, SqliteSaver=SqliteSaver, extend=extend, stop=stop,
+                             gpus_before=gpus_before)
 
 
 def _drive_locked(rundir: Any, loaded: Any, settings: Any, options: RunOptions, initial: dict | None, *,
                   evaluator: Evaluator | None, model_factory: ModelFactory | None, stages: Sequence[ToolStage] | None,
                   progress: Any, handle_signals: bool, open_trace: Any, load_catalogue: Any, compile_graph: Any,
-                  SqliteSaver: Any, extend: Extension | None = None, stop: threading.Event | None = None) -> RunOutcome:
+                  SqliteSaver: Any, extend: Extension | None = None, stop: threading.Event | None = None,
+                  gpus_before: list[int] | None = None) -> RunOutcome:
     tracer = open_trace(rundir.trace_path)
     own_pool = None
     if evaluator is None:
@@ -337,11 +368,14 @@ def _drive_locked(rundir: Any, loaded: Any, settings: Any, options: RunOptions, 
             deps.elapsed_at_start = float(snap.values.get("elapsed_s") or 0.0)
             if extend:
                 snap = _extend(graph, config, snap, extend, rundir, tracer)
+            if options.gpus != gpus_before:
+                _change_gpus(rundir, tracer, gpus_before, options.gpus)
             tracer.event("run_resume", run_id=rundir.run_id, next=list(snap.next), elapsed_s=deps.elapsed_at_start,
-                         gpus=_gpu_labels(evaluator))
+                         gpus=_gpu_labels(evaluator), gpus_chosen=gpus_text(options.gpus))
         else:
             tracer.event("run_start", run_id=rundir.run_id, task=loaded.task.name, limits=options.limits.model_dump(),
-                         arch=deps.arch, device=getattr(deps.device, "name", None), gpus=_gpu_labels(evaluator))
+                         arch=deps.arch, device=getattr(deps.device, "name", None), gpus=_gpu_labels(evaluator),
+                         gpus_chosen=gpus_text(options.gpus))
             initial["device"] = getattr(deps.device, "name", None)
         if progress is not None and hasattr(progress, "on_event"):
             tracer.add_listener(progress.on_event)
@@ -446,6 +480,13 @@ def _extend(graph: Any, config: dict, snap: Any, extend: Extension, rundir: Any,
     cfg = rundir.load_config()
     rundir.save_config({**cfg, "limits": new.model_dump()})
     return graph.get_state(config)
+
+
+def _change_gpus(rundir: Any, tracer: Any, before: list[int] | None, after: list[int] | None) -> None:
+    """``--gpus`` on resume: the new choice is saved with the run (later resumes keep it) and traced."""
+    cfg = rundir.load_config()
+    rundir.save_config({**cfg, "options": {**(cfg.get("options") or {}), "gpus": after}})
+    tracer.event("decision", kind="gpus", before=gpus_text(before), after=gpus_text(after))
 
 
 def _waiting(snap: Any) -> list[dict[str, str]]:

@@ -3,7 +3,9 @@
 For every candidate of the round that passed and declares ``// cuda-llm: tune NAME v1 v2 ...``
 (tools/tuning.py), the stage searches its points within the run's per-candidate budget
 (``tune_evals`` timed points, ``tune_seconds``): points are compiled in parallel, then each is judged by
-the Evaluator seam like any candidate (cached by source, so a resumed run pays nothing twice). The
+the Evaluator seam like any candidate (cached by source, so a resumed run pays nothing twice), as many at
+once as the evaluator has GPUs (a GPU pool: one point per GPU at a time, each job in the trace as a
+``gpu_job`` of candidate ``<id>-p<index>`` with the GPU that ran it; one GPU: one after another). The
 candidate's result becomes its best point: its source hash, time and interval in state are the tuned
 point's, ``candidates/<id>.tuned.cu`` keeps the tuned source, ``candidates/<id>.json`` its result (the
 untuned one stays as ``<id>-untuned.json``) and ``tuning/<id>.json`` every point tried.
@@ -90,7 +92,7 @@ class TuneStage:
         budget = TuneBudget(max_evals=lim.tune_evals, max_seconds=lim.tune_seconds, jobs=max(1, os.cpu_count() or 1),
                             seed=c.round * 100 + c.slot)
         outcome = search(source, tunables, compile_batch=lambda srcs: compile_points(deps, srcs), measure=measure,
-                         budget=budget)
+                         budget=budget, workers=getattr(deps.evaluator, "parallelism", 1))
         deps.rundir.write_text(f"tuning/{c.id}.json", json.dumps(outcome.model_dump(mode="json"), indent=1))
         ctx.event("tune", candidate=c.id, round=c.round, summary=outcome.summary(), evaluations=outcome.evaluations,
                   invalid=outcome.invalid, space=outcome.space_size, sampler=outcome.sampler,

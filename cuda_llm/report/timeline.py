@@ -114,6 +114,8 @@ def _decision(ev: dict[str, Any]) -> str:
         return f"stop: {ev.get('reason')}" + (f" ({_short(ev.get('text'), 100)})" if ev.get("text") else "")
     if kind == "halt":
         return f"halted ({ev.get('reason')}): {_short(ev.get('text'), 100)}; {_short(ev.get('advice'), 100)}"
+    if kind == "gpus":
+        return f"GPUs changed on resume: --gpus {ev.get('before')} -> {ev.get('after')}"
     if kind == "extend":
         a, b = ev.get("before") or {}, ev.get("after") or {}
         return (f"more budget: rounds {a.get('max_rounds')} -> {b.get('max_rounds')}, time {a.get('time_budget_s')} -> "

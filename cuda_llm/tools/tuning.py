@@ -9,9 +9,16 @@ A candidate marks a constant as tunable with a comment line before its definitio
 
 Each point of the space is the source with those values written in (nothing else changes, so the point
 of the values as written is the candidate itself, byte for byte). Points are compiled in parallel and
-timed one after another by the caller's ``measure`` (the harness: every correctness case, then timing),
-within a budget of evaluations and seconds. A point that does not compile (a ``static_assert`` that
-rules it out, too much shared memory) is skipped, reported, and costs no evaluation.
+timed by the caller's ``measure`` (the harness: every correctness case, then timing), one after another,
+or up to ``workers`` at once when the caller measures on that many GPUs (a GPU pool), within a budget of
+evaluations and seconds. A point that does not compile (a ``static_assert`` that rules it out, too much
+shared memory) is skipped, reported, and costs no evaluation.
+
+The points tried do not depend on ``workers``: the sampler proposes a batch, the batch is measured (in
+parallel or not), and only then is the sampler told the results and asked for the next batch; points are
+numbered in the order proposed, whatever order their measurements finish in. So with a fixed seed the same
+points are tried with one GPU or eight (as long as ``budget.jobs`` is at least the number of GPUs: a batch
+holds ``max(jobs, workers)`` points), and only the seconds budget can cut a search at another point.
 
 The sampler is Optuna's: a grid in random order when the whole space fits in the budget (every point is
 tried), else TPE (multivariate, constant liar for the parallel batch). Pure of the graph and of any LLM:
@@ -24,6 +31,7 @@ import itertools
 import math
 import re
 import time
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from typing import Any, Callable, Literal, Sequence
 
@@ -128,7 +136,8 @@ class TuneBudget(BaseModel):
 
     max_evals: int = Field(default=24, ge=1)        # timed points (the written point included)
     max_seconds: float = Field(default=600.0, gt=0)  # wall clock for compiles and measurements
-    jobs: int = Field(default=4, ge=1)             # points compiled in parallel per batch
+    jobs: int = Field(default=4, ge=1)             # points compiled in parallel per batch (a batch holds at
+                                                   # least one point per GPU measuring)
     seed: int = 0
     sampler: Sampler = "auto"
 
@@ -202,12 +211,16 @@ def _key(params: dict[str, str], tunables: Sequence[Tunable]) -> tuple[str, ...]
 
 def search(source: str, tunables: Sequence[Tunable], *, compile_batch: CompileBatch, measure: Measure,
            budget: TuneBudget | None = None, on_point: Callable[[TunePoint], None] | None = None,
-           clock: Callable[[], float] = time.monotonic) -> TuneOutcome:
+           clock: Callable[[], float] = time.monotonic, workers: int = 1) -> TuneOutcome:
     """Search the tunables' space for the fastest passing point (see the module docstring).
 
     The point as written is measured first (so the result is never worse than the candidate), then the
-    sampler's points in batches of ``budget.jobs``: compiled together, then measured one by one.
+    sampler's points in batches of ``max(budget.jobs, workers)``: compiled together, then measured one by
+    one, or ``workers`` at a time from as many threads (``measure`` must then be safe to call from several
+    threads at once; a GPU pool's client is). ``on_point`` is called in this thread as each point is known.
     """
+    if workers < 1:
+        raise ValueError(f"workers must be at least 1, got {workers}")
     import optuna
     from optuna.distributions import CategoricalDistribution
     from optuna.trial import TrialState, create_trial
@@ -225,6 +238,16 @@ def search(source: str, tunables: Sequence[Tunable], *, compile_batch: CompileBa
     outcome = TuneOutcome(tunables=list(tunables), space_size=size, sampler=kind)
     verbosity = optuna.logging.get_verbosity()
     optuna.logging.set_verbosity(optuna.logging.WARNING)
+    threads = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="tune-measure") if workers > 1 else None
+
+    def submit(src: str, point: TunePoint) -> Future:
+        """Measure a point: in a pool thread, or here and now with one worker (as a finished future)."""
+        if threads is not None:
+            return threads.submit(measure, src, point)
+        fut: Future = Future()
+        fut.set_result(measure(src, point))
+        return fut
+
     try:
         study = optuna.create_study(direction="minimize", sampler=sampler)
         known: dict[tuple[str, ...], TunePoint] = {}
@@ -255,37 +278,67 @@ def search(source: str, tunables: Sequence[Tunable], *, compile_batch: CompileBa
             study.add_trial(create_trial(params=dict(point.params), distributions=dists, value=v,
                                          state=TrialState.COMPLETE if v is not None else TrialState.FAIL))
 
+        next_index = [0]
+
+        def numbered() -> int:
+            idx = next_index[0]
+            next_index[0] += 1
+            return idx
+
+        def measured(params: dict[str, str], idx: int, h: str, res: EvalResult) -> TunePoint:
+            timing = res.timing
+            ok = res.status == Status.ok and timing is not None
+            pt = TunePoint(index=idx, params=params, source_hash=h, status=res.status.value,
+                           ms=timing.median_ms if timing is not None else None,
+                           pct_of_sol=timing.pct_of_sol if timing is not None else None,
+                           note="" if ok else failure_note(res, 200))
+            record(pt)
+            if res.status == Status.no_device:
+                outcome.stop_reason = "no_device"
+            return pt
+
         def evaluate_batch(batch: list[dict[str, str]]) -> list[TunePoint]:
+            """Compile the batch, then measure its points (in order, up to ``workers`` at once) until a budget
+            runs out; the points of the batch that were tried, in the order proposed."""
             sources = [apply_point(source, tunables, p) for p in batch]
             compiled = compile_batch(sources)
             out: list[TunePoint] = []
+            running: dict[Future, tuple[dict[str, str], int, str]] = {}
+
+            def harvest(block: bool) -> None:
+                if not running:
+                    return
+                done = wait(running, return_when=FIRST_COMPLETED)[0] if block else [f for f in running if f.done()]
+                for fut in sorted(done, key=lambda f: running[f][1]):
+                    params, idx, h = running.pop(fut)
+                    out.append(measured(params, idx, h, fut.result()))
+
             for params, src, comp in zip(batch, sources, compiled):
-                idx = len(outcome.points)
+                harvest(block=False)
+                if outcome.stop_reason:         # no device: what is running finishes, nothing new starts
+                    break
                 h = source_hash(src)
                 if not getattr(comp, "ok", False):
                     errors = " ".join((getattr(comp, "errors", "") or "did not compile").split())
-                    pt = TunePoint(index=idx, params=params, source_hash=h, status=Status.compile_error.value,
-                                   note=errors[:200])
+                    pt = TunePoint(index=numbered(), params=params, source_hash=h,
+                                   status=Status.compile_error.value, note=errors[:200])
                     outcome.invalid += 1
                     record(pt)
                     out.append(pt)
                     continue
+                while len(running) >= workers:
+                    harvest(block=True)
+                if outcome.stop_reason:
+                    break
                 if outcome.evaluations >= budget.max_evals or clock() - t0 >= budget.max_seconds:
                     break
-                res = measure(src, TunePoint(index=idx, params=params, source_hash=h, status="pending"))
+                idx = numbered()
                 outcome.evaluations += 1
-                timing = res.timing
-                ok = res.status == Status.ok and timing is not None
-                pt = TunePoint(index=idx, params=params, source_hash=h, status=res.status.value,
-                               ms=timing.median_ms if timing is not None else None,
-                               pct_of_sol=timing.pct_of_sol if timing is not None else None,
-                               note="" if ok else failure_note(res, 200))
-                record(pt)
-                out.append(pt)
-                if res.status == Status.no_device:
-                    outcome.stop_reason = "no_device"
-                    break
-            return out
+                pending = TunePoint(index=idx, params=params, source_hash=h, status="pending")
+                running[submit(src, pending)] = (params, idx, h)
+            while running:
+                harvest(block=True)
+            return sorted(out, key=lambda p: p.index)
 
         # the written point first: the tuned result is never worse than the candidate as written
         written = default_point(tunables)
@@ -306,7 +359,7 @@ def search(source: str, tunables: Sequence[Tunable], *, compile_batch: CompileBa
             if asks >= max_asks:
                 outcome.stop_reason = "proposals"
                 break
-            want = min(budget.jobs, budget.max_evals - outcome.evaluations, size - len(known))
+            want = min(max(budget.jobs, workers), budget.max_evals - outcome.evaluations, size - len(known))
             proposals: list[_Proposal] = []
             batch_keys: set[tuple[str, ...]] = set()
             while len(proposals) < want and asks < max_asks:
@@ -345,6 +398,9 @@ def search(source: str, tunables: Sequence[Tunable], *, compile_batch: CompileBa
                     tell(p.trial, pt)
     finally:
         optuna.logging.set_verbosity(verbosity)
+        if threads is not None:      # after an error, the points still being measured finish (and are cached)
+            threads.shutdown(wait=True)
+    outcome.points.sort(key=lambda p: p.index)     # measured side by side, they are known out of order
     passing = [p for p in outcome.points if p.status == Status.ok.value and p.ms is not None]
     outcome.best = min(passing, key=lambda p: (p.ms, p.index)) if passing else None
     outcome.seconds = round(clock() - t0, 3)
