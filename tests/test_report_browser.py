@@ -75,3 +75,38 @@ def test_the_report_renders_offline_in_chromium(finished, tmp_path, capsys):  # 
     assert errors == []
     assert [u for u in requests if not u.startswith("file://")] == []
     assert shot.stat().st_size > 20_000 and png_colours(shot.read_bytes()) > 8
+
+
+def test_the_latency_axis_reads_as_numbers_across_decades(finished, tmp_path):  # noqa: F811
+    """With a speed-of-light line a decade below the baseline (as on a real GPU), every tick of the log axis
+    is labelled with its value, read top to bottom in falling order (Plotly's default labels the ticks
+    between decades with a bare digit: a "2" for 0.2 under a "2" for 2)."""
+    import plotly.io as pio
+    from playwright.sync_api import sync_playwright
+
+    from cuda_llm.report.html import build_report_data, latency_figure
+    from cuda_llm.report.summary import build_summary
+    from cuda_llm.runs.run_info import read_values
+    from cuda_llm.runs.rundir import RunDir
+
+    rd = RunDir(finished.root)
+    values = read_values(rd)
+    data = build_report_data(rd, values, build_summary(rd, values))
+    data = data.model_copy(update={"sol_ms": data.summary.baseline_ms / 12})
+    page_path = tmp_path / "latency.html"
+    page_path.write_text(pio.to_html(latency_figure(data), include_plotlyjs=True, div_id="latency-plot"))
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+        try:
+            page = browser.new_page(viewport={"width": 1000, "height": 600})
+            page.goto(page_path.as_uri())
+            page.wait_for_selector("#latency-plot .main-svg", timeout=30_000)
+            ticks = page.locator("#latency-plot .ytick")
+            read = [(ticks.nth(i).bounding_box()["y"], float(ticks.nth(i).text_content().replace("\u2212", "-")))
+                    for i in range(ticks.count())]
+        finally:
+            browser.close()
+    values_top_down = [v for _, v in sorted(read)]
+    assert len(values_top_down) >= 3
+    assert values_top_down == sorted(values_top_down, reverse=True) and len(set(values_top_down)) == len(read), read
+    assert values_top_down[0] >= data.summary.baseline_ms / 2 and values_top_down[-1] <= data.sol_ms * 2

@@ -142,7 +142,7 @@ def speedup_figure(rows: list[BatchRow]) -> Any:
     if lib:
         fig.add_trace(go.Bar(x=[r.task for r in lib], y=[r.vs_library for r in lib], name="over library / torch.compile",
                              marker_color="#8250df", hovertemplate="%{x}: %{y:.2f}x<extra></extra>"))
-    fig.update_layout(title="Speedup of the best kernel per task (higher is better)", yaxis_type="log", barmode="group",
+    fig.update_layout(title="Speedup of the best kernel per task (higher is better)", yaxis_type="log", yaxis_tickformat="~g", yaxis_dtick="D2", barmode="group",
                       template="plotly_white", height=420, margin=dict(l=60, r=20, t=60, b=80),
                       legend=dict(orientation="h", y=-0.25))
     return fig

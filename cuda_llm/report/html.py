@@ -108,7 +108,7 @@ def latency_figure(data: ReportData) -> Any:
                                      line=dict(color="#57606a", dash=dash, width=1.5),
                                      hovertemplate=f"{label}: %{{y:.4g}} ms<extra></extra>"))
     fig.update_layout(title="Latency per round (lower is better)", xaxis_title="round", yaxis_title="median ms",
-                      yaxis_type="log", template="plotly_white", height=460, margin=dict(l=60, r=20, t=60, b=50),
+                      yaxis_type="log", yaxis_tickformat="~g", yaxis_dtick="D2", template="plotly_white", height=460, margin=dict(l=60, r=20, t=60, b=50),
                       legend=dict(orientation="h", y=-0.2))
     fig.update_xaxes(dtick=1)
     return fig
