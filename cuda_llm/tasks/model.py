@@ -14,6 +14,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from cuda_llm.results import EAGER_BASELINE, NAIVE_BASELINE
 from cuda_llm.tasks.formulas import FormulaError, evaluate, names_in
 from cuda_llm.tasks.torch_meta import TorchSource
 
@@ -258,7 +259,7 @@ class Task(BaseModel):
     @property
     def baseline_label(self) -> str:
         """What speedup 1.0 is: the naive kernel, or PyTorch eager for a module."""
-        return "PyTorch eager" if self.torch is not None else "naive"
+        return EAGER_BASELINE if self.torch is not None else NAIVE_BASELINE
 
     @property
     def library_label(self) -> str:
