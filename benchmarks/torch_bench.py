@@ -34,7 +34,8 @@ from cuda_llm.tools.torch_baseline import torch_baseline  # noqa: E402
 SAMPLE = ROOT / "examples" / "torch" / "modules"
 KERNELS = ROOT / "examples" / "torch" / "kernels"
 HAND_WRITTEN = {"swish": "swish.cu", "softmax_rows": "softmax_rows.cu", "conv_bias_relu": "conv_bias_relu.cu",
-                "row_stats": "row_stats.cu", "cumsum_rows": "cumsum_rows_wrong.cu"}
+                "row_stats": "row_stats.cu", "cumsum_rows": "cumsum_rows_wrong.cu", "embedding_bag": "embedding_bag.cu",
+                "argmax_rows": "argmax_rows.cu"}
 
 
 def log(msg: str) -> None:

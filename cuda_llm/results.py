@@ -6,7 +6,9 @@ only their small summaries in its state.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from enum import Enum
+from typing import Any
 
 from pydantic import BaseModel, Field
 
@@ -192,3 +194,15 @@ class DeviceInfo(BaseModel):
 def speedup(baseline_ms: float | None, ms: float | None) -> float | None:
     """How many times faster than the baseline; None where either time is missing."""
     return baseline_ms / ms if baseline_ms and ms else None
+
+
+# What speedup 1.0 is: the task's naive kernel, or PyTorch eager for a task made from a PyTorch module
+# (Task.baseline_label picks one; the run records it at set-up).
+NAIVE_BASELINE = "naive"
+EAGER_BASELINE = "PyTorch eager"
+
+
+def baseline_label(recorded: Mapping[str, Any] | None, key: str = "label") -> str:
+    """The baseline's label as a run recorded it (its state's baseline entry, a trace event); runs recorded
+    before the label was kept had naive baselines only."""
+    return str((recorded or {}).get(key) or NAIVE_BASELINE)

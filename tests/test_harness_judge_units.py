@@ -474,6 +474,38 @@ def test_hand_back_writes_a_npy_chunk_by_chunk(tmp_path, monkeypatch):
     assert transport.read_array(tmp_path / "e.npy").dtype == np.float16
 
 
+def test_the_worker_poisons_outputs_of_every_dtype_bit_exactly_and_stops_at_the_guard():
+    """worker_loop.Buffers.poison on device memory (the NumPy test device): an int64 output of an odd length
+    holds the 64-bit sentinel in every element, as does each other dtype, and no guard byte is touched."""
+    sys.path.insert(0, str(Path(__file__).parent))
+    from numpy_device_worker import NumpyDevice
+
+    from cuda_llm.tasks import LoadedTask, Task
+    from cuda_llm.tools import worker_loop
+
+    outs = {"i64": "int64", "f16": "float16", "f32": "float32", "i32": "int32", "u32": "uint32"}
+    params = [{"name": "x", "kind": "pointer", "dtype": "int64", "shape": ["n"]}]
+    params += [{"name": k, "kind": "pointer", "dtype": v, "role": "output", "shape": ["n"]} for k, v in outs.items()]
+    params += [{"name": "n", "kind": "scalar", "dtype": "int32"}, {"name": "stride", "kind": "scalar", "dtype": "int64",
+                                                                 "value": "n * 2"}]
+    task = Task.model_validate(dict(name="poison_all", description="-", family="elementwise", bound="memory",
+                                    domain="HPC", params=params, shapes=[{"n": 3}] * 5, held_out=[{"n": 5}],
+                                    benchmark={"n": 7}, bytes="8 * n", flops=0))
+    assert task.signature == ('extern "C" void solve(const long long* x, long long* i64, __half* f16, float* f32, '
+                              'int* i32, unsigned int* u32, int n, long long stride)')
+    dev = NumpyDevice()
+    buf = worker_loop.Buffers(dev, LoadedTask(task=task, reference=lambda i, s: {}, make_inputs=None), {"n": 7})
+    try:
+        assert buf.args[-2:] == [("int32", 7), ("int64", 14)]
+        buf.poison()
+        for name, dt in outs.items():
+            got = dev.view(buf.ptr[name], dt, 7)
+            assert np.array_equal(got.view(np.uint8), validate.poisoned((7,), dt).view(np.uint8)), name
+        assert (buf.guards() == GUARD_BYTE).all()
+    finally:
+        buf.free()
+
+
 def test_a_gpu_index_the_driver_does_not_have_is_refused(monkeypatch):
     """Without CUDA_VISIBLE_DEVICES every device is visible: an index past the driver's count is an error, not a
     worker pinned to a GPU that does not exist (seen on the H100: gpu=1 on a one-GPU machine was accepted)."""

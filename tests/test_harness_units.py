@@ -25,7 +25,9 @@ from cuda_llm.tools.worker_protocol import (DeviceInfoResponse, EvaluateResponse
 
 # ------------------------------------------------------------------------------------------ validate
 def test_poison_is_bit_exact_and_recognised_for_every_dtype():
-    for dt in (np.float32, np.float16, np.int32, np.uint32):
+    from cuda_llm.tasks.model import DType
+
+    for dt in [np.dtype(d.numpy) for d in DType]:
         a = validate.poisoned((5,), dt)
         assert a.dtype == dt and validate.is_poison(a).all()
     f = validate.poisoned((1,), np.float32)
@@ -34,6 +36,51 @@ def test_poison_is_bit_exact_and_recognised_for_every_dtype():
     assert not validate.is_poison(np.array([0x7FFFFFFF], np.uint32).view(np.float32)).any()  # the GPU's NaN
     assert validate.poison_word32(np.float32) == validate.FLOAT32_POISON
     assert validate.poison_word32(np.float16) & 0xFFFF == validate.FLOAT16_POISON
+
+
+def test_a_32_bit_fill_writes_the_poison_of_every_dtype_8_byte_elements_included():
+    """The worker poisons with memset_d32 only: repeating poison_word32 over a buffer must give exactly the
+    host's poisoned() array, for 2-, 4- and 8-byte elements, odd counts included."""
+    from cuda_llm.tasks.model import DType
+
+    for d in DType:
+        dt = np.dtype(d.numpy)
+        for n in (1, 7, 64):
+            words = -(-n * dt.itemsize // 4)                 # as worker_loop.Buffers rounds up
+            filled = np.full(words, validate.poison_word32(dt), np.uint32).view(np.uint8)[:n * dt.itemsize]
+            assert np.array_equal(filled, validate.poisoned((n,), dt).view(np.uint8)), (d, n)
+            assert validate.is_poison(filled.view(dt)).all()
+    assert validate.poison_word32(np.int64) == validate.INT_SENTINEL
+    assert validate.poison_value(np.int64) == np.int64(-2401053088876216593)
+    assert int(validate.poison_value(np.int64)) & 0xFFFFFFFF == validate.INT_SENTINEL
+
+
+def test_a_poison_that_no_32_bit_fill_can_write_is_refused(monkeypatch):
+    monkeypatch.setitem(validate._POISON_BITS, np.dtype(np.int64), 0x0123456789ABCDEF)
+    with pytest.raises(ValueError, match="not a repeated 32-bit word"):
+        validate.poison_word32(np.int64)
+    with pytest.raises(ValueError, match="no poison"):
+        validate.poison_word32(np.float64)
+
+
+def test_int64_outputs_compare_exactly_beyond_float64s_53_bits():
+    """Two int64 values float64 cannot tell apart (2^60 and 2^60 + 1) are different answers."""
+    e = np.array([2**60, 5, -3], dtype=np.int64)
+    g = e.copy()
+    assert validate.compare_output("idx", g, e, (0, 0), is_float=False)["passed"]
+    assert validate.passes(g, e, (0, 0))
+    g[0] += 1
+    assert np.float64(g[0]) == np.float64(e[0])                  # what a float64 comparison would see
+    r = validate.compare_output("idx", g, e, (0, 0), is_float=False)
+    assert not r["passed"] and r["kind"] == "wrong_values" and r["first_bad_index"] == [0]
+    assert not validate.passes(g, e, (0, 0))
+    g = e.copy()
+    g[2] = validate.poison_value(np.int64)
+    r = validate.compare_output("idx", g, e, (0, 0), is_float=False)
+    assert not r["passed"] and r["kind"] == "unwritten" and "1 of 3 elements never written" in r["reason"]
+    # a reference that really holds the sentinel's value: a kernel that wrote it is right
+    e2 = np.array([validate.poison_value(np.int64), 1], np.int64)
+    assert validate.compare_output("idx", e2.copy(), e2, (0, 0), is_float=False)["passed"]
 
 
 def test_tolerance_is_atol_plus_rtol_times_expected():

@@ -9,6 +9,7 @@ import json
 import pytest
 
 from cuda_llm.cli import main
+from cuda_llm.report.formats import fmt_ms
 from cuda_llm.runs.run_info import lock_holder, read_values, run_info, session_state
 from cuda_llm.runs.rundir import RunDir
 
@@ -79,6 +80,10 @@ def test_runs_lists_a_finished_run_and_report_rewrites_its_report(tmp_path, tmp_
     (row,) = json.loads(capsys.readouterr().out)
     assert row["run_id"] == out.run_id and row["state"] == "finished" and row["detail"] == "max_rounds"
     assert row["best_id"] == "r2c0" and row["speedup"] == pytest.approx(out.baseline["ms"] / out.final["ms"])
+    assert row["baseline_label"] == "naive"                 # recorded at set-up from the task
+    assert main(["runs", "--runs-dir", runs]) == 0
+    table = capsys.readouterr().out
+    assert "baseline ms" in table and f"naive {fmt_ms(out.baseline['ms'])}" in table
     (out.root / "report.md").unlink()
     assert main(["report", "latest", "--runs-dir", runs]) == 0
     printed = capsys.readouterr().out

@@ -44,6 +44,8 @@ def test_builtin_gelu_loads_with_signature():
         (lambda s: s.replace("[[held_out]]\nn = 7\n", "").replace("[[held_out]]\nn = 1048579\n", ""), "held_out"),
         (lambda s: s.replace('bytes = "8 * n"', 'bytes = "8 * m"'), "missing sizes ['m']"),
         (lambda s: s.replace("[[shapes]]\nn = 1\n", ""), "at least 5"),
+        (lambda s: s.replace('kind = "scalar"\ndtype = "int32"', 'kind = "scalar"\ndtype = "float16"'),
+         "params.2: scalar parameter 'n': dtype float16 cannot be passed by value"),
     ],
 )
 def test_malformed_task_names_file_and_field(tmp_path, edit, field):

@@ -1,6 +1,7 @@
 """PyTorch tasks on a GPU (marked gpu; need the torch extra with CUDA): the sample imported, PyTorch eager and
-torch.compile timed by the harness's rules, hand-written kernels judged (one wrong, caught), and the
-export round trip (ModelNew against Model, and a built-in task's function) through the generated tests."""
+torch.compile timed by the harness's rules, hand-written kernels judged (two wrong, caught: a wrong scan, and
+an int64 output written as int32), and the export round trip (ModelNew against Model, int64 indices in and
+out, and a built-in task's function) through the generated tests."""
 
 from __future__ import annotations
 
@@ -39,15 +40,17 @@ def _cache(tmp_path_factory, monkeypatch):
 
 
 def test_sample_imports(sample):
-    assert len(sample) == 14
+    assert len(sample) == 16
     for folder in sample.values():
         assert load_task_folder(folder).task.torch is not None
 
 
-def test_eager_and_torch_compile_are_timed(sample):
+@pytest.mark.parametrize("module", ["softmax_rows", "argmax_rows"])
+def test_eager_and_torch_compile_are_timed(sample, module):
+    """argmax_rows: PyTorch's own int64 output is checked exactly against the reference too."""
     from cuda_llm.tools.torch_baseline import torch_baseline
 
-    loaded = load_task_folder(sample["softmax_rows"])
+    loaded = load_task_folder(sample[module])
     eager = torch_baseline(loaded, "eager", FAST)
     comp = torch_baseline(loaded, "compile", FAST)
     for res, label in ((eager, "pytorch-eager"), (comp, "torch.compile")):
@@ -55,26 +58,29 @@ def test_eager_and_torch_compile_are_timed(sample):
         assert res.candidate == label and res.timing.median_ms > 0 and res.timing.repetitions >= 10
         assert res.validation.passed                                  # its own output within the tolerance
         assert res.timing.pct_of_sol is None or 0 < res.timing.pct_of_sol < 125
-    print(f"\nsoftmax_rows: eager {eager.timing.median_ms:.4f} ms, torch.compile {comp.timing.median_ms:.4f} ms")
+    print(f"\n{module}: eager {eager.timing.median_ms:.4f} ms, torch.compile {comp.timing.median_ms:.4f} ms")
     again = torch_baseline(loaded, "eager", FAST)                     # cached per device
     assert again.timing.median_ms == eager.timing.median_ms
 
 
-@pytest.mark.parametrize("module, kernel, status", [
-    ("swish", "swish.cu", "ok"),
-    ("softmax_rows", "softmax_rows.cu", "ok"),
-    ("conv_bias_relu", "conv_bias_relu.cu", "ok"),
-    ("row_stats", "row_stats.cu", "ok"),
-    ("cumsum_rows", "cumsum_rows_wrong.cu", "wrong_answer"),
+@pytest.mark.parametrize("module, kernel, status, kind", [
+    ("swish", "swish.cu", "ok", None),
+    ("softmax_rows", "softmax_rows.cu", "ok", None),
+    ("conv_bias_relu", "conv_bias_relu.cu", "ok", None),
+    ("row_stats", "row_stats.cu", "ok", None),
+    ("embedding_bag", "embedding_bag.cu", "ok", None),                  # int64 indices in
+    ("argmax_rows", "argmax_rows.cu", "ok", None),                      # int64 indices out, checked exactly
+    ("cumsum_rows", "cumsum_rows_wrong.cu", "wrong_answer", "wrong_values"),
+    ("argmax_rows", "argmax_rows_int32_wrong.cu", "wrong_answer", "unwritten"),   # the 64-bit poison survives
 ])
-def test_hand_written_kernels_are_judged(sample, module, kernel, status):
+def test_hand_written_kernels_are_judged(sample, module, kernel, status, kind):
     loaded = load_task_folder(sample[module])
     res = evaluate_candidate(loaded, (KERNELS / kernel).read_text(), candidate=kernel, options=FAST)
     assert res.status.value == status, res.message
     if status == "ok":
         assert res.validation.n_passed == len(loaded.task.shapes) and res.timing.median_ms > 0
     else:
-        assert res.validation.first_failure().kind == "wrong_values"
+        assert res.validation.first_failure().kind == kind
 
 
 def _run_dir(tmp_path: Path, task_ref: str) -> str:
@@ -125,6 +131,17 @@ def test_export_round_trip_tuple_outputs_and_weights(sample, tmp_path):
     got = subprocess.run([sys.executable, "-m", "pytest", "-q", str(out2 / "row_stats_test.py")],
                          capture_output=True, text=True, cwd=out2)
     assert got.returncode == 0, got.stdout + got.stderr
+
+
+@pytest.mark.parametrize("module", ["embedding_bag", "argmax_rows"])
+def test_export_round_trip_int64_inputs_and_outputs(sample, tmp_path, module):
+    """int64 indices into ModelNew (embedding_bag) and out of it (argmax_rows, compared exactly)."""
+    out = tmp_path / f"{module}_export"
+    _export(tmp_path, str(sample[module]), KERNELS / f"{module}.cu", out)
+    got = subprocess.run([sys.executable, "-m", "pytest", "-q", str(out / f"{module}_test.py")], capture_output=True,
+                         text=True, cwd=out)
+    assert got.returncode == 0, got.stdout + got.stderr
+    assert "3 passed" in got.stdout
 
 
 def test_export_of_a_builtin_task_is_a_function(tmp_path):

@@ -22,13 +22,16 @@ from cuda_llm.tools import validate  # noqa: E402
 
 SAMPLE = Path(__file__).resolve().parents[1] / "examples" / "torch" / "modules"
 LEVEL1 = ["swish", "row_sum", "softmax_rows", "layer_norm", "matmul", "batched_matmul", "conv2d", "avg_pool",
-          "cumsum_rows", "prelu", "row_stats"]
+          "cumsum_rows", "prelu", "row_stats", "embedding_bag", "argmax_rows"]
 LEVEL2 = ["conv_bias_relu", "linear_gelu_scale", "linear_bn_tanh"]
 
 SIGNATURES = {
     "swish": "const float* x, float* out, int batch_size, int features",
     "matmul": "const float* A, const float* B, float* out, int M, int K, int N",
     "row_stats": "const float* x, float* out0, float* out1, int rows, int cols",
+    "embedding_bag": ("const long long* indices, const float* emb_weight, float* out, int batch_size, int bag_size, "
+                      "int num_embeddings, int embedding_dim"),
+    "argmax_rows": "const float* x, long long* out, int rows, int cols",
     "avg_pool": "const float* x, float* out, int n, int channels, int size, int out_dim2, int out_dim3",
     "linear_bn_tanh": ("const float* x, const float* fc_weight, const float* fc_bias, const float* bn_weight, "
                        "const float* bn_bias, const float* bn_running_mean, const float* bn_running_var, float* out, "
@@ -59,6 +62,7 @@ def test_the_sample_imports_with_derived_entry_points(sample):
     assert fam["matmul"] == fam["batched_matmul"] == "matmul" and fam["conv2d"] == "convolution"
     assert fam["softmax_rows"] == "reduction" and fam["cumsum_rows"] == "scan" and fam["avg_pool"] == "pooling"
     assert fam["layer_norm"] == "normalization" and fam["swish"] == "elementwise"
+    assert fam["argmax_rows"] == fam["embedding_bag"] == "reduction"
     # BatchNorm's int64 counter is not read by forward: left out, not refused
     assert tasks["linear_bn_tanh"].torch.dropped_buffers == ["bn.num_batches_tracked"]
     assert tasks["row_stats"].torch.tuple_output and not tasks["swish"].torch.tuple_output
@@ -183,10 +187,12 @@ BAD = {
                       "forward failed on the dry run.*RuntimeError"),
     "dict_output": (_MODULE.format(body="return {'y': x}", inputs="torch.randn(n)", consts="n = 2"),
                     "the output must be a tensor or a tuple of tensors"),
-    "int64_input": (_MODULE.format(body="return x * 2", inputs="torch.randint(0, 5, (n,))", consts="n = 4"),
-                    "input 'x' .* has dtype int64; the harness supports float32, float16, int32, uint32"),
+    "int8_input": (_MODULE.format(body="return x * 2", inputs="torch.randint(0, 5, (n,), dtype=torch.int8)",
+                                  consts="n = 4"),
+                   "input 'x' .* has dtype int8; the harness's buffers, poison values and checks exist for float32, "
+                   "float16, int32, uint32, int64 only \\(convert it in the module with .int\\(\\)"),
     "float64_output": (_MODULE.format(body="return x.double()", inputs="torch.randn(n)", consts="n = 4"),
-                       "output 0 of forward has dtype float64; the harness supports"),
+                       "output 0 of forward has dtype float64; .* with .float\\(\\)"),
     "random": (_MODULE.format(body="return torch.nn.functional.dropout(x, 0.5, training=True)",
                               inputs="torch.randn(n)", consts="n = 64"), "different outputs .* --eval-mode"),
     "syntax": ("def broken(:\n", "not valid Python"),

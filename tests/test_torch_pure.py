@@ -267,6 +267,60 @@ def test_report_headline_names_the_baselines():
     assert "Baseline (naive)" in plain and "over the baseline" in plain
 
 
+def test_every_line_that_names_the_baseline_takes_the_tasks_label(tmp_path):
+    """Task.baseline_label (PyTorch eager for a module, naive otherwise) reaches the console line, the trace
+    timeline, the run table, the report's plot legend and the LLM's evidence; records without a label (runs
+    from before it was kept) read as naive."""
+    import io
+
+    from cuda_llm.agents.context import ParentKernel
+    from cuda_llm.report.progress import ConsoleProgress
+    from cuda_llm.report.timeline import describe
+    from cuda_llm.results import baseline_label
+
+    eager = load_task_folder(write_folder(tmp_path)).task.baseline_label
+    naive = load_task("gelu").task.baseline_label
+    assert (eager, naive) == ("PyTorch eager", "naive")
+    assert baseline_label({"label": eager}) == eager and baseline_label({}) == baseline_label(None) == "naive"
+    assert baseline_label({"baseline_label": eager}, "baseline_label") == eager
+
+    out = io.StringIO()
+    pr = ConsoleProgress(out, clock=lambda: 0.0)
+    pr.baseline(1.5, eager)
+    pr.baseline(None, eager)
+    pr.baseline(2.0)
+    lines = [x.split("] ", 1)[1] for x in out.getvalue().splitlines()]
+    assert lines == ["PyTorch eager baseline: 1.500 ms", "PyTorch eager baseline: not timed (no GPU result)",
+                     "naive baseline: 2.000 ms"]
+
+    assert describe({"event": "baseline", "status": "ok", "median_ms": 1.0, "label": eager}) == \
+        "PyTorch eager baseline ok 1.000 ms"
+    assert describe({"event": "baseline", "which": "library", "status": "ok", "median_ms": 0.5, "label": eager}) == \
+        "library baseline ok 0.5000 ms"
+    final = {"event": "final", "candidate": "r2c0", "status": "ok", "ms": 0.5, "baseline_ms": 1.0, "speedup": 2.0}
+    assert "0.5000 ms vs PyTorch eager 1.000 ms (2.00x)" in describe({**final, "baseline_label": eager})
+    assert "0.5000 ms vs naive 1.000 ms" in describe(final)
+
+    head = ParentKernel(source="", median_ms=0.5, speedup=2.0, baseline_label=eager).render_head()
+    assert "2.00x the PyTorch eager baseline" in head
+    assert "2.00x the naive baseline" in ParentKernel(source="", median_ms=0.5, speedup=2.0).render_head()
+
+
+def test_the_report_plot_takes_the_recorded_label():
+    pytest.importorskip("plotly")
+    from cuda_llm.report.html import ReportData, latency_figure
+    from cuda_llm.report.markdown import RunSummary
+
+    s = RunSummary(task="swish", run_id="r", baseline_ms=1.0, best_candidate="r1c0", best_ms=0.5, library_ms=0.8,
+                   baseline_label="PyTorch eager", library_label="torch.compile")
+    names = [t.name for t in latency_figure(ReportData(summary=s, round_best={1: 0.5})).data]
+    assert "PyTorch eager baseline 1.000 ms" in names and "torch.compile 0.8000 ms" in names
+    assert not any("naive" in n for n in names)
+    plain = RunSummary(task="gelu", run_id="r", baseline_ms=1.0, best_candidate="c", best_ms=0.5, library_ms=0.8)
+    names = [t.name for t in latency_figure(ReportData(summary=plain, round_best={1: 0.5})).data]
+    assert "naive baseline 1.000 ms" in names and "library 0.8000 ms" in names
+
+
 def test_baseline_of_a_torch_task_is_eager_not_naive_cu(tmp_path, monkeypatch):
     """Without a GPU the baseline hook answers no_device for PyTorch eager; it never runs the starting-point
     naive.cu (which computes nothing) as the baseline."""

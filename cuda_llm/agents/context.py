@@ -17,7 +17,7 @@ from pydantic import BaseModel, Field
 
 from cuda_llm.agents.budget import MAX_SOURCE_CHARS, cap
 from cuda_llm.agents.device_facts import render_sm_limits
-from cuda_llm.results import DeviceInfo, KernelResources
+from cuda_llm.results import NAIVE_BASELINE, DeviceInfo, KernelResources
 
 MAX_SHAPES_SHOWN = 6
 MAX_HISTORY_ITEMS = 12
@@ -272,13 +272,19 @@ class CritiqueBrief(BaseModel):
         return "\n".join(x for x in lines if x)
 
 
+def speedup_text(speedup: float, baseline_label: str = NAIVE_BASELINE) -> str:
+    """'3.50x the naive baseline' (or '... the PyTorch eager baseline'): what a speedup is over."""
+    return f"{speedup:.2f}x the {baseline_label} baseline"
+
+
 class ParentKernel(BaseModel):
     """The kernel a candidate starts from, and everything measured about it."""
 
     candidate: str = "baseline"
     source: str
     median_ms: float | None = None
-    speedup: float | None = None          # over the naive baseline
+    speedup: float | None = None          # over the task's baseline (naive, or PyTorch eager)
+    baseline_label: str = NAIVE_BASELINE  # Task.baseline_label
     sol_ms: float | None = None           # speed of light at the benchmark sizes
     pct_of_sol: float | None = None
     resources: list[KernelResources] = Field(default_factory=list)
@@ -294,7 +300,7 @@ class ParentKernel(BaseModel):
     def render_head(self) -> str:
         timing = f"{self.median_ms:.4f} ms" if self.median_ms is not None else "not timed"
         if self.speedup is not None:
-            timing += f", {self.speedup:.2f}x the naive baseline"
+            timing += ", " + speedup_text(self.speedup, self.baseline_label)
         lines = [f"{self.label} `{self.candidate}`{f' ({self.role})' if self.role else ''}: {timing}"]
         if self.sol_ms is not None:
             pct = f"; this kernel runs at {self.pct_of_sol:.1f}% of it" if self.pct_of_sol is not None else ""

@@ -16,14 +16,14 @@ from pydantic import BaseModel, ConfigDict, Field
 from cuda_llm.agents.budget import Section, render_budgeted
 from cuda_llm.agents.context import (
     BuildBrief, CritiqueBrief, DiagnosisBrief, FeatureBrief, HistoryItem, TaskBrief, render_device, render_history,
-    render_resources,
+    render_resources, speedup_text,
 )
 from cuda_llm.agents.errors import LLMError
 from cuda_llm.agents.prompts import render
 from cuda_llm.agents.settings import DEFAULT_PROMPT_BUDGET
 from cuda_llm.agents.structured import invoke_structured
 from cuda_llm.agents.usage import TokenUsage
-from cuda_llm.results import DeviceInfo, KernelResources
+from cuda_llm.results import NAIVE_BASELINE, DeviceInfo, KernelResources
 
 Bottleneck = Literal["memory-bound", "compute-bound", "latency-bound", "occupancy-bound", "launch-bound",
                      "divergence", "bank-conflicts", "unknown"]
@@ -51,7 +51,8 @@ class CriticContext(BaseModel):
     features: list[str] = Field(default_factory=list)  # what it was asked to apply
     idea: str = ""                          # the planner's idea for it
     median_ms: float | None = None
-    speedup: float | None = None
+    speedup: float | None = None            # over the task's baseline
+    baseline_label: str = NAIVE_BASELINE    # Task.baseline_label: naive, or PyTorch eager
     speedup_over_parent: float | None = None
     status: str = "ok"
     roofline: str = ""                      # every field: intensity, attainable ms, % of SOL, limiter, ...
@@ -88,7 +89,7 @@ def build_critic_messages(ctx: CriticContext) -> list[BaseMessage]:
     if ctx.median_ms is not None:
         timing += f", {ctx.median_ms:.4f} ms"
     if ctx.speedup is not None:
-        timing += f", {ctx.speedup:.2f}x the naive baseline"
+        timing += ", " + speedup_text(ctx.speedup, ctx.baseline_label)
     if ctx.speedup_over_parent is not None:
         timing += f", {ctx.speedup_over_parent:.2f}x its parent"
     compile_report = render_resources(ctx.resources)

@@ -205,6 +205,7 @@ def _fmt_ms(ms: float | None) -> str:
 def render_result(result: Any, summary: dict[str, Any], task: Any) -> str:
     """The console report: resources per kernel, then the verdict, then what to do on failure."""
     from cuda_llm.report.formats import render_table
+    from cuda_llm.results import NAIVE_BASELINE
 
     out: list[str] = []
     comp = result.compile
@@ -236,7 +237,7 @@ def render_result(result: Any, summary: dict[str, Any], task: Any) -> str:
         kv.append(("median latency", f"{_fmt_ms(t.median_ms)} (min {_fmt_ms(t.min_ms)}, IQR {_fmt_ms(t.iqr_ms)}, "
                                      f"{t.repetitions} reps, rse {100 * t.rse:.2f}%, stop: {t.stop_reason})"))
         if summary["speedup"] is not None:
-            base = getattr(task, "baseline_label", "naive")
+            base = getattr(task, "baseline_label", NAIVE_BASELINE)
             kv.append((f"speedup vs {base}", f"{summary['speedup']:.2f}x ({base} {_fmt_ms(summary['naive_ms'])})"))
         if summary["has_library"]:
             lib = getattr(task, "library_label", "library")

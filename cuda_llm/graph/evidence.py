@@ -169,7 +169,8 @@ def parent_kernel(deps: Any, parent_id: str, *, features: Iterable[str] = (), me
     diag = DiagnosisBrief.from_diagnosis(rec["diagnosis"]) if rec.get("diagnosis") else None
     return ParentKernel(
         candidate=parent_id or BASELINE, source=candidate_source(deps, parent_id) or "", median_ms=ms,
-        speedup=(base / ms) if base and ms else None, sol_ms=sol, pct_of_sol=pct,
+        speedup=(base / ms) if base and ms else None, baseline_label=deps.task.baseline_label, sol_ms=sol,
+        pct_of_sol=pct,
         resources=list(res.compile.kernels) if res is not None and res.compile is not None else [],
         profile=summary, profile_evidence=evidence, profile_note=note, diagnosis=diag,
         critique=load_critique(deps, parent_id or BASELINE), features=list(features))

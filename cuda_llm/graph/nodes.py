@@ -62,7 +62,7 @@ def make_setup(deps: Deps) -> Callable[[GraphState], dict]:
             deps.rundir.write_result("baseline", res)
             if not res.status.passed:   # nothing to compare with: stop before any LLM call
                 deps.event("baseline", status=res.status.value, median_ms=None, cached=not got.fresh,
-                           note=short(failure_text.note(res), 300))
+                           note=short(failure_text.note(res), 300), label=deps.task.baseline_label)
                 raise baseline_halt(deps, res)
             base: dict[str, Any] = {"status": res.status.value, "note": short(res.message),
                                     "label": deps.task.baseline_label, "library_label": deps.task.library_label,
@@ -79,8 +79,8 @@ def make_setup(deps: Deps) -> Callable[[GraphState], dict]:
                                                    "pct_sol": res.timing.pct_of_sol})
                     search.record_baseline(deps, state, h, res, lo, hi)
             deps.event("baseline", status=res.status.value, median_ms=base.get("ms"), cached=not got.fresh,
-                       note=base["note"])
-            deps.progress_call("baseline", base.get("ms"))
+                       note=base["note"], label=base["label"])
+            deps.progress_call("baseline", base.get("ms"), base["label"])
             lib = _library(deps)
             if lib is not None:
                 base["library_ms"] = lib
@@ -458,6 +458,7 @@ def make_finalize(deps: Deps) -> Callable[[GraphState], dict]:
             Path(deps.rundir.best_path).write_text(source)
             final = {"candidate": best.id, "status": cand.status.value, "ms": cand.median_ms,
                      "baseline_status": base.status.value, "baseline_ms": base.median_ms,
+                     "baseline_label": deps.task.baseline_label,
                      "speedup": (base.median_ms / cand.median_ms) if base.median_ms and cand.median_ms else None,
                      "pct_of_sol": cand.timing.pct_of_sol if cand.timing is not None else None,
                      "note": short(cand.message), "best_path": str(deps.rundir.best_path)}

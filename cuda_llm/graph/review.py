@@ -54,6 +54,7 @@ def _critic_context(deps: Any, c: Candidate, round_: int, current: list[Candidat
         parent=c.parent if c.id != evidence.BASELINE else "", features=c.features,
         idea=evidence.idea_of(deps, c.round, c.slot) if c.round else "",
         median_ms=c.ms, speedup=(base_ms / c.ms) if base_ms and c.ms else None,
+        baseline_label=deps.task.baseline_label,
         speedup_over_parent=(c.parent_ms / c.ms) if c.parent_ms and c.ms else None, status=c.status or "ok",
         roofline=evidence.roofline_text(rec.get("roofline")),
         metrics="\n".join(([summary] if summary else []) + [f"- {x}" for x in lines]),

@@ -30,6 +30,7 @@ from cuda_llm.runs.llm_cache import CachedChatModel
 from cuda_llm.graph.stages import ToolStage
 from cuda_llm.graph.state import Limits
 from cuda_llm.graph.stop_rules import ENDPOINT_ERRORS, NO_DEVICE, RunHalted, endpoint_halt, reason_text
+from cuda_llm.results import baseline_label
 
 ModelFactory = Callable[[str], Any]
 RECURSION_LIMIT = 100_000
@@ -385,7 +386,7 @@ def _drive_locked(rundir: Any, loaded: Any, settings: Any, options: RunOptions, 
                            limits=(snap.values.get("limits") if initial is None else None) or options.limits.model_dump(),
                            elapsed_s=deps.elapsed_at_start, tokens=total_tokens(snap.values.get("tokens")))
         if initial is None and (snap.values.get("baseline") or {}).get("ms") is not None:
-            deps.progress_call("baseline", snap.values["baseline"]["ms"])
+            deps.progress_call("baseline", snap.values["baseline"]["ms"], baseline_label(snap.values["baseline"]))
         error = None
         halted: RunHalted | None = None
         with _Signals(deps.stop_requested, rundir.run_id, handle_signals):

@@ -15,6 +15,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from cuda_llm.report.formats import fmt_duration, fmt_ms, fmt_x, md_table, one_line, render_table
+from cuda_llm.results import NAIVE_BASELINE, baseline_label
 
 HEADERS = ("task", "naive or eager ms", "library or torch.compile ms", "best ms", "speedup", "vs library",
            "% SOL", "status", "rounds")
@@ -23,7 +24,7 @@ HEADERS = ("task", "naive or eager ms", "library or torch.compile ms", "best ms"
 class BatchRow(BaseModel):
     task: str
     run_id: str | None = None
-    baseline_label: str = "naive"
+    baseline_label: str = NAIVE_BASELINE
     baseline_ms: float | None = None
     library_label: str = "library"
     library_ms: float | None = None
@@ -66,7 +67,7 @@ def batch_rows(state: Any, runs_dir: Path) -> list[BatchRow]:
             best_ms = final.get("ms") or best.get("ms")
             real_best = best.get("id") not in (None, "baseline")
             row = row.model_copy(update=dict(
-                baseline_label=base.get("label") or "naive", baseline_ms=base.get("ms"),
+                baseline_label=baseline_label(base), baseline_ms=base.get("ms"),
                 library_label=base.get("library_label") or "library", library_ms=base.get("library_ms"),
                 best_id=best.get("id"), best_ms=best_ms if real_best else None,
                 pct_sol=(final.get("pct_of_sol") or best.get("pct_sol")) if real_best else None,

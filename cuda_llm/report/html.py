@@ -19,6 +19,7 @@ from pydantic import BaseModel, Field
 from cuda_llm.report.candidate_view import SEED, CandidateView, candidate_rows, candidate_view, task_folder
 from cuda_llm.report.formats import fmt_duration, fmt_ms, fmt_tokens, fmt_x
 from cuda_llm.report.markdown import RunSummary, _headline
+from cuda_llm.results import NAIVE_BASELINE
 
 PASSED = ("ok", "suspect")
 STATUS_COLORS = {"ok": "#1a7f37", "suspect": "#9a6700", "wrong_answer": "#cf222e", "compile_error": "#8250df",
@@ -101,7 +102,8 @@ def latency_figure(data: ReportData) -> Any:
                                  mode="lines+markers", name="best so far", line=dict(color="#0969da", width=3),
                                  hovertemplate="round %{x}: best %{y:.4g} ms<extra></extra>"))
     last = max([*rounds, *(c.round for c in timed), 1])
-    for label, ms, dash in (("naive baseline", s.baseline_ms, "dash"), ("library", s.library_ms, "dot"),
+    for label, ms, dash in ((f"{s.baseline_label} baseline", s.baseline_ms, "dash"),
+                            (s.library_label, s.library_ms, "dot"),
                             ("speed of light", data.sol_ms, "dashdot")):
         if ms:   # lines as traces, not shapes: shape annotations land off-scale on a log axis
             fig.add_trace(go.Scatter(x=[0, last], y=[ms, ms], mode="lines", name=f"{label} {fmt_ms(ms)} ms",
@@ -151,11 +153,11 @@ def _candidate_body(c: CandidateView) -> str:
     return "".join(parts)
 
 
-def _node_label(c: CandidateView, best: str | None) -> str:
+def _node_label(c: CandidateView, best: str | None, baseline: str = NAIVE_BASELINE) -> str:
     color = STATUS_COLORS.get(c.status, "#6e7781")
     ms = f"{fmt_ms(c.median_ms)} ms, {fmt_x(c.speedup)}" if c.median_ms is not None else ""
     star = ' <span class="best">best</span>' if c.id == best else ""
-    feats = ", ".join(c.features) or ("naive" if c.id == "baseline" else "-")
+    feats = ", ".join(c.features) or (baseline if c.id == "baseline" else "-")
     note = f' <span class="note">{_e(c.note[:120])}</span>' if c.note and c.status not in PASSED else ""
     return (f'<b>{_e(c.id)}</b>{star} <span class="status" style="background:{color}">{_e(c.status)}</span> '
             f'<span class="feat">{_e(feats)}</span> <span class="ms">{_e(ms)}</span>{note}')
@@ -177,7 +179,7 @@ def candidate_tree(data: ReportData) -> str:
         c = by_id[cid]
         kids = "".join(node(k.id, depth + 1) for k in children.get(cid, []))
         return (f'<li data-candidate="{_e(cid)}"><details class="cand" id="cand-{_e(cid)}"><summary>'
-                f'{_node_label(c, best)}</summary>{_candidate_body(c)}</details>'
+                f'{_node_label(c, best, data.summary.baseline_label)}</summary>{_candidate_body(c)}</details>'
                 + (f"<ul>{kids}</ul>" if kids else "") + "</li>")
 
     return f'<ul id="tree">{node("baseline", 0)}</ul>' if "baseline" in by_id else '<p>No candidate.</p>'

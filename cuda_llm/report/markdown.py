@@ -12,7 +12,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from cuda_llm.report.formats import fmt_duration, fmt_ms, fmt_x, md_cell, md_table, one_line, render_table
-from cuda_llm.results import speedup
+from cuda_llm.results import NAIVE_BASELINE, speedup
 
 PASSED_STATUSES = ("ok", "suspect")  # passed every test (suspect timings never win)
 
@@ -47,7 +47,7 @@ class RunSummary(BaseModel):
     seconds: float = 0.0
     best_pct_of_sol: float | None = None  # 100 * speed-of-light ms / best ms
     library_ms: float | None = None       # vendor-library baseline (torch.compile for a PyTorch task), when measured
-    baseline_label: str = "naive"         # what speedup 1.0 is: "naive", or "PyTorch eager"
+    baseline_label: str = NAIVE_BASELINE  # what speedup 1.0 is: "naive", or "PyTorch eager"
     library_label: str = "library"        # the yardstick: "library", or "torch.compile"
     best_profile: str = ""                # the best kernel's profile in one line (bottleneck and evidence)
     final_check: str = ""                 # outcome of the final re-validation and timing
@@ -89,7 +89,7 @@ def _headline(summary: RunSummary) -> list[tuple[str, str]]:
              if summary.state == "running" else f"not finished (continue with `cuda-llm resume {summary.run_id}`)")),
         (f"Baseline ({summary.baseline_label})", f"{fmt_ms(summary.baseline_ms)} ms"),
         ("Best", f"{best}: {fmt_ms(summary.best_ms)} ms, {fmt_x(summary.best_speedup)} over "
-                 + ("the baseline" if summary.baseline_label == "naive" else summary.baseline_label)),
+                 + ("the baseline" if summary.baseline_label == NAIVE_BASELINE else summary.baseline_label)),
         ("Speed of light", "-" if summary.best_pct_of_sol is None else f"{summary.best_pct_of_sol:.1f}% of the bound"),
     ]
     if summary.library_ms is not None:

@@ -18,6 +18,7 @@ import time
 from typing import Any, Sequence, TextIO
 
 from cuda_llm.report.formats import fmt_duration, fmt_ms, fmt_tokens, fmt_x
+from cuda_llm.results import NAIVE_BASELINE
 
 
 class Budget:
@@ -103,9 +104,10 @@ class ConsoleProgress:
         self.budget.tokens = int(tokens or 0)
         self.line(f"{'resuming' if resumed else 'run'} {run_id}: optimizing {task}")
 
-    def baseline(self, ms: float | None) -> None:
+    def baseline(self, ms: float | None, label: str = NAIVE_BASELINE) -> None:
+        """The baseline's time; ``label`` says what it is (Task.baseline_label: naive, or PyTorch eager)."""
         self._baseline_ms = ms
-        self.line(f"naive baseline: {fmt_ms(ms)} ms" if ms is not None else "naive baseline: not timed (no GPU result)")
+        self.line(f"{label} baseline: " + (f"{fmt_ms(ms)} ms" if ms is not None else "not timed (no GPU result)"))
 
     def round_start(self, index: int, features: Sequence[Sequence[str]] = ()) -> None:
         self._round_t0 = self._clock()

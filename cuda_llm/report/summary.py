@@ -8,6 +8,7 @@ from typing import Any
 
 from cuda_llm.report.markdown import CandidateSummary, RoundSummary, RunSummary
 from cuda_llm.agents.usage import total_tokens
+from cuda_llm.results import baseline_label
 
 
 def _rounds(rundir: Any, n_rounds: int, base_ms: float | None, current: dict[str, dict]) -> list[RoundSummary]:
@@ -54,7 +55,7 @@ def build_summary(rundir: Any, values: dict[str, Any]) -> RunSummary:
     check = ""
     if final:
         check = (f"{final.get('candidate')} re-validated on fresh inputs: {final.get('status')}; "
-                 f"{_ms(final.get('ms'))} vs {base.get('label') or 'naive'} {_ms(final.get('baseline_ms'))} in the same run")
+                 f"{_ms(final.get('ms'))} vs {baseline_label(base)} {_ms(final.get('baseline_ms'))} in the same run")
         if final.get("speedup"):
             check += f" ({final['speedup']:.2f}x)"
     return RunSummary(
@@ -63,7 +64,7 @@ def build_summary(rundir: Any, values: dict[str, Any]) -> RunSummary:
         rounds=rounds, tokens_by_role=tokens, seconds=float(values.get("elapsed_s") or 0.0), final_check=check,
         best_path=_best_path(rundir, best, final), best_pct_of_sol=final.get("pct_of_sol"),
         best_profile=profile_line(best), library_ms=base.get("library_ms"),
-        baseline_label=base.get("label") or "naive", library_label=base.get("library_label") or "library",
+        baseline_label=baseline_label(base), library_label=base.get("library_label") or "library",
     )
 
 

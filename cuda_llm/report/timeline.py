@@ -9,6 +9,7 @@ from datetime import datetime
 from typing import Any, Iterable, Sequence
 
 from cuda_llm.report.formats import fmt_ms, fmt_x, one_line
+from cuda_llm.results import baseline_label
 
 NODE_EVENTS = ("node_start", "node_end")   # shown only on request: they double every step
 
@@ -58,7 +59,7 @@ def describe(ev: dict[str, Any], root: str | None = None) -> str:
             "stopped by an error: " + _short(ev.get("error"), 80) if ev.get("error") else "stopped (resumable)")
         return f"{how}; best {ev.get('best') or '-'} {_ms(ev.get('best_ms'))}"
     if kind == "baseline":
-        return f"{ev.get('which') or 'naive'} baseline {ev.get('status')} {_ms(ev.get('median_ms'))}"
+        return f"{ev.get('which') or baseline_label(ev)} baseline {ev.get('status')} {_ms(ev.get('median_ms'))}"
     if kind == "llm_error":
         return f"{ev.get('role')} {ev.get('candidate') or ''}: call failed ({_short(ev.get('error'), 90)})"
     if kind == "llm_call":
@@ -84,8 +85,8 @@ def describe(ev: dict[str, Any], root: str | None = None) -> str:
                 f"{ev.get('passed')}/{ev.get('candidates')} passed, plateau {ev.get('plateau_count')}, "
                 f"{ev.get('tokens', 0):,} tokens")
     if kind == "final":
-        return (f"{ev.get('candidate')} re-validated: {ev.get('status')}, {_ms(ev.get('ms'))} vs naive "
-                f"{_ms(ev.get('baseline_ms'))} ({_x(ev.get('speedup'))})")
+        return (f"{ev.get('candidate')} re-validated: {ev.get('status')}, {_ms(ev.get('ms'))} vs "
+                f"{baseline_label(ev, 'baseline_label')} {_ms(ev.get('baseline_ms'))} ({_x(ev.get('speedup'))})")
     if kind in NODE_EVENTS:
         took = f" {ev['duration_s']:.2f} s" if isinstance(ev.get("duration_s"), (int, float)) else ""
         return f"{ev.get('node')}{took}"

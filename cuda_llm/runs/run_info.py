@@ -14,6 +14,8 @@ from typing import Any, Iterable
 
 from pydantic import BaseModel
 
+from cuda_llm.results import NAIVE_BASELINE, baseline_label
+
 SESSION_EVENTS = ("run_start", "run_resume", "run_end")
 
 
@@ -27,6 +29,7 @@ class RunInfo(BaseModel):
     detail: str = ""             # stop reason, error, or who is running it
     rounds: int = 0
     baseline_ms: float | None = None
+    baseline_label: str = NAIVE_BASELINE     # what speedup 1.0 is: naive, or PyTorch eager
     best_id: str | None = None
     best_ms: float | None = None
     elapsed_s: float = 0.0
@@ -130,7 +133,8 @@ def run_info(rundir: Any) -> RunInfo:
     final = values.get("final") or {}
     return RunInfo(run_id=rundir.run_id, root=Path(rundir.root), task=values.get("task") or task, state=state,
                    detail=detail, rounds=int(values.get("round") or 0),
-                   baseline_ms=(values.get("baseline") or {}).get("ms"), best_id=best.get("id"),
+                   baseline_ms=(values.get("baseline") or {}).get("ms"),
+                   baseline_label=baseline_label(values.get("baseline")), best_id=best.get("id"),
                    best_ms=final.get("ms") or best.get("ms"), elapsed_s=float(values.get("elapsed_s") or 0.0))
 
 

@@ -14,6 +14,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from cuda_llm.results import EAGER_BASELINE, NAIVE_BASELINE
 from cuda_llm.tasks.formulas import FormulaError, evaluate, names_in
 from cuda_llm.tasks.torch_meta import TorchSource
 
@@ -26,10 +27,14 @@ class DType(str, Enum):
     float16 = "float16"
     int32 = "int32"
     uint32 = "uint32"
+    int64 = "int64"          # indices (torch.long): embedding lookups, gather, argmax
 
     @property
     def c_type(self) -> str:
-        return {"float32": "float", "float16": "__half", "int32": "int", "uint32": "unsigned int"}[self.value]
+        # long long, not int64_t: 64 bits on every CUDA host compiler with no header needed (the signature
+        # check reads int64_t as the same type)
+        return {"float32": "float", "float16": "__half", "int32": "int", "uint32": "unsigned int",
+                "int64": "long long"}[self.value]
 
     @property
     def numpy(self) -> str:
@@ -41,8 +46,11 @@ class DType(str, Enum):
 
     @property
     def itemsize(self) -> int:
-        return {"float32": 4, "float16": 2, "int32": 4, "uint32": 4}[self.value]
+        return {"float32": 4, "float16": 2, "int32": 4, "uint32": 4, "int64": 8}[self.value]
 
+
+# The dtypes a scalar parameter may have: those the worker can pass by value through ctypes (it has no half).
+SCALAR_DTYPES = (DType.int32, DType.uint32, DType.int64, DType.float32)
 
 Expr = str | int | float
 
@@ -91,6 +99,10 @@ class Param(BaseModel):
                 raise ValueError(f"scalar parameter {self.name!r} must be an input")
             if self.shape:
                 raise ValueError(f"scalar parameter {self.name!r} cannot have a shape")
+            if self.dtype not in SCALAR_DTYPES:
+                raise ValueError(f"scalar parameter {self.name!r}: dtype {self.dtype.value} cannot be passed by value "
+                                 f"(ctypes has no such type); scalars are "
+                                 f"{', '.join(d.value for d in SCALAR_DTYPES)}")
         return self
 
     @property
@@ -114,6 +126,7 @@ DEFAULT_TOLERANCES: dict[DType, Tolerance] = {
     DType.float16: Tolerance(atol=1e-2, rtol=1e-2),
     DType.int32: Tolerance(atol=0, rtol=0),
     DType.uint32: Tolerance(atol=0, rtol=0),
+    DType.int64: Tolerance(atol=0, rtol=0),
 }
 
 Sizes = dict[str, int]
@@ -258,7 +271,7 @@ class Task(BaseModel):
     @property
     def baseline_label(self) -> str:
         """What speedup 1.0 is: the naive kernel, or PyTorch eager for a module."""
-        return "PyTorch eager" if self.torch is not None else "naive"
+        return EAGER_BASELINE if self.torch is not None else NAIVE_BASELINE
 
     @property
     def library_label(self) -> str:

@@ -20,7 +20,7 @@ from cuda_llm.tasks.formulas import names_in
 from cuda_llm.tasks.model import Task
 
 _TORCH_DTYPE = {"float32": "torch.float32", "float16": "torch.float16", "int32": "torch.int32",
-                "uint32": "torch.uint32"}
+                "uint32": "torch.uint32", "int64": "torch.int64"}
 _MATH = {"ceil": "math.ceil", "floor": "math.floor", "log2": "math.log2", "sqrt": "math.sqrt",
          "min": "min", "max": "max", "int": "int"}
 
@@ -78,7 +78,7 @@ def _common(task: Task) -> dict[str, Any]:
 _RUNTIME = '''
 _HERE = Path(__file__).resolve().parent
 _LIB = None
-_CTYPES = {"int32": ctypes.c_int32, "uint32": ctypes.c_uint32, "float32": ctypes.c_float}
+_CTYPES = {"int32": ctypes.c_int32, "uint32": ctypes.c_uint32, "int64": ctypes.c_int64, "float32": ctypes.c_float}
 _TORCH_DTYPES = TORCH_DTYPE_MAP
 
 
@@ -303,6 +303,10 @@ def test_model_new_matches_model(seed):
     for name, g, w in zip(OUTPUTS, got, want):
         _, atol, rtol = TOLERANCE[name]
         assert g.shape == w.shape, name
+        if not w.is_floating_point():                       # indices, counts: exactly
+            assert g.dtype == w.dtype, f"{{name}}: {{g.dtype}}, expected {{w.dtype}}"
+            torch.testing.assert_close(g.cpu(), w, atol=0, rtol=0, msg=lambda m: f"{{name}}: {{m}}")
+            continue
         torch.testing.assert_close(g.cpu().double(), w, atol=atol, rtol=rtol, msg=lambda m: f"{{name}}: {{m}}")
 '''
 
@@ -347,6 +351,9 @@ def test_{fn}_matches_reference():
         for p, g in zip(task.outputs, got):
             tol = task.tolerance_for(p)
             atol, rtol = float(evaluate(tol.atol, sizes)), float(evaluate(tol.rtol, sizes))
+            if not p.dtype.is_float and atol == 0 and rtol == 0:       # integers: exactly, in their own dtype
+                np.testing.assert_array_equal(g.cpu().numpy(), np.asarray(expected[p.name]), err_msg=p.name)
+                continue
             want = torch.from_numpy(np.asarray(expected[p.name], dtype=np.float64))
             torch.testing.assert_close(g.cpu().double(), want, atol=atol, rtol=rtol)
 '''

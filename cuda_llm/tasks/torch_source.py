@@ -19,13 +19,13 @@ from pydantic import BaseModel, Field
 from cuda_llm.tasks.formulas import evaluate_int
 from cuda_llm.tasks.model import DType
 
-SUPPORTED_DTYPES = tuple(d.value for d in DType)   # float32, float16, int32, uint32: what the harness runs
+SUPPORTED_DTYPES = tuple(d.value for d in DType)   # float32, float16, int32, uint32, int64: what the harness runs
 EXTRA = "torch"
 INSTALL_HINT = f"install PyTorch with: pip install 'cuda-llm[{EXTRA}]' (or any PyTorch build for your CUDA)"
 
 # KernelBench's eval (kernelbench/eval.py, get_tolerance_for_precision): fp32 1e-4, fp16/bf16 1e-2, as atol
 # and rtol alike. (Its first release compared every dtype at 1e-2; pass --atol/--rtol 1e-2 for that.)
-KERNELBENCH_TOLERANCE = {"float32": 1e-4, "float16": 1e-2, "int32": 0.0, "uint32": 0.0}
+KERNELBENCH_TOLERANCE = {"float32": 1e-4, "float16": 1e-2, "int32": 0.0, "uint32": 0.0, "int64": 0.0}
 
 # Names C, C++ or CUDA reserve (a Python identifier may be one of them), and those the harness uses.
 _RESERVED = set("""
@@ -68,9 +68,16 @@ def task_name(stem: str) -> str:
     return name if name[0].isalpha() else f"kb_{name}"
 
 
+# How to convert an unsupported dtype in the module (the harness's buffers, poison values and comparisons
+# exist for SUPPORTED_DTYPES only).
+_CONVERT = {"float64": ".float()", "bfloat16": ".half() or .float()", "bool": ".int()", "uint8": ".int()",
+            "int8": ".int()", "int16": ".int()", "uint16": ".int()", "uint64": ".long() where the values fit"}
+
+
 def unsupported_dtype(path: Any, what: str, dtype: str) -> ModuleFileError:
-    return ModuleFileError(path, f"{what} has dtype {dtype}; the harness supports {', '.join(SUPPORTED_DTYPES)} "
-                                 f"(convert it in the module, e.g. .float(), or leave this module out)")
+    return ModuleFileError(path, f"{what} has dtype {dtype}; the harness's buffers, poison values and checks exist "
+                                 f"for {', '.join(SUPPORTED_DTYPES)} only (convert it in the module with "
+                                 f"{_CONVERT.get(dtype, '.float() or .int()')}, or leave this module out)")
 
 
 class TensorRecord(BaseModel):

@@ -39,7 +39,7 @@ from cuda_llm.tools.worker_protocol import (EXIT_CUDA_FAULT, EXIT_OK, DeviceInfo
 CU_LIMIT_PERSISTING_L2_CACHE_SIZE = 0x06
 FLUSH_MIN_BYTES = 64 << 20
 _progress = worker_loop.progress
-_CTYPES = {"int32": ctypes.c_int32, "uint32": ctypes.c_uint32, "float32": ctypes.c_float}
+_CTYPES = {"int32": ctypes.c_int32, "uint32": ctypes.c_uint32, "int64": ctypes.c_int64, "float32": ctypes.c_float}
 
 
 def _libcuda() -> ctypes.CDLL:

@@ -1,7 +1,7 @@
 """Comparing a candidate's outputs with the reference: pure NumPy, so every rule is tested on CPU.
 
-Outputs are poisoned before each call (NaN for floats, a sentinel for integers): an element the kernel
-never wrote keeps the poison and fails, even where the reference happens to be zero.
+Outputs are poisoned before each call (NaN for floats, a sentinel for integers, int64 included): an element
+the kernel never wrote keeps the poison and fails, even where the reference happens to be zero.
 """
 
 from __future__ import annotations
@@ -12,54 +12,71 @@ from typing import Any
 import numpy as np
 
 INT_SENTINEL = 0xDEADBEEF          # as uint32; as int32 it reads -559038737
+# int64 (indices): the 32-bit sentinel twice, so the same 32-bit fill writes it; as int64 it reads
+# -2401053088876216593, never a valid index and far from any count or sum a kernel returns.
+INT64_SENTINEL = (INT_SENTINEL << 32) | INT_SENTINEL
 # Quiet NaNs with a payload that arithmetic never produces (the GPU's own NaN is 0x7FFFFFFF, NumPy's
 # 0x7FC00000): an element that still holds exactly this pattern was never written, any other NaN was.
 FLOAT32_POISON = 0x7FC0DEAD
 FLOAT16_POISON = 0x7E5A
 
+# dtype -> the bit pattern of one poisoned element (as an unsigned int of the element's size)
+_POISON_BITS: dict[np.dtype, int] = {
+    np.dtype(np.float32): FLOAT32_POISON,
+    np.dtype(np.float16): FLOAT16_POISON,
+    np.dtype(np.int32): INT_SENTINEL,
+    np.dtype(np.uint32): INT_SENTINEL,
+    np.dtype(np.int64): INT64_SENTINEL,
+}
+
+
+def _uint(itemsize: int) -> type:
+    return {2: np.uint16, 4: np.uint32, 8: np.uint64}[itemsize]
+
+
+def _poison_bits(dtype: np.dtype) -> np.ndarray:
+    """One poisoned element's bits, as a 0-d unsigned array of the element's size."""
+    dtype = np.dtype(dtype)
+    if dtype not in _POISON_BITS:
+        raise ValueError(f"no poison value for dtype {dtype}")
+    return np.array(_POISON_BITS[dtype], dtype=_uint(dtype.itemsize))
+
 
 def poison_value(dtype: np.dtype) -> Any:
     """The value an unwritten element of this dtype keeps."""
     dtype = np.dtype(dtype)
-    if dtype == np.float32:
-        return np.array(FLOAT32_POISON, dtype=np.uint32).view(np.float32)[()]
-    if dtype == np.float16:
-        return np.array(FLOAT16_POISON, dtype=np.uint16).view(np.float16)[()]
-    if dtype == np.uint32:
-        return np.uint32(INT_SENTINEL)
-    if dtype == np.int32:
-        return np.array(INT_SENTINEL, dtype=np.uint32).view(np.int32)[()]
-    raise ValueError(f"no poison value for dtype {dtype}")
+    return _poison_bits(dtype).view(dtype)[()]
 
 
 def poison_word32(dtype: np.dtype) -> int:
-    """The 32-bit pattern that fills a poisoned buffer (memset_d32). float16 uses two NaN halves."""
+    """The 32-bit word whose repetition fills a poisoned buffer (memset_d32, the worker's only fill): one
+    element of a 4-byte dtype, two float16 halves, half of an int64. Derived from the element's pattern,
+    and refused where that pattern is not a repeated 32-bit word (a fill would then poison nothing)."""
     dtype = np.dtype(dtype)
-    if dtype == np.float32:
-        return FLOAT32_POISON
-    if dtype == np.float16:
-        return (FLOAT16_POISON << 16) | FLOAT16_POISON
-    if dtype in (np.int32, np.uint32):
-        return INT_SENTINEL
-    raise ValueError(f"no poison pattern for dtype {dtype}")
+    raw = _poison_bits(dtype).tobytes()
+    reps = max(1, 4 // len(raw))
+    words = np.frombuffer(raw * reps, dtype=np.uint32)
+    if not (words == words[0]).all():
+        raise ValueError(f"the poison of {dtype} is not a repeated 32-bit word: a 32-bit fill cannot write it")
+    return int(words[0])
 
 
 def poisoned(shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
     """A host array as the worker leaves a poisoned device buffer (bit-exact)."""
     dtype = np.dtype(dtype)
-    bits = {4: np.uint32, 2: np.uint16}[dtype.itemsize]
-    return np.full(shape, np.array(poison_value(dtype), dtype=dtype).view(bits), dtype=bits).view(dtype)
+    return np.full(shape, _poison_bits(dtype), dtype=_uint(dtype.itemsize)).view(dtype)
 
 
 def is_poison(got: np.ndarray) -> np.ndarray:
     """Elementwise: does this element still hold the poison bit pattern?"""
-    if got.dtype == np.float32:
-        return got.view(np.uint32) == FLOAT32_POISON
-    if got.dtype == np.float16:
-        return got.view(np.uint16) == FLOAT16_POISON
-    if got.dtype in (np.int32, np.uint32):
-        return got.view(np.uint32) == INT_SENTINEL
-    return np.zeros(got.shape, dtype=bool)
+    if got.dtype not in _POISON_BITS:
+        return np.zeros(got.shape, dtype=bool)
+    return got.view(_uint(got.dtype.itemsize)) == _poison_bits(got.dtype)
+
+
+def _exact_integers(got: np.ndarray, expected: np.ndarray, atol: float, rtol: float) -> bool:
+    """Integers on both sides with no tolerance: compared as integers (float64 holds only 53 bits of an int64)."""
+    return atol == 0 and rtol == 0 and got.dtype.kind in "iu" and expected.dtype.kind in "iu"
 
 
 # Large outputs are checked in blocks of this many elements: the float64 temporaries of one block stay in
@@ -125,7 +142,7 @@ def compare_output(name: str, got: np.ndarray, expected: np.ndarray, tol: Any, *
     if is_float:
         unwritten = is_poison(got) & ~np.isnan(e)
     else:
-        unwritten = is_poison(got) & (e != float(poison_value(got.dtype))) if got.dtype.kind in "iu" \
+        unwritten = is_poison(got) & (expected != poison_value(got.dtype)) if got.dtype in _POISON_BITS \
             else np.zeros(g.shape, bool)
     with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
         diff = np.abs(g - e)               # Inf - Inf is NaN: judged by the rules below
@@ -134,6 +151,8 @@ def compare_output(name: str, got: np.ndarray, expected: np.ndarray, tol: Any, *
         # g == e: the same Inf as the reference; where the reference is Inf, nothing else is close to it
         ok = ((diff <= atol + rtol * np.abs(e)) & np.isfinite(e)) | (g == e)
         ok &= ~bad_nonfinite
+        if _exact_integers(got, expected, atol, rtol):
+            ok = got == expected
     fin = finite & np.isfinite(e)
     if fin.any():
         res["max_abs_err"] = float(diff[fin].max())
@@ -167,6 +186,8 @@ def passes(got: np.ndarray, expected: np.ndarray, tol: Any) -> bool:
     if got.size != expected.size:
         return False
     g_flat, e_flat = np.ascontiguousarray(got).reshape(-1), np.ascontiguousarray(expected).reshape(-1)
+    if _exact_integers(g_flat, e_flat, atol, rtol):
+        return all(np.array_equal(g_flat[i:i + CHUNK], e_flat[i:i + CHUNK]) for i in range(0, g_flat.size, CHUNK))
     with np.errstate(invalid="ignore", over="ignore"):
         for i in range(0, g_flat.size, CHUNK):
             g = g_flat[i:i + CHUNK].astype(np.float64)
@@ -187,7 +208,7 @@ def _passes_quickly(got: np.ndarray, expected: np.ndarray, atol: float, rtol: fl
     g_flat, e_flat = np.ascontiguousarray(got).reshape(-1), np.ascontiguousarray(expected).reshape(-1)
     small = {g_flat.dtype, e_flat.dtype} <= {np.dtype(np.float32), np.dtype(np.float16)}
     work = np.float32 if small else np.float64
-    if atol == 0 and rtol == 0 and g_flat.dtype.kind in "iu" and e_flat.dtype == g_flat.dtype:
+    if _exact_integers(g_flat, e_flat, atol, rtol):
         work = None                                   # exact integers: compare as they are
 
     def block(lo: int, hi: int) -> tuple[float, float] | None:

@@ -27,6 +27,7 @@ import numpy as np
 
 from cuda_llm.tasks import LoadedTask
 from cuda_llm.tasks.inputs import dims, scalar_value
+from cuda_llm.tasks.model import SCALAR_DTYPES
 from cuda_llm.tools import timing_stats, transport, validate
 from cuda_llm.tools.timing_plan import Schedule
 from cuda_llm.tools.worker_protocol import (EXIT_CUDA_FAULT, EXIT_HARNESS, EXIT_OK, GUARD_BYTE, GUARD_BYTES,
@@ -108,7 +109,7 @@ class Buffers:
                     dev.memset_d8(ptr + words * 4, GUARD_BYTE, GUARD_BYTES)
                     args.append(("ptr", ptr))
                 else:
-                    if p.dtype.value not in ("int32", "uint32", "float32"):
+                    if p.dtype not in SCALAR_DTYPES:
                         raise ValueError(f"scalar parameter {p.name}: dtype {p.dtype.value} is not supported")
                     args.append((p.dtype.value, scalar_value(p, sizes)))
         except BaseException:
@@ -121,6 +122,8 @@ class Buffers:
             self.dev.htod(self.ptr[name], np.ascontiguousarray(host))
 
     def poison(self) -> None:
+        """Every output filled with its dtype's poison by 32-bit words (a whole buffer rounded up to words):
+        poison_word32 is one float32/int32 element, two float16 halves, half of an int64's 64-bit sentinel."""
         for p in self.task.outputs:
             self.dev.memset_d32(self.ptr[p.name], validate.poison_word32(self.shapes[p.name][1]), self.words[p.name])
 
