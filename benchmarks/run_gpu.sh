@@ -96,7 +96,7 @@ if wants doctor; then
   step doctor "$BENCH/doctor.txt" python3 -m cuda_llm.cli doctor --no-llm --runs-dir "$BENCH/doctor-runs"
 fi
 if wants tests; then
-  step tests "$BENCH/gpu-tests.log" python3 -m pytest -m gpu -q -rA ${pytest_args[@]+"${pytest_args[@]}"}
+  step tests "$BENCH/gpu-tests.log" python3 -m pytest -m gpu -q -rA --durations=25 ${pytest_args[@]+"${pytest_args[@]}"}
 fi
 if wants harness; then
   step harness "$BENCH/harness.log" python3 benchmarks/harness_bench.py --out "$BENCH" ${harness_args[@]+"${harness_args[@]}"}
