@@ -5,10 +5,13 @@
 # A failing step never stops the others: every step's exit code and time go into the summary.
 #
 # Environment:
-#   SKIP_TESTS=1        skip the pytest -m gpu run
+#   SKIP_TESTS=1        skip the pytest -m gpu run (the judge's GPU tests)
 #   TASKS=a,b           only these tasks in the harness and profiling benchmarks
-#   STEPS="doctor tests harness profile loop tune features report audit manual exemplars record diagnosis detector torch"
+#   STEPS="doctor tests long harness profile loop tune features report audit manual record diagnosis detector torch"
 #                       the steps to run (default: all these)
+#                       tests: `pytest -m gpu` (the judge, 5 minutes); long: `pytest -m gpu_long` (end-to-end
+#                       runs, Nsight Compute, torch.compile, tuning, the pool, every exemplar, Hopper builds;
+#                       LONG_ARGS names files or -k); hopper, exemplars, pool: one file of the long tests each
 #                       doctor: `cuda-llm doctor --no-llm` (bench-out/doctor.txt); report: the loop step's straight
 #                       run as report.html + report.json (bench-out/; screenshot it with benchmarks/report_shot.py)
 #                       audit: benchmarks/prompt_audit.py with the GPU's own timings and profiles (--evaluator gpu);
@@ -29,7 +32,8 @@
 #                       `cuda-llm batch` with the scripted model on every GPU (tests/test_gpu_pool_gpu.py)
 #   MODULES=a,b         only these sample modules in the torch step (benchmarks/torch_bench.py)
 #   TORCH_ARGS=...      extra torch_bench.py arguments (e.g. "--no-compile")
-#   PYTEST_ARGS=...     extra pytest arguments (e.g. "-k adversarial")
+#   PYTEST_ARGS=...     extra pytest arguments of the tests step (e.g. "-k adversarial")
+#   LONG_ARGS=...       extra pytest arguments of the long step (e.g. "tests/test_torch_gpu.py")
 #   HARNESS_ARGS=...    extra harness_bench.py arguments (e.g. "--repeats 3 --eval-time 1")
 #   CACHE_ARGS=...      extra cache_bench.py arguments (e.g. "--evals 50")
 #   TUNE_ARGS=...       extra tune_bench.py arguments (e.g. "--budget 8 --seeds 10 --tasks reduce_sum")
@@ -48,7 +52,7 @@ else
 fi
 export PYTHONUNBUFFERED=1
 export CUDA_LLM_CACHE="${CUDA_LLM_CACHE:-/tmp/cuda-llm-cache}"
-STEPS="${STEPS:-doctor tests harness profile loop tune features report audit manual exemplars record diagnosis detector torch}"
+STEPS="${STEPS:-doctor tests long harness profile loop tune features report audit manual record diagnosis detector torch}"
 [ "${SKIP_TESTS:-0}" = "1" ] && STEPS="${STEPS//tests/}"
 BENCH=bench-out
 rm -rf "$BENCH"    # a summary must never show the logs of an earlier call (they went to that call's $OUT)
@@ -85,9 +89,10 @@ wants() { case " $STEPS " in *" $1 "*) return 0 ;; esac; return 1; }
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv > "$BENCH/gpu.txt" 2>&1
 
 # PYTEST_ARGS / HARNESS_ARGS are parsed like a shell line, so quotes work: PYTEST_ARGS="-k 'not slow'"
-pytest_args=(); harness_args=(); cache_args=(); tune_args=(); torch_args=(); throughput_args=()
+pytest_args=(); long_args=(); harness_args=(); cache_args=(); tune_args=(); torch_args=(); throughput_args=()
 [ -n "${THROUGHPUT_ARGS:-}" ] && eval "throughput_args=(${THROUGHPUT_ARGS})"
 [ -n "${PYTEST_ARGS:-}" ] && eval "pytest_args=(${PYTEST_ARGS})"
+[ -n "${LONG_ARGS:-}" ] && eval "long_args=(${LONG_ARGS})"
 [ -n "${TORCH_ARGS:-}" ] && eval "torch_args=(${TORCH_ARGS})"
 [ -n "${HARNESS_ARGS:-}" ] && eval "harness_args=(${HARNESS_ARGS})"
 [ -n "${CACHE_ARGS:-}" ] && eval "cache_args=(${CACHE_ARGS})"
@@ -97,6 +102,9 @@ if wants doctor; then
 fi
 if wants tests; then
   step tests "$BENCH/gpu-tests.log" python3 -m pytest -m gpu -q -rA --durations=25 ${pytest_args[@]+"${pytest_args[@]}"}
+fi
+if wants long; then
+  step long "$BENCH/gpu-long.log" python3 -m pytest -m gpu_long -q -rA --durations=25 ${long_args[@]+"${long_args[@]}"}
 fi
 if wants harness; then
   step harness "$BENCH/harness.log" python3 benchmarks/harness_bench.py --out "$BENCH" ${harness_args[@]+"${harness_args[@]}"}
@@ -131,10 +139,10 @@ if wants manual && [ -f benchmarks/manual_run.py ]; then
   step manual "$BENCH/manual.log" python3 benchmarks/manual_run.py --out "$BENCH"
 fi
 if wants hopper; then
-  step hopper "$BENCH/hopper.log" python3 -m pytest -m gpu -q -rA -s tests/test_hopper_gpu.py
+  step hopper "$BENCH/hopper.log" python3 -m pytest -m gpu_long -q -rA -s tests/test_hopper_gpu.py
 fi
 if wants exemplars; then
-  step exemplars "$BENCH/exemplars.log" python3 -m pytest -m gpu -q -rA tests/test_exemplars_gpu.py
+  step exemplars "$BENCH/exemplars.log" python3 -m pytest -m gpu_long -q -rA tests/test_exemplars_gpu.py
 fi
 if wants record; then
   step record "$BENCH/record.log" python3 tests/fixtures/ncu/record.py record --out "$BENCH/ncu-rec" \
@@ -156,7 +164,7 @@ if wants throughput; then
     ${throughput_args[@]+"${throughput_args[@]}"}
 fi
 if wants pool; then
-  step pool "$BENCH/pool.log" python3 -m pytest -m gpu -q -rA -s tests/test_gpu_pool_gpu.py
+  step pool "$BENCH/pool.log" python3 -m pytest -m gpu_long -q -rA -s tests/test_gpu_pool_gpu.py
 fi
 
 sync_out
@@ -164,7 +172,8 @@ sync_out
 # ------------------------------------------------------------------ summary (last thing printed)
 echo
 echo "==== pytest failures"
-grep -E "^(FAILED|ERROR) " "$BENCH/gpu-tests.log" 2>/dev/null | head -n 40
+cat "$BENCH/gpu-tests.log" "$BENCH/gpu-long.log" "$BENCH/hopper.log" "$BENCH/exemplars.log" "$BENCH/pool.log" 2>/dev/null \
+  | grep -E "^(FAILED|ERROR) " | head -n 40
 echo "==== harness"
 cat "$BENCH/harness.md" 2>/dev/null
 echo "==== torch"

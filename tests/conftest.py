@@ -1,4 +1,4 @@
-"""Shared fixtures. Tests marked `gpu` are skipped only where the driver reports no CUDA device."""
+"""Shared fixtures. Tests marked `gpu` or `gpu_long` are skipped only where the driver reports no CUDA device."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ def pytest_collection_modifyitems(config, items):
         return
     skip = pytest.mark.skip(reason="needs a CUDA device (none reported by the driver here)")
     for item in items:
-        if "gpu" in item.keywords:
+        if "gpu" in item.keywords or "gpu_long" in item.keywords:
             item.add_marker(skip)
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from fake_gpu_evaluator import softmax_source
 
-pytestmark = pytest.mark.gpu
+pytestmark = pytest.mark.gpu_long
 HERE = Path(__file__).resolve().parent
 
 

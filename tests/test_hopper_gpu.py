@@ -13,7 +13,7 @@ from cuda_llm.tasks import load_task
 from cuda_llm.tools.device_probe import compute_capability
 from cuda_llm.tools.evaluate import EvalOptions, baseline_result, evaluate_candidate
 
-pytestmark = pytest.mark.gpu
+pytestmark = pytest.mark.gpu_long
 
 HOPPER = Path(__file__).parent / "hopper"
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.gpu
+pytestmark = pytest.mark.gpu_long
 ANSWERS = Path(__file__).resolve().parents[1] / "benchmarks" / "manual_answers" / "softmax"
 
 

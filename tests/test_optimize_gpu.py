@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-pytestmark = pytest.mark.gpu
+pytestmark = pytest.mark.gpu_long
 
 
 def test_optimize_softmax_plateau_then_kill_and_resume(tmp_path):

@@ -11,7 +11,7 @@ from scripted_chat_model import ScriptedChatModel
 
 from cuda_llm.cli import main
 
-pytestmark = pytest.mark.gpu
+pytestmark = pytest.mark.gpu_long
 
 
 def test_doctor_on_the_gpu_machine(capsys, tmp_path):

@@ -11,7 +11,7 @@ from cuda_llm.tools.diagnosis import diagnose
 from cuda_llm.tools.ncu import find_ncu, profile_candidate
 from cuda_llm.tools.roofline import roofline_point
 
-pytestmark = pytest.mark.gpu
+pytestmark = pytest.mark.gpu_long
 
 # (name fragment, DRAM TB/s, fp32 TFLOP/s) from NVIDIA's datasheets; the first match wins.
 DATASHEETS = [

@@ -18,7 +18,7 @@ from cuda_llm.tasks import load_task_folder  # noqa: E402
 from cuda_llm.tasks.torch_import import import_file  # noqa: E402
 from cuda_llm.tools.evaluate import EvalOptions, evaluate_candidate  # noqa: E402
 
-pytestmark = pytest.mark.gpu
+pytestmark = pytest.mark.gpu_long
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLE = ROOT / "examples" / "torch" / "modules"

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-pytestmark = pytest.mark.gpu
+pytestmark = pytest.mark.gpu_long
 
 HERE = Path(__file__).resolve().parent
 KERNELS = {"sgemm": "sgemm_tiled.cu", "reduce_sum": "reduce_items.cu", "transpose": "transpose_tiled.cu"}
