@@ -28,19 +28,6 @@ sys.path.insert(0, str(ROOT))
 N = 2
 PLATEAU_ROUNDS = 2
 
-# ------------------------------------------------------------------ real softmax kernels
-# benchmarks/softmax_variants/<variant>.cu: naive-128/256 (one thread per row, 128 or 256 threads a block);
-# block-256/32 (one block per row, warp-shuffle block reductions: x read twice, y written once); *-extra (a
-# redundant second pass over the row: a deliberately worse variant). Their first line names the variant.
-KERNELS = ROOT / "benchmarks" / "softmax_variants"
-
-
-def kernel(variant: str) -> str:
-    path = KERNELS / f"{variant}.cu"
-    if not path.is_file():
-        known = ", ".join(sorted(p.stem for p in KERNELS.glob("*.cu")))
-        raise KeyError(f"no softmax variant {variant!r} in {KERNELS} (known: {known})")
-    return path.read_text()
 
 
 # round by round: naive, then better, then no better
@@ -63,7 +50,7 @@ def variant_for(cid: str) -> str:
 
 def scripted_model(llm_log: Path | None = None) -> Any:
     from scripted_answers import (
-        ScriptedBenchModel, candidate_of, coder_answer, critic_answer, offered_ids, plan_answer,
+        ScriptedBenchModel, candidate_of, coder_answer, critic_answer, kernel, offered_ids, plan_answer,
     )
 
     def respond(role: str | None, messages: list[Any]) -> str:
@@ -254,7 +241,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--work", type=Path, default=None, help="where the runs go (default: OUT/loop-runs)")
     ap.add_argument("--profile", action="store_true", help="profile with Nsight Compute in the straight run")
     ap.add_argument("--no-resume", action="store_true", help="skip the kill/resume run")
+    ap.add_argument("--write-variants", type=Path, metavar="DIR",
+                    help="only write the softmax kernels the scripted coder answers with, one DIR/<variant>.cu each")
     args = ap.parse_args(argv)
+    if args.write_variants:
+        from scripted_answers import VARIANTS, kernel
+
+        args.write_variants.mkdir(parents=True, exist_ok=True)
+        for v in VARIANTS:
+            (args.write_variants / f"{v}.cu").write_text(kernel(v))
+        print(f"{len(VARIANTS)} variants written to {args.write_variants}")
+        return 0
     work = args.work or (args.out / "loop-runs")
     straight = straight_run(work / "straight", args.profile)
     resumed = None if args.no_resume else killed_and_resumed(work / "killed")

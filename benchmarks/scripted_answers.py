@@ -92,3 +92,113 @@ class ScriptedBenchModel(BaseChatModel):
 
     def with_structured_output(self, schema: Any, **kw: Any) -> Any:
         raise NotImplementedError("scripted: answers are plain text JSON")   # the agents parse the text themselves
+
+
+# ------------------------------------------------------------------ the softmax kernels the coder "writes"
+# naive-128/256: one thread per row; block-256/32: one block per row, warp-shuffle block reductions (x read
+# twice, y written once); *-extra: a redundant second pass over the row (a deliberately worse variant). The
+# first line of each names its variant (how the loop benchmark tells which one won).
+NAIVE = """// variant: {name}
+#include <cuda_runtime.h>
+#include <math.h>
+__global__ void softmax_rows(const float* x, float* y, int rows, int cols) {{
+    int row = blockIdx.x * blockDim.x + threadIdx.x;
+    if (row >= rows) return;
+    const float* xr = x + (size_t)row * cols;
+    float* yr = y + (size_t)row * cols;
+    float m = -INFINITY;
+    for (int c = 0; c < cols; ++c) m = fmaxf(m, xr[c]);
+    float s = 0.0f;
+    for (int c = 0; c < cols; ++c) s += expf(xr[c] - m);
+    float inv = 1.0f / s;
+    for (int c = 0; c < cols; ++c) yr[c] = expf(xr[c] - m) * inv;
+}}
+extern "C" void solve(const float* x, float* y, int rows, int cols) {{
+    if (rows <= 0 || cols <= 0) return;
+    int threads = {threads};
+    softmax_rows<<<(rows + threads - 1) / threads, threads>>>(x, y, rows, cols);
+}}
+"""
+
+# one block per row, warp-shuffle block reductions; PASSES=3 reads x twice and writes y once,
+# EXTRA re-reads the row once more (a deliberately worse variant)
+BLOCK = """// variant: {name}
+#include <cuda_runtime.h>
+#include <math.h>
+#define THREADS {threads}
+__device__ __forceinline__ float warp_max(float v) {{
+    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+    return v;
+}}
+__device__ __forceinline__ float warp_sum(float v) {{
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}}
+__device__ float block_max(float v, float* sh) {{
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    v = warp_max(v);
+    if (lane == 0) sh[warp] = v;
+    __syncthreads();
+    v = (threadIdx.x < THREADS / 32) ? sh[lane] : -INFINITY;
+    if (warp == 0) v = warp_max(v);
+    if (threadIdx.x == 0) sh[0] = v;
+    __syncthreads();
+    float r = sh[0];
+    __syncthreads();
+    return r;
+}}
+__device__ float block_sum(float v, float* sh) {{
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    v = warp_sum(v);
+    if (lane == 0) sh[warp] = v;
+    __syncthreads();
+    v = (threadIdx.x < THREADS / 32) ? sh[lane] : 0.0f;
+    if (warp == 0) v = warp_sum(v);
+    if (threadIdx.x == 0) sh[0] = v;
+    __syncthreads();
+    float r = sh[0];
+    __syncthreads();
+    return r;
+}}
+__global__ void __launch_bounds__(THREADS) softmax_rows(const float* __restrict__ x, float* __restrict__ y, int cols) {{
+    __shared__ float sh[32];
+    const float* xr = x + (size_t)blockIdx.x * cols;
+    float* yr = y + (size_t)blockIdx.x * cols;
+    float m = -INFINITY;
+    for (int c = threadIdx.x; c < cols; c += THREADS) m = fmaxf(m, xr[c]);
+    m = block_max(m, sh);
+    float s = 0.0f;
+    for (int c = threadIdx.x; c < cols; c += THREADS) s += expf(xr[c] - m);
+    s = block_sum(s, sh);
+{extra}
+    float inv = 1.0f / s;
+    for (int c = threadIdx.x; c < cols; c += THREADS) yr[c] = expf(xr[c] - m) * inv;
+}}
+extern "C" void solve(const float* x, float* y, int rows, int cols) {{
+    if (rows <= 0 || cols <= 0) return;
+    softmax_rows<<<rows, THREADS>>>(x, y, cols);
+}}
+"""
+EXTRA_PASS = """    float s2 = 0.0f;  // a redundant second sum over the row
+    for (int c = threadIdx.x; c < cols; c += THREADS) s2 += expf(xr[c] - m);
+    s = 0.5f * (s + block_sum(s2, sh));"""
+
+
+VARIANTS = ("naive-128", "naive-256", "block-256", "block-256-extra", "block-32-extra", "block-32")
+
+
+def kernel(variant: str) -> str:
+    """The source of one softmax variant (KeyError, naming the known ones, for any other)."""
+    if variant == "naive-128":
+        return NAIVE.format(name=variant, threads=128)
+    if variant == "naive-256":
+        return NAIVE.format(name=variant, threads=256)
+    if variant == "block-256":
+        return BLOCK.format(name=variant, threads=256, extra="")
+    if variant == "block-256-extra":
+        return BLOCK.format(name=variant, threads=256, extra=EXTRA_PASS)
+    if variant == "block-32-extra":
+        return BLOCK.format(name=variant, threads=32, extra=EXTRA_PASS)
+    if variant == "block-32":
+        return BLOCK.format(name=variant, threads=32, extra="")
+    raise KeyError(f"no softmax variant {variant!r} (known: {', '.join(VARIANTS)})")

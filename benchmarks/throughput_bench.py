@@ -35,13 +35,14 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 VARIANTS = ("block-256", "naive-256", "block-32", "block-256-extra")
-KERNELS = ROOT / "benchmarks" / "softmax_variants"      # the loop benchmark's kernels, one file per variant
 MODES = ("today", "pool-1", "pool-N", "ray")
 
 
 def sources(n: int) -> list[tuple[str, str]]:
     """(candidate id, source): n real softmax kernels, cycling over the variants, each copy distinct."""
-    text = {v: (KERNELS / f"{v}.cu").read_text() for v in VARIANTS}
+    from scripted_answers import kernel          # the loop benchmark's kernels
+
+    text = {v: kernel(v) for v in VARIANTS}
     return [(f"t{i:02d}-{VARIANTS[i % len(VARIANTS)]}", text[VARIANTS[i % len(VARIANTS)]] + f"\n// copy {i}\n")
             for i in range(n)]
 

@@ -227,16 +227,19 @@ def test_the_hand_written_softmax_answers_build():
         assert res.ok and not any(k.spills for k in res.kernels), (f.name, res.errors)
 
 
-def test_the_loop_benchmark_s_softmax_variants_build():
-    """benchmarks/softmax_variants/: the kernels of the loop and throughput benchmarks name their variant on
-    their first line (how the loop benchmark tells which one won) and build."""
+def test_the_loop_benchmark_s_softmax_variants_build(tmp_path):
+    """`loop_bench.py --write-variants DIR`: the kernels the loop and throughput benchmarks' scripted coder answers
+    with name their variant on their first line (how the loop benchmark tells which one won) and build."""
     from cuda_llm.tasks import load_task
     from cuda_llm.tools.compile import compile_source
     from cuda_llm.tools.static_check import check_source
 
+    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "loop_bench.py"), "--write-variants", str(tmp_path)],
+                          capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr
     task = load_task("softmax").task
-    files = sorted((ROOT / "benchmarks" / "softmax_variants").glob("*.cu"))
-    assert {f.stem for f in files} >= {"naive-128", "naive-256", "block-256", "block-32", "block-256-extra",
+    files = sorted(tmp_path.glob("*.cu"))
+    assert {f.stem for f in files} == {"naive-128", "naive-256", "block-256", "block-32", "block-256-extra",
                                        "block-32-extra"}
     for f in files:
         src = f.read_text()
