@@ -92,25 +92,14 @@ def _progress(msg: str) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from cuda_llm.tasks import TaskError, list_task_names, load_task
+    from cuda_llm.commands.task_kernel import ArgumentProblem, load_task_argument, read_kernel_argument
 
-    try:
-        loaded = load_task(args.task, args.tasks_dir)
-    except TaskError as exc:
-        _err(str(exc))
-        return 2
-    except (OSError, ValueError) as exc:
-        _err(f"cannot load task {args.task!r}: {exc}. Known tasks: {', '.join(list_task_names(args.tasks_dir))}")
-        return 2
     kernel: Path = args.kernel
-    if not kernel.is_file():
-        what = "is a folder" if kernel.is_dir() else "does not exist"
-        _err(f"{kernel} {what}; pass the path of a .cu file that defines {loaded.task.signature}")
-        return 2
     try:
-        source = kernel.read_text()
-    except (OSError, UnicodeDecodeError) as exc:
-        _err(f"cannot read {kernel}: {exc}")
+        loaded = load_task_argument(args.task, args.tasks_dir)
+        source = read_kernel_argument(kernel, loaded)
+    except ArgumentProblem as exc:
+        _err(str(exc))
         return 2
     if args.time_budget <= 0 or args.timeout <= 0:
         _err("--eval-time and --timeout must be positive numbers of seconds")

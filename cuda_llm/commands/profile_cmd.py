@@ -159,7 +159,7 @@ def render(report: ProfileReport, profile, diagnosis) -> str:
 
 def run(args: argparse.Namespace) -> int:
     from cuda_llm.paths import cache_dir
-    from cuda_llm.tasks import TaskError, load_task
+    from cuda_llm.commands.task_kernel import ArgumentProblem, load_task_argument, read_kernel_argument
     from cuda_llm.tools.compile import CompileSetupError, compile_source
     from cuda_llm.tools.diagnosis import diagnose
     from cuda_llm.tools.ncu import profile_candidate
@@ -167,24 +167,13 @@ def run(args: argparse.Namespace) -> int:
     from cuda_llm.tools.roofline import roofline_point
 
     try:
-        loaded = load_task(args.task)
-    except (TaskError, KeyError, FileNotFoundError) as exc:
-        print(f"error: {str(exc).rstrip('.')}. List the tasks with `cuda-llm tasks`.", file=sys.stderr)
-        return 2
-    task = loaded.task
-    if not args.kernel.is_file():
-        print(f"error: {args.kernel}: no such file. Give the path of a .cu file defining {task.signature}.",
-              file=sys.stderr)
-        return 2
-    try:
-        sizes = _parse_sizes(args.size, task.benchmark)
-    except ValueError as exc:
+        loaded = load_task_argument(args.task)
+        source = read_kernel_argument(args.kernel, loaded, refuse_empty=True)
+        sizes = _parse_sizes(args.size, loaded.task.benchmark)
+    except (ArgumentProblem, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    source = args.kernel.read_text()
-    if not source.strip():
-        print(f"error: {args.kernel} is empty. Give a .cu file defining {task.signature}.", file=sys.stderr)
-        return 2
+    task = loaded.task
     from cuda_llm.tools.static_check import check_source
 
     issues = check_source(source, task)

@@ -87,25 +87,15 @@ def default_out(kernel: Path) -> Path:
 
 
 def run(args: argparse.Namespace) -> int:
-    from cuda_llm.tasks import TaskError, list_task_names, load_task
+    from cuda_llm.commands.task_kernel import ArgumentProblem, load_task_argument, read_kernel_argument
     from cuda_llm.tools.tuning import TuneBudget, TuneSpaceError, parse_tunables, space_size
 
-    try:
-        loaded = load_task(args.task, args.tasks_dir)
-    except TaskError as exc:
-        _err(str(exc))
-        return 2
-    except (OSError, ValueError) as exc:
-        _err(f"cannot load task {args.task!r}: {exc}. Known tasks: {', '.join(list_task_names(args.tasks_dir))}")
-        return 2
     kernel: Path = args.kernel
-    if not kernel.is_file():
-        _err(f"{kernel} {'is a folder' if kernel.is_dir() else 'does not exist'}; pass the path of a .cu file")
-        return 2
     try:
-        source = kernel.read_text()
-    except (OSError, UnicodeDecodeError) as exc:
-        _err(f"cannot read {kernel}: {exc}")
+        loaded = load_task_argument(args.task, args.tasks_dir)
+        source = read_kernel_argument(kernel, loaded)
+    except ArgumentProblem as exc:
+        _err(str(exc))
         return 2
     for flag, value in (("--max-evals", args.max_evals), ("--time-budget", args.time_budget),
                         ("--eval-time-budget", args.eval_time_budget), ("--timeout", args.timeout)):
