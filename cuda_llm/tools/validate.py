@@ -105,6 +105,12 @@ def first_difference(before: np.ndarray, after: np.ndarray) -> list[int] | None:
     return [int(i) for i in np.unravel_index(int(idx[0]), before.shape)] if before.shape else []
 
 
+def within(diff: np.ndarray, mag: np.ndarray, atol: float, rtol: float) -> np.ndarray:
+    """The tolerance rule, elementwise, in one place: |got - exp| <= atol + rtol * |exp|, and never where the
+    reference is Inf (its tolerance would be Inf, so any number would pass). NaN is never within."""
+    return (diff <= atol + rtol * mag) & (mag < np.inf)
+
+
 def compare_output(name: str, got: np.ndarray, expected: np.ndarray, tol: Any, *, is_float: bool,
                    pool: Executor | None = None) -> dict[str, Any]:
     """Check ``got`` against ``expected``: |got - exp| <= atol + rtol * |exp| elementwise.
@@ -148,8 +154,7 @@ def compare_output(name: str, got: np.ndarray, expected: np.ndarray, tol: Any, *
         diff = np.abs(g - e)               # Inf - Inf is NaN: judged by the rules below
         finite = np.isfinite(g)
         bad_nonfinite = ~finite & ~(g == e)          # NaN/Inf never passes unless the reference has the same Inf
-        # g == e: the same Inf as the reference; where the reference is Inf, nothing else is close to it
-        ok = ((diff <= atol + rtol * np.abs(e)) & np.isfinite(e)) | (g == e)
+        ok = within(diff, np.abs(e), atol, rtol) | (g == e)   # g == e: the same Inf as the reference
         ok &= ~bad_nonfinite
         if _exact_integers(got, expected, atol, rtol):
             ok = got == expected
@@ -192,8 +197,7 @@ def passes(got: np.ndarray, expected: np.ndarray, tol: Any) -> bool:
         for i in range(0, g_flat.size, CHUNK):
             g = g_flat[i:i + CHUNK].astype(np.float64)
             e = e_flat[i:i + CHUNK].astype(np.float64)
-            mag = np.abs(e)
-            ok = ((np.abs(g - e) <= atol + rtol * mag) & (mag < np.inf)) | (g == e)
+            ok = within(np.abs(g - e), np.abs(e), atol, rtol) | (g == e)
             if not ok.all():
                 return False
     return True
@@ -223,8 +227,7 @@ def _passes_quickly(got: np.ndarray, expected: np.ndarray, atol: float, rtol: fl
                 e = e_flat[i:min(i + CHUNK, hi)].astype(work)
                 mag = np.abs(e)
                 diff = np.abs(g - e)
-                # NaN (poison included) compares False; an Inf in the reference would allow anything
-                if not ((diff <= atol + rtol * mag) & (mag < np.inf)).all():
+                if not within(diff, mag, atol, rtol).all():      # NaN (poison included) is never within
                     return None
                 if diff.size:
                     max_abs = max(max_abs, float(diff.max()))
