@@ -132,6 +132,8 @@ class TimingResult(BaseModel):
     pct_of_sol: float | None = None  # 100 * sol_ms / median_ms
     suspect: bool = False
     suspect_reason: str | None = None
+    doubts: list[str] = Field(default_factory=list)   # what made it suspect: "speed_of_light", "hidden_work", "clock"
+    retimed_because: str | None = None   # an earlier timing was doubted by the judge's clock alone: why
     seconds: float = 0.0
 
 

@@ -92,6 +92,27 @@ def test_forged_event_times_are_caught_by_the_parents_clock(gelu_small, tmp_path
     res = judge(gelu_small, "gelu_forged_time", tmp_path, max_reps=12)
     assert res.status == Status.suspect, res.message
     assert "judge's clock" in res.message and "more than the same loop without solve()" in res.message
+    # timed again (a busy host can disagree once), and forged again: the second timing is as suspect
+    assert res.timing.doubts == ["clock"] and res.timing.retimed_because.startswith("timing 1 disagreed")
+    assert (tmp_path / "work" / "eval_result-attempt1.json").exists() and "timed 2 times" in res.message
+
+
+def test_one_clock_disagreement_is_timed_again_and_a_clean_timing_passes(gelu_small, tmp_path):
+    """A host that stalls outside the events once (the first session only): the judge times again with
+    fresh inputs, and the clean second timing is the verdict, with the first one's doubt kept."""
+    for f in ("gelu_clock_noise_once.py", "gelu_ok.py"):
+        shutil.copy(KERNELS / f, tmp_path / f)
+    loaded = load_task(gelu_small)
+    src = tmp_path / "gelu_clock_noise_once.py"
+    run = dict(source=src.read_text(), work_dir=tmp_path / "work", worker_argv=WORKER)
+    res = run_compiled(loaded, str(src), options=EvalOptions(**{**FAST, "max_reps": 12}), **run)
+    assert res.status == Status.ok, res.message
+    assert res.timing.doubts == [] and "disagreed with the judge's clock" in res.timing.retimed_because
+    assert "timed 2 times" in res.message
+    # with retiming off, the same first session is the verdict
+    (tmp_path / "gelu_clock_noise_once.stalled").unlink()
+    res = run_compiled(loaded, str(src), options=EvalOptions(**{**FAST, "max_reps": 12, "clock_retries": 0}), **run)
+    assert res.status == Status.suspect and res.timing.doubts == ["clock"] and res.timing.retimed_because is None
 
 
 def test_the_candidate_ending_the_process_is_a_runtime_error_that_says_so(gelu_small, tmp_path):
