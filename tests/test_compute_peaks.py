@@ -65,6 +65,21 @@ def test_each_unit_says_where_its_rate_comes_from():
     assert unit_peak(H100.model_copy(update={"peak_fp32_gflops": None}), "fp16x2") is None
 
 
+def test_fp64_tensor_work_the_bound_an_upper_limit_the_roofline_the_datasheet_rate():
+    """DMMA has no peak kernel: the bound may take the fp16 rate (never above the real one), but the
+    roofline must not put an fp64 GEMM's roof fifteen times too high."""
+    upper, roof = unit_peak(H100, "fp64-tensor"), unit_peak(H100, "fp64-tensor", estimate=True)
+    assert upper.gflops == 750000.0 and not upper.estimated
+    assert roof.gflops == pytest.approx(750000.0 * 67 / 989) and roof.estimated and "sm_90" in roof.source
+    unmeasured = unit_peak(NO_TENSOR_PEAKS, "fp64-tensor", estimate=True)
+    assert unmeasured.gflops == pytest.approx(60000.0 * 14.8 * 67 / 989) and unmeasured.estimated
+    ada = H100.model_copy(update={"compute_capability": (8, 9), "arch": "sm_89"})
+    assert unit_peak(ada, "fp64-tensor", estimate=True) is None            # no fp64 tensor cores there
+    assert unit_peak(ada, "fp64-tensor").gflops == 750000.0
+    dmma = SassSummary(tensor={"fp64": 4})
+    assert roofline_peaks(load_task("sgemm").task, H100, dmma).roof.unit == "fp32"   # fp32 cores are faster
+
+
 def test_unknown_units_and_types_are_refused_by_name():
     with pytest.raises(ValueError, match="unknown compute unit 'fp17'"):
         unit_peak(H100, "fp17")  # type: ignore[arg-type]

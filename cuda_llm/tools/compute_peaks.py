@@ -38,7 +38,17 @@ ComputeUnit = Literal["fp32", "fp16x2", "fp16-tensor", "bf16-tensor", "tf32-tens
 UNITS: tuple[str, ...] = get_args(ComputeUnit)
 
 # Tensor-core types without a peak kernel of their own, as multiples of the fp16 tensor rate (sm_80-sm_90).
+# fp64 (DMMA) at the fp16 rate is an upper limit, right for the bound (never above the real rate) but far
+# above the real one: the roofline takes FP64_TENSOR_VS_FP16 instead.
 RATE_VS_FP16 = {"fp16": 1.0, "bf16": 1.0, "fp8": 2.0, "int8": 2.0, "int4": 4.0, "fp4": 4.0, "int1": 8.0, "fp64": 1.0}
+
+# Dense fp64 tensor-core rate over the dense fp16 one, from the datasheets, for the roofline. Devices
+# without fp64 tensor cores are absent: there the roofline has no fp64 tensor roof.
+FP64_TENSOR_VS_FP16: dict[tuple[int, int], float] = {
+    (8, 0): 19.5 / 312,      # A100
+    (9, 0): 67 / 989,        # H100 SXM
+    (10, 0): 40 / 2250,      # B200 (approximate)
+}
 
 # Dense tensor-core rate over the fp32 FMA rate, from the datasheets (no sparsity): (tf32, fp16 with fp32
 # accumulation). Only the roofline uses them, when DeviceInfo has no measured tensor peak.
@@ -163,7 +173,8 @@ def _derived(unit: ComputeUnit, base: Peak, factor: float, why: str) -> Peak:
 def unit_peak(device: DeviceInfo, unit: ComputeUnit, *, estimate: bool = False) -> Peak | None:
     """The rate of ``unit`` on ``device``: measured, or derived from a measured peak by a fixed hardware
     ratio (packed half at twice fp32, 3xTF32 at a third of tf32, fp8/int8 at twice fp16); with ``estimate``
-    an unmeasured tensor peak is estimated from the fp32 rate and the datasheet ratio. None: unknown."""
+    an unmeasured tensor peak is estimated from the fp32 rate and the datasheet ratio, and fp64 tensor
+    work gets its datasheet rate (without ``estimate``: the fp16 rate, an upper limit). None: unknown."""
     if unit not in UNITS:
         raise ValueError(f"unknown compute unit {unit!r}; known: {', '.join(UNITS)}")
     fp32 = Peak("fp32", float(device.peak_fp32_gflops), MEASURED) if device.peak_fp32_gflops else None
@@ -178,7 +189,16 @@ def unit_peak(device: DeviceInfo, unit: ComputeUnit, *, estimate: bool = False) 
         return _derived(unit, base, 1 / 3, "three tf32 products per multiply-add")
     kind = unit.removesuffix("-tensor")
     base = _base(device, "fp16", estimate)
-    return _derived(unit, base, RATE_VS_FP16[kind], f"{kind} vs fp16") if base else None
+    if base is None:
+        return None
+    if kind == "fp64" and estimate:       # the roofline: the datasheet rate, not the bound's upper limit
+        cc = tuple(device.compute_capability)
+        ratio = FP64_TENSOR_VS_FP16.get(cc)  # type: ignore[arg-type]
+        if ratio is None:
+            return None
+        est = _derived(unit, base, ratio, f"datasheet fp64 vs fp16 tensor rate, sm_{cc[0]}{cc[1]}")
+        return est if est.estimated else est._replace(source=f"estimated: {est.source.removeprefix('derived: ')}")
+    return _derived(unit, base, RATE_VS_FP16[kind], f"{kind} vs fp16")
 
 
 def _fastest(peaks: list[Peak | None]) -> Peak | None:
