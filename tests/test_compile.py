@@ -186,8 +186,9 @@ def fake_nvcc(tmp_path, monkeypatch):
 
 
 def _intervals(log: Path) -> list[tuple[float, float]]:
-    starts = [float(l.split()[1]) for l in log.read_text().splitlines() if l.startswith("start")]
-    ends = [float(l.split()[1]) for l in log.read_text().splitlines() if l.startswith("end")]
+    lines = log.read_text().splitlines()
+    starts = [float(line.split()[1]) for line in lines if line.startswith("start")]
+    ends = [float(line.split()[1]) for line in lines if line.startswith("end")]
     return list(zip(sorted(starts), sorted(ends)))
 
 
@@ -199,7 +200,7 @@ def test_timeout_kills_the_whole_process_group(fake_nvcc, tmp_path, monkeypatch)
     assert time.monotonic() - start < 8
     assert r.timed_out and not r.ok and r.so_path is None
     assert "did not finish within 1 s" in r.errors
-    child = int(next(l for l in log.read_text().splitlines() if l.startswith("child")).split()[1])
+    child = int(next(line for line in log.read_text().splitlines() if line.startswith("child")).split()[1])
     deadline = time.monotonic() + 3
     while time.monotonic() < deadline and _alive(child):
         time.sleep(0.05)

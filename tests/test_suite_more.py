@@ -19,6 +19,7 @@ from cuda_llm.tasks import load_task
 from cuda_llm.tasks.formulas import evaluate
 from cuda_llm.tasks.inputs import dims, make_case_inputs, reference_outputs
 from cuda_llm.tasks.loader import SUITE_DIR
+from cuda_llm.tools.validate import within
 from suite_checks import LIBRARY_TASKS, assert_reference_matches_loop, buffer_bytes, cublas_installed
 
 SIGNATURES = {
@@ -215,8 +216,8 @@ def test_tolerance_accepts_fp32_rounding_and_refuses_a_one_percent_error(name):
         tol = task.tolerance_for(p)
         atol, rtol = evaluate(tol.atol, sizes), evaluate(tol.rtol, sizes)
 
-        def ok(out):
-            return bool(np.all(np.abs(out - ref) <= atol + rtol * np.abs(ref)))
+        def ok(out, ref=ref, atol=atol, rtol=rtol):
+            return bool(np.all(within(np.abs(out - ref), np.abs(ref), atol, rtol)))     # the judge's rule
 
         assert ok(ref.astype(np.dtype(p.dtype.numpy)).astype(np.float64)), "rounding to the output type passes"
         if p.dtype.is_float:

@@ -138,7 +138,7 @@ def extract_cuda(text: str, entry: str = "solve") -> str:
         raise CodeExtractionError(f"the code block is {', '.join(langs)}, not CUDA C++ (use a ```cuda block)", raw_text=text)
     with_entry = [(lang, b) for lang, b in code_blocks if _defines_entry(b, entry)]
     if not with_entry:
-        for lang, b in code_blocks:
+        for _, b in code_blocks:
             for what, pat in _NOT_CUDA.items():
                 if pat.search(b) and "__global__" not in b:
                     raise CodeExtractionError(f"the code block is {what}, not CUDA C++", raw_text=text)

@@ -20,7 +20,7 @@ import json
 import os
 import tomllib
 from pathlib import Path
-from typing import Any, Literal, Mapping
+from typing import Any, Callable, Literal, Mapping
 
 from pydantic import BaseModel, Field, ValidationError
 
@@ -173,6 +173,20 @@ def _first(*values: Any) -> Any:
     return next((v for v in values if v is not None and v != ""), None)
 
 
+def _picker(role: str, cli: Mapping[str, Any], env: Mapping[str, str], toml: Mapping[str, Any]
+            ) -> Callable[..., Any]:
+    """One role's lookup of a setting, first given wins: the role's flag, the general flag, the role's
+    variable, the general variable, the role's table in the config file, the file's general key."""
+    t_role, up = toml.get(role, {}), role.upper()
+
+    def pick(key: str, env_general: str | None = None, *, role_env: bool = True) -> Any:
+        return _first(cli.get(f"{role}_{key}"), cli.get(key),
+                      env.get(f"CUDA_LLM_{up}_{key.upper()}") if role_env else None,
+                      env.get(env_general) if env_general else None,
+                      t_role.get(key), toml.get(key))
+    return pick
+
+
 def _number(value: Any, name: str, kind: type, where: str) -> Any:
     if value is None:
         return None
@@ -265,13 +279,7 @@ def load_settings(
     for role in ROLES:
         t_role = toml.get(role, {})
         up = role.upper()
-
-        def pick(key: str, env_general: str | None = None, *, role_env: bool = True) -> Any:
-            return _first(cli.get(f"{role}_{key}"), cli.get(key),
-                          env.get(f"CUDA_LLM_{up}_{key.upper()}") if role_env else None,
-                          env.get(env_general) if env_general else None,
-                          t_role.get(key), toml.get(key))
-
+        pick = _picker(role, cli, env, toml)
         provider = pick("provider", "CUDA_LLM_PROVIDER") or "llm"
         if provider not in PROVIDERS:
             raise LLMConfigError(f"{where}: the {role}'s provider {provider!r} is not one of {', '.join(PROVIDERS)}")

@@ -250,7 +250,7 @@ def invoke_structured(model: Any, messages: Sequence[BaseMessage], schema: type[
     if not reason:
         msgs = _with_instructions(messages, schema)
     budget = retries if reason else retries + 1  # a rejected or impossible schema call costs no correction
-    for i in range(budget):
+    for _ in range(budget):
         attempts += 1
         ai = invoke_model(model, msgs)
         usage = usage + usage_of(ai)

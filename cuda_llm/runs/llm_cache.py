@@ -19,8 +19,6 @@ import contextlib
 import contextvars
 import hashlib
 import json
-import os
-import threading
 import time
 from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence

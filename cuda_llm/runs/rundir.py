@@ -16,10 +16,8 @@ either the old file or the new one, never half of one: resume can trust what it 
 from __future__ import annotations
 
 import json
-import os
 import re
 import secrets
-import tempfile
 import time
 from pathlib import Path
 from typing import Any, Sequence

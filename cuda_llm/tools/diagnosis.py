@@ -578,7 +578,7 @@ def diagnose(profile: ProfileResult | None, roofline: RooflinePoint | None, comp
     evidence: list[str] = []
     features: list[str] = []
     significant = [x for x in findings if x[1].lost_ms >= MIN_LOSS_SHARE * total] or findings[:1]
-    for rule, found, _ in findings:
+    for _, found, _ in findings:
         evidence += [e for e in found.evidence if e not in evidence]
     for rule, _, _ in significant:
         features += rule.features_for(f)

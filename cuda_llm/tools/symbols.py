@@ -160,7 +160,7 @@ def check_symbols(undefined: list[str], *, allow_libraries: bool = False) -> lis
     if not refused:
         return []
     shown = demangle_names([s for s, _ in refused])
-    for (sym, (what, advice)), readable in zip(refused, shown):
+    for (_, (what, advice)), readable in zip(refused, shown):
         library = what == _LIBRARY_FAMILY
         if library and allow_libraries:
             continue
