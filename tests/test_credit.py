@@ -132,7 +132,7 @@ def test_asked_but_absent_is_recorded_as_compliance_and_kept_out_of_the_value(tm
 
 def test_pass_rates_are_keyed_by_the_coder_model(tmp_path):
     store = StatsStore(tmp_path / "m.sqlite")
-    for i in range(6):
+    for _ in range(6):
         bad = credit_step(asked=["cp_async"], detected={"cp_async"}, parent_detected=set(),
                           outcome=StepOutcome(compiled=False, passed=False))
         record(store, bad, model="small-model", compiled=False, passed=False)
