@@ -112,9 +112,13 @@ def _settings() -> Any:
 
 
 def _resume_cli(out: Any, tmp_path: Path, *flags: str) -> int:
+    return _resume_cli_id(out.run_id, tmp_path, *flags)
+
+
+def _resume_cli_id(run_id: str, tmp_path: Path, *flags: str) -> int:
     from cuda_llm.cli import main
 
-    return main(["resume", out.run_id, "--runs-dir", str(tmp_path / "runs"), "--api-key", "k", "--quiet", *flags])
+    return main(["resume", run_id, "--runs-dir", str(tmp_path / "runs"), "--api-key", "k", "--quiet", *flags])
 
 
 @pytest.fixture
@@ -182,3 +186,64 @@ def test_a_resumed_batch_keeps_its_gpus_and_refuses_one_it_does_not_have(tmp_pat
     assert asked[-1] == [0] and load_state(root).run_options["gpus"] == [0]
     events = [json.loads(ln) for ln in (root / "batch.jsonl").read_text().splitlines() if ln.strip()]
     assert [e.get("gpus_chosen") for e in events if e["event"] in ("batch_start", "batch_resume")] == ["1", "1", "0"]
+    run_id = state.tasks[0].run_id
+    assert [(e["before"], e["after"], e["runs"]) for e in events if e.get("kind") == "gpus"] == [("1", "0", [run_id])]
+
+
+def test_a_batch_resumed_with_other_gpus_moves_its_task_runs_there(tmp_path, capsys, gpus_here, built_on,
+                                                                   preflight_passes):
+    """The task runs the batch has begun (finished ones too) are saved with the new choice and trace it, so
+    `cuda-llm resume RUN` measures there; a task not begun has no run to change; later resumes change nothing."""
+    from test_batch import cli
+
+    from cuda_llm.graph.batch import load_state, open_batch
+    from cuda_llm.report.timeline import describe
+
+    gpus_here(4)
+    assert cli(tmp_path, "softmax,gelu", "--rounds", "1", "--candidates", "1", "--gpus", "1,2",
+               "--time-budget", "1h") == 0
+    root = open_batch("latest", tmp_path / "runs")
+    state = load_state(root)
+    runs = [tmp_path / "runs" / t.run_id for t in state.tasks]
+    assert [_config_gpus(r) for r in runs] == [[1, 2], [1, 2]]
+    # one task as if never begun (its run left aside), to show only begun runs are touched
+    state.tasks[1].run_id, state.tasks[1].status = None, "pending"
+    (root / "batch.json").write_text(state.model_dump_json(indent=1))
+
+    assert cli(tmp_path, "--resume", state.batch_id, "--gpus", "3") == 0
+    after = load_state(root)
+    assert after.run_options["gpus"] == [3]
+    assert _config_gpus(runs[0]) == [3] and _config_gpus(runs[1]) == [1, 2]      # the run the batch left aside
+    changes = [e for e in _events(runs[0], "decision") if e["kind"] == "gpus"]
+    assert [(e["before"], e["after"], e["batch"]) for e in changes] == [("1,2", "3", state.batch_id)]
+    assert describe(changes[0]) == f"GPUs changed on batch {state.batch_id}'s resume: --gpus 1,2 -> 3"
+    assert _config_gpus(tmp_path / "runs" / after.tasks[1].run_id) == [3]       # begun now, on the new choice
+
+    assert cli(tmp_path, "--resume", state.batch_id) == 0                        # no --gpus: nothing changes
+    assert len([e for e in _events(runs[0], "decision") if e["kind"] == "gpus"]) == 1
+    capsys.readouterr()
+    assert _resume_cli_id(state.tasks[0].run_id, tmp_path) == 0                  # the run resumed on its own
+    assert "measuring on GPUs 3, as the run was started" in capsys.readouterr().err
+    assert built_on[-1] == [3]
+
+
+def test_a_batch_resume_leaves_a_busy_task_run_its_gpus_and_says_so(tmp_path, gpus_here):
+    import os
+
+    from test_batch import cli
+
+    from cuda_llm.graph.batch import load_state, open_batch
+    from cuda_llm.graph.run import _RunLock
+
+    gpus_here(2)
+    assert cli(tmp_path, "softmax", "--rounds", "1", "--candidates", "1", "--gpus", "1") == 0
+    root = open_batch("latest", tmp_path / "runs")
+    run = tmp_path / "runs" / load_state(root).tasks[0].run_id
+    with _RunLock(run):                              # as if `cuda-llm resume RUN` were driving it now
+        assert cli(tmp_path, "--resume", "latest", "--gpus", "0") == 0
+    assert _config_gpus(run) == [1] and load_state(root).run_options["gpus"] == [0]
+    assert not [e for e in _events(run, "decision") if e["kind"] == "gpus"]
+    events = [json.loads(ln) for ln in (root / "batch.jsonl").read_text().splitlines() if ln.strip()]
+    change = [e for e in events if e.get("kind") == "gpus"]
+    assert len(change) == 1 and change[0]["runs"] == []
+    assert f"is being run by pid {os.getpid()}" in change[0]["runs_kept"][run.name]

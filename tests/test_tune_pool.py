@@ -147,6 +147,53 @@ def test_a_batch_holds_a_point_per_gpu_even_with_fewer_compile_jobs(tmp_path, so
     assert out.evaluations == 12 and max_concurrency(intervals(read_spans(spans))) == 3
 
 
+def half_fit(p: dict[str, int]) -> bool:
+    """Half the space compiles (BN 8 or 16; the written point among them)."""
+    return p["BN"] <= 16
+
+
+def search_with(valid: Any, budget: TuneBudget, workers: int) -> tuple[Any, ParametricTimingEvaluator]:
+    ev = ParametricTimingEvaluator(bowl, valid=valid)
+    return search(GEMM_LIKE, parse_tunables(GEMM_LIKE), compile_batch=ev.compile_batch, measure=ev.measure,
+                  budget=budget, workers=workers), ev
+
+
+def test_points_that_do_not_compile_are_replaced_so_every_gpu_measures_and_the_search_is_unchanged():
+    budget = TuneBudget(max_evals=16, jobs=3, seed=5, sampler="grid")   # the written point, five batches of 3
+    serial, serial_ev = search_with(half_fit, budget, workers=1)
+    ev = ParametricTimingEvaluator(bowl, valid=half_fit)
+    batch = threading.Barrier(3, timeout=5)   # each point after the written one waits for three measuring at once
+    compiles: list[int] = []                  # the size of each compile_batch call
+
+    def measure(src: str, point: Any) -> Any:
+        if point.index > 0:
+            batch.wait()
+        return ev.measure(src, point)
+
+    def compile_batch(sources: list[str]) -> list[Any]:
+        compiles.append(len(sources))
+        return ev.compile_batch(sources)
+
+    out = search(GEMM_LIKE, parse_tunables(GEMM_LIKE), compile_batch=compile_batch, measure=measure,
+                 budget=budget, workers=3)
+    assert out.stop_reason == "evals" and out.evaluations == 16 == len(ev.measured)
+    assert out.invalid > 0 and len(compiles) > 1 + 5, "no batch had a point to replace"
+    invalid = [p for p in out.points if p.status == "compile_error"]
+    assert len(invalid) == out.invalid and all("static assertion" in p.note and p.ms is None for p in invalid)
+    assert all(not half_fit({k: int(v) for k, v in p.params.items()}) for p in invalid)
+    same_search(out, serial)
+    assert sorted(ev.measured) == sorted(serial_ev.measured) and out.best == serial.best
+
+
+def test_tpe_replacing_points_that_do_not_compile_tries_the_same_points_on_three_gpus_as_on_one():
+    budget = TuneBudget(max_evals=16, jobs=3, seed=5)
+    serial, serial_ev = search_with(half_fit, budget, workers=1)
+    out, ev = search_with(half_fit, budget, workers=3)
+    assert out.sampler == "tpe" and serial.invalid > 0
+    same_search(out, serial)
+    assert sorted(ev.measured) == sorted(serial_ev.measured) and sorted(ev.compiled) == sorted(serial_ev.compiled)
+
+
 def test_no_device_stops_new_points_while_those_measuring_finish():
     ev = ParametricTimingEvaluator(bowl, valid=fits)
     calls = []

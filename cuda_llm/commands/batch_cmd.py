@@ -198,8 +198,7 @@ def run(args: argparse.Namespace) -> int:
             print(f"batch {state.batch_id}: {len(state.tasks)} tasks, {parallel} at a time on "
                   f"{len(pool.labels)} GPU(s); {root}", file=sys.stderr)
         else:
-            state.gpus = list(pool.labels)
-            state.run_options = {**state.run_options, "gpus": run_options.gpus}   # later resumes keep the choice
+            state.gpus = list(pool.labels)      # a new --gpus: the batch saves it, and in its runs, as it starts
             if args.parallel:
                 state.parallel = args.parallel
         batch = Batch(root, state, pool=pool, run_options=run_options, settings=settings,

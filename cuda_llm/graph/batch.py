@@ -339,6 +339,34 @@ class Batch:
                    tokens=t.tokens_used)
         self.save()
 
+    def _carry_gpus(self) -> None:
+        """A batch resumed with another ``--gpus``: the choice is saved in batch.json (later resumes keep it) and
+        in the config.json of each task run it has begun, traced there as a ``gpus`` decision, so that a run
+        resumed on its own (`cuda-llm resume RUN`) measures on them too. A run another process is driving, or
+        whose folder is gone, keeps its choice; the batch's own ``gpus`` decision names it with the reason."""
+        from cuda_llm.graph.run import RunBusyError, gpus_text, save_run_gpus
+        from cuda_llm.runs.rundir import RunNotFoundError
+
+        before = self.state.run_options.get("gpus")     # none saved (an older batch): all, as it measured
+        after = getattr(self.run_options, "gpus", None)
+        if before == after:
+            return
+        with self._lock:
+            self.state.run_options = {**self.state.run_options, "gpus": after}
+        moved: list[str] = []
+        kept: dict[str, str] = {}
+        for t in self.state.tasks:
+            if t.run_id is None:
+                continue
+            try:
+                if save_run_gpus(t.run_id, self.run_options.runs_dir, after, batch=self.state.batch_id):
+                    moved.append(t.run_id)
+            except (RunBusyError, RunNotFoundError) as exc:
+                kept[t.run_id] = str(exc)
+        self.event("decision", kind="gpus", before=gpus_text(before), after=gpus_text(after), runs=moved,
+                   runs_kept=kept)
+        self.save()
+
     # the batch -----------------------------------------------------------------------------------
     def _lane(self) -> None:
         while not self.stop.is_set():
@@ -363,6 +391,7 @@ class Batch:
                            tasks=[t.name for t in self.state.tasks], parallel=self.state.parallel,
                            gpus=self.state.gpus, gpus_chosen=gpus_text(getattr(self.run_options, "gpus", None)),
                            elapsed_s=self.state.elapsed_s)
+                self._carry_gpus()
                 self.save()
                 lanes = [threading.Thread(target=self._lane, name=f"batch-lane-{i}", daemon=True)
                          for i in range(max(1, self.state.parallel))]

@@ -483,11 +483,32 @@ def _extend(graph: Any, config: dict, snap: Any, extend: Extension, rundir: Any,
     return graph.get_state(config)
 
 
-def _change_gpus(rundir: Any, tracer: Any, before: list[int] | None, after: list[int] | None) -> None:
-    """``--gpus`` on resume: the new choice is saved with the run (later resumes keep it) and traced."""
+def _change_gpus(rundir: Any, tracer: Any, before: list[int] | None, after: list[int] | None, **why: Any) -> None:
+    """``--gpus`` on resume: the new choice is saved with the run (later resumes keep it) and traced (``why``:
+    more fields for the event, e.g. the batch whose resume changed it)."""
     cfg = rundir.load_config()
     rundir.save_config({**cfg, "options": {**(cfg.get("options") or {}), "gpus": after}})
-    tracer.event("decision", kind="gpus", before=gpus_text(before), after=gpus_text(after))
+    tracer.event("decision", kind="gpus", before=gpus_text(before), after=gpus_text(after), **why)
+
+
+def save_run_gpus(run_id: str, runs_dir: Path | str, gpus: list[int] | None, **why: Any) -> bool:
+    """Make ``gpus`` the GPU choice saved with a run that is not running, as ``--gpus`` on its resume would (a
+    batch resumed with ``--gpus`` moves its task runs with it, so that `cuda-llm resume RUN` measures there
+    too). False when it already was. Raises RunBusyError while another process drives the run."""
+    from cuda_llm.runs.rundir import RunDir
+    from cuda_llm.runs.trace import open_trace
+
+    rundir = RunDir.open(run_id, Path(runs_dir))
+    with _RunLock(rundir.root):
+        before = saved_options(rundir.load_config(), runs_dir).gpus
+        if before == gpus:
+            return False
+        tracer = open_trace(rundir.trace_path)
+        try:
+            _change_gpus(rundir, tracer, before, gpus, **why)
+        finally:
+            tracer.close()
+    return True
 
 
 def _waiting(snap: Any) -> list[dict[str, str]]:

@@ -116,7 +116,8 @@ def _decision(ev: dict[str, Any]) -> str:
     if kind == "halt":
         return f"halted ({ev.get('reason')}): {_short(ev.get('text'), 100)}; {_short(ev.get('advice'), 100)}"
     if kind == "gpus":
-        return f"GPUs changed on resume: --gpus {ev.get('before')} -> {ev.get('after')}"
+        on = f"batch {ev['batch']}'s resume" if ev.get("batch") else "resume"
+        return f"GPUs changed on {on}: --gpus {ev.get('before')} -> {ev.get('after')}"
     if kind == "extend":
         a, b = ev.get("before") or {}, ev.get("after") or {}
         return (f"more budget: rounds {a.get('max_rounds')} -> {b.get('max_rounds')}, time {a.get('time_budget_s')} -> "

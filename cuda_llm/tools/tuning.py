@@ -14,11 +14,17 @@ or up to ``workers`` at once when the caller measures on that many GPUs (a GPU p
 evaluations and seconds. A point that does not compile (a ``static_assert`` that rules it out, too much
 shared memory) is skipped, reported, and costs no evaluation.
 
-The points tried do not depend on ``workers``: the sampler proposes a batch, the batch is measured (in
-parallel or not), and only then is the sampler told the results and asked for the next batch; points are
-numbered in the order proposed, whatever order their measurements finish in. So with a fixed seed the same
-points are tried with one GPU or eight (as long as ``budget.jobs`` is at least the number of GPUs: a batch
-holds ``max(jobs, workers)`` points), and only the seconds budget can cut a search at another point.
+A batch holds ``max(jobs, workers)`` compiled points, so that every GPU has one to measure: the sampler
+proposes that many, they are compiled together, and while some did not compile the sampler is told so and
+asked for as many replacements, compiled in turn, until the batch is full or the space, the evaluations or
+the seconds run out. Then the batch is measured (up to ``workers`` at once), and only then is the sampler
+told the times and asked for the next batch.
+
+The points tried do not depend on ``workers``: what the sampler is asked for and told depends only on the
+batch size and on compile verdicts and times, never on the order measurements finish in; points are
+numbered in the order proposed. So with a fixed seed the same points are tried with one GPU or eight (as
+long as ``budget.jobs`` is at least the number of GPUs, so the batch size is ``jobs`` with either), and only
+the seconds budget can cut a search at another point.
 
 The sampler is Optuna's: a grid in random order when the whole space fits in the budget (every point is
 tried), else TPE (multivariate, constant liar for the parallel batch). Pure of the graph and of any LLM:
@@ -209,15 +215,21 @@ def _key(params: dict[str, str], tunables: Sequence[Tunable]) -> tuple[str, ...]
     return tuple(params[t.name] for t in tunables)
 
 
+def _compiled_ok(comp: Any) -> bool:
+    """Whether a compile result (anything with ``.ok``) compiled."""
+    return bool(getattr(comp, "ok", False))
+
+
 def search(source: str, tunables: Sequence[Tunable], *, compile_batch: CompileBatch, measure: Measure,
            budget: TuneBudget | None = None, on_point: Callable[[TunePoint], None] | None = None,
            clock: Callable[[], float] = time.monotonic, workers: int = 1) -> TuneOutcome:
     """Search the tunables' space for the fastest passing point (see the module docstring).
 
     The point as written is measured first (so the result is never worse than the candidate), then the
-    sampler's points in batches of ``max(budget.jobs, workers)``: compiled together, then measured one by
-    one, or ``workers`` at a time from as many threads (``measure`` must then be safe to call from several
-    threads at once; a GPU pool's client is). ``on_point`` is called in this thread as each point is known.
+    sampler's points in batches of ``max(budget.jobs, workers)`` compiled points (those that do not compile
+    replaced by more proposals), measured one by one, or ``workers`` at a time from as many threads
+    (``measure`` must then be safe to call from several threads at once; a GPU pool's client is).
+    ``on_point`` is called in this thread as each point is known.
     """
     if workers < 1:
         raise ValueError(f"workers must be at least 1, got {workers}")
@@ -263,8 +275,9 @@ def search(source: str, tunables: Sequence[Tunable], *, compile_batch: CompileBa
         def value_of(point: TunePoint) -> float | None:
             return point.ms if point.status == Status.ok.value and point.ms is not None else None
 
-        def tell(trial: Any, point: TunePoint) -> None:
-            v = value_of(point)
+        def tell(trial: Any, point: TunePoint | None) -> None:
+            """The sampler learns a point's time (None, or a point that did not pass: it failed)."""
+            v = value_of(point) if point is not None else None
             try:
                 if v is None:
                     study.tell(trial, state=TrialState.FAIL)
@@ -272,6 +285,29 @@ def search(source: str, tunables: Sequence[Tunable], *, compile_batch: CompileBa
                     study.tell(trial, v)
             except RuntimeError:   # GridSampler stops the study once every grid point is finished
                 pass
+
+        def propose(n: int, batch_keys: set[tuple[str, ...]]) -> list[_Proposal]:
+            """Up to ``n`` new points from the sampler, none known or already in the batch (``batch_keys``,
+            updated); fewer only when the sampler or the ``max_asks`` allowance runs out."""
+            nonlocal asks
+            out: list[_Proposal] = []
+            while len(out) < n and asks < max_asks:
+                asks += 1
+                try:
+                    trial = study.ask(dists)
+                except RuntimeError:
+                    break
+                params = {name: str(trial.params[name]) for name in dists}
+                key = _key(params, tunables)
+                if key in known:
+                    tell(trial, known[key])      # a point seen before: its value again, no new measurement
+                    continue
+                if key in batch_keys:
+                    tell(trial, None)
+                    continue
+                batch_keys.add(key)
+                out.append(_Proposal(trial, params))
+            return out
 
         def add(point: TunePoint) -> None:
             v = value_of(point)
@@ -297,11 +333,15 @@ def search(source: str, tunables: Sequence[Tunable], *, compile_batch: CompileBa
                 outcome.stop_reason = "no_device"
             return pt
 
-        def evaluate_batch(batch: list[dict[str, str]]) -> list[TunePoint]:
-            """Compile the batch, then measure its points (in order, up to ``workers`` at once) until a budget
-            runs out; the points of the batch that were tried, in the order proposed."""
+        def compile_points(batch: list[dict[str, str]]) -> list[tuple[dict[str, str], str, Any]]:
+            """(params, source, compile result) of each point, compiled together."""
             sources = [apply_point(source, tunables, p) for p in batch]
-            compiled = compile_batch(sources)
+            return list(zip(batch, sources, compile_batch(sources)))
+
+        def evaluate_batch(batch: list[tuple[dict[str, str], str, Any]]) -> list[TunePoint]:
+            """Measure the compiled points of a batch (in order, up to ``workers`` at once) until a budget runs
+            out, recording every point that did not compile; the points of the batch tried, in the order
+            proposed."""
             out: list[TunePoint] = []
             running: dict[Future, tuple[dict[str, str], int, str]] = {}
 
@@ -313,12 +353,11 @@ def search(source: str, tunables: Sequence[Tunable], *, compile_batch: CompileBa
                     params, idx, h = running.pop(fut)
                     out.append(measured(params, idx, h, fut.result()))
 
-            for params, src, comp in zip(batch, sources, compiled):
+            stopped = False                     # a budget ran out: no new measurement starts
+            for params, src, comp in batch:
                 harvest(block=False)
-                if outcome.stop_reason:         # no device: what is running finishes, nothing new starts
-                    break
                 h = source_hash(src)
-                if not getattr(comp, "ok", False):
+                if not _compiled_ok(comp):       # paid for and told to the sampler: always recorded
                     errors = " ".join((getattr(comp, "errors", "") or "did not compile").split())
                     pt = TunePoint(index=numbered(), params=params, source_hash=h,
                                    status=Status.compile_error.value, note=errors[:200])
@@ -326,12 +365,13 @@ def search(source: str, tunables: Sequence[Tunable], *, compile_batch: CompileBa
                     record(pt)
                     out.append(pt)
                     continue
+                if stopped or outcome.stop_reason:   # no device: what is running finishes, nothing new starts
+                    continue
                 while len(running) >= workers:
                     harvest(block=True)
-                if outcome.stop_reason:
-                    break
-                if outcome.evaluations >= budget.max_evals or clock() - t0 >= budget.max_seconds:
-                    break
+                if outcome.stop_reason or outcome.evaluations >= budget.max_evals or clock() - t0 >= budget.max_seconds:
+                    stopped = True
+                    continue
                 idx = numbered()
                 outcome.evaluations += 1
                 pending = TunePoint(index=idx, params=params, source_hash=h, status="pending")
@@ -342,7 +382,7 @@ def search(source: str, tunables: Sequence[Tunable], *, compile_batch: CompileBa
 
         # the written point first: the tuned result is never worse than the candidate as written
         written = default_point(tunables)
-        first = evaluate_batch([written])
+        first = evaluate_batch(compile_points([written]))
         for pt in first:
             add(pt)
         outcome.written = first[0] if first else None
@@ -361,41 +401,29 @@ def search(source: str, tunables: Sequence[Tunable], *, compile_batch: CompileBa
                 break
             want = min(max(budget.jobs, workers), budget.max_evals - outcome.evaluations, size - len(known))
             proposals: list[_Proposal] = []
+            entries: list[tuple[dict[str, str], str, Any]] = []
             batch_keys: set[tuple[str, ...]] = set()
-            while len(proposals) < want and asks < max_asks:
-                asks += 1
-                try:
-                    trial = study.ask(dists)
-                except RuntimeError:
+            n_ok = 0
+            while n_ok < want and clock() - t0 < budget.max_seconds:   # refill what did not compile
+                new = propose(min(want - n_ok, size - len(known) - len(batch_keys)), batch_keys)
+                if not new:
                     break
-                params = {name: str(trial.params[name]) for name in dists}
-                key = _key(params, tunables)
-                if key in known:
-                    tell(trial, known[key])      # a point seen before: its value again, no new measurement
-                    continue
-                if key in batch_keys:
-                    try:
-                        study.tell(trial, state=TrialState.FAIL)
-                    except RuntimeError:
-                        pass
-                    continue
-                batch_keys.add(key)
-                proposals.append(_Proposal(trial, params))
+                for p, entry in zip(new, compile_points([p.params for p in new])):
+                    proposals.append(p)
+                    entries.append(entry)
+                    if _compiled_ok(entry[2]):
+                        n_ok += 1
+                    else:               # the sampler learns it before proposing the replacements
+                        tell(p.trial, None)
             if not proposals:
-                if asks >= max_asks:
-                    continue
+                if asks >= max_asks or clock() - t0 >= budget.max_seconds:
+                    continue            # stopped above, for that reason
                 outcome.stop_reason = "space"
                 break
-            done = {_key(p.params, tunables): p for p in evaluate_batch([p.params for p in proposals])}
-            for p in proposals:
-                pt = done.get(_key(p.params, tunables))
-                if pt is None:          # not measured (budget ran out inside the batch)
-                    try:
-                        study.tell(p.trial, state=TrialState.FAIL)
-                    except RuntimeError:
-                        pass
-                else:
-                    tell(p.trial, pt)
+            done = {_key(p.params, tunables): p for p in evaluate_batch(entries)}
+            for p, (_, _, comp) in zip(proposals, entries):
+                if _compiled_ok(comp):  # (the others were told as they failed to compile)
+                    tell(p.trial, done.get(_key(p.params, tunables)))   # None: the budget ran out before it
     finally:
         optuna.logging.set_verbosity(verbosity)
         if threads is not None:      # after an error, the points still being measured finish (and are cached)
