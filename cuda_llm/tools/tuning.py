@@ -27,7 +27,8 @@ long as ``budget.jobs`` is at least the number of GPUs, so the batch size is ``j
 the seconds budget can cut a search at another point.
 
 The sampler is Optuna's: a grid in random order when the whole space fits in the budget (every point is
-tried), else TPE (multivariate, constant liar for the parallel batch). Pure of the graph and of any LLM:
+tried), else TPE (multivariate, constant liar for the parallel batch; a point that did not compile or pass
+is told as infinitely slow, so TPE learns to avoid its region). Pure of the graph and of any LLM:
 ``cuda-llm tune`` and the graph's tune stage both call :func:`search`.
 """
 
@@ -55,6 +56,7 @@ CODER_TUNABLES_HINT = (
 DIRECTIVE = re.compile(r"^[ \t]*//[ \t]*cuda-llm:[ \t]*tune[ \t]+(?P<name>[A-Za-z_]\w*)(?P<values>[^\n]*)$", re.M)
 _VALUE = re.compile(r"^[-+]?[A-Za-z0-9_.]+$")
 MAX_VALUES = 64
+NO_TIME = float("inf")   # what the sampler is told for a point without a time (slowest, not a failed trial)
 Sampler = Literal["auto", "grid", "tpe", "random"]
 
 
@@ -276,13 +278,12 @@ def search(source: str, tunables: Sequence[Tunable], *, compile_batch: CompileBa
             return point.ms if point.status == Status.ok.value and point.ms is not None else None
 
         def tell(trial: Any, point: TunePoint | None) -> None:
-            """The sampler learns a point's time (None, or a point that did not pass: it failed)."""
+            """The sampler learns a point's time; a point without one (it did not compile or pass, or is a
+            repeat within the batch) as infinitely slow. TPE ignores failed trials, so it kept proposing
+            points that do not compile and ran out of proposals; told they are slowest, it moves away."""
             v = value_of(point) if point is not None else None
             try:
-                if v is None:
-                    study.tell(trial, state=TrialState.FAIL)
-                else:
-                    study.tell(trial, v)
+                study.tell(trial, NO_TIME if v is None else v)
             except RuntimeError:   # GridSampler stops the study once every grid point is finished
                 pass
 
@@ -311,8 +312,8 @@ def search(source: str, tunables: Sequence[Tunable], *, compile_batch: CompileBa
 
         def add(point: TunePoint) -> None:
             v = value_of(point)
-            study.add_trial(create_trial(params=dict(point.params), distributions=dists, value=v,
-                                         state=TrialState.COMPLETE if v is not None else TrialState.FAIL))
+            study.add_trial(create_trial(params=dict(point.params), distributions=dists,
+                                         value=NO_TIME if v is None else v, state=TrialState.COMPLETE))
 
         next_index = [0]
 
