@@ -21,6 +21,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from cuda_llm.report.formats import fmt_fixed  # noqa: E402  (after the path: run from a checkout)
+
 DEFAULT_TASKS = ["gelu", "softmax", "nbody", "sgemm", "cross_entropy", "prefix_sum"]
 
 
@@ -59,14 +61,14 @@ def key_metrics(e: dict) -> str:
     k = max(e["kernels"], key=lambda k: k.get("duration_ns") or 0)
 
     def f(v, unit="%"):
-        return "-" if v is None else f"{v:.0f}{unit}"
+        return fmt_fixed(v, 0) + ("" if v is None else unit)
     spr = (k["global_load_sectors"] / k["global_load_requests"]
            if k.get("global_load_sectors") is not None and k.get("global_load_requests") else None)
     stall = k["stalls"][0] if k.get("stalls") else None
     return (f"SM {f(k['sm_throughput_pct'])}, mem {f(k['memory_throughput_pct'])}, DRAM {f(k['dram_throughput_pct'])}, "
             f"occ {f(k['achieved_occupancy_pct'])}/{f(k['theoretical_occupancy_pct'])}, "
             f"L1 hit {f(k['l1_hit_rate_pct'])}, L2 hit {f(k['l2_hit_rate_pct'])}, "
-            f"regs {f(k['registers_per_thread'], '')}, sectors/ld {'-' if spr is None else f'{spr:.1f}'}"
+            f"regs {f(k['registers_per_thread'], '')}, sectors/ld {fmt_fixed(spr, 1)}"
             + (f", top stall {stall['reason']} {stall['share_pct']:.0f}%" if stall else ""))
 
 
