@@ -41,7 +41,7 @@ def baseline_kernels(corpus_dir: Path, known: set[str]):
 def main(argv: list[str] | None = None) -> int:
     from cuda_llm.feature_db import load_catalogue
     from cuda_llm.feature_db.detector_eval import load_corpus, score
-    from cuda_llm.report.formats import md_table, render_table
+    from cuda_llm.report.formats import fmt_fixed, md_table, render_table
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", type=Path, default=ROOT / "bench-out")
@@ -56,16 +56,14 @@ def main(argv: list[str] | None = None) -> int:
     scores = score(kernels, catalogue)
     seconds = time.perf_counter() - t0
 
-    def pct(x: float | None) -> str:
-        return "-" if x is None else f"{x:.2f}"
-
     rows, failing = [], []
     for s in scores:
         ok = s.support > 0 and (s.precision or 0) >= BAR and (s.recall or 0) >= BAR
         if not ok:
             failing.append(s.feature)
         misses = ", ".join([f"FP {n}" for n in s.false_positives] + [f"FN {n}" for n in s.false_negatives]) or "-"
-        rows.append([s.feature, s.support, s.tp, s.fp, s.fn, pct(s.precision), pct(s.recall), "yes" if ok else "NO", misses])
+        rows.append([s.feature, s.support, s.tp, s.fp, s.fn, fmt_fixed(s.precision, 2), fmt_fixed(s.recall, 2),
+                     "yes" if ok else "NO", misses])
     headers = ["feature", "support", "TP", "FP", "FN", "precision", "recall", f">= {BAR}", "misses"]
     head = (f"{len(corpus)} corpus kernels + {len(kernels) - len(corpus)} naive baselines, {len(catalogue)} detectors, "
             f"{seconds:.2f} s; {len(scores) - len(failing)}/{len(scores)} features at precision and recall >= {BAR}")
