@@ -62,7 +62,8 @@ def main(argv: list[str] | None = None) -> int:
         if not ok:
             failing.append(s.feature)
         misses = ", ".join([f"FP {n}" for n in s.false_positives] + [f"FN {n}" for n in s.false_negatives]) or "-"
-        rows.append([s.feature, s.support, s.tp, s.fp, s.fn, fmt_fixed(s.precision, 2), fmt_fixed(s.recall, 2), "yes" if ok else "NO", misses])
+        rows.append([s.feature, s.support, s.tp, s.fp, s.fn, fmt_fixed(s.precision, 2), fmt_fixed(s.recall, 2),
+                     "yes" if ok else "NO", misses])
     headers = ["feature", "support", "TP", "FP", "FN", "precision", "recall", f">= {BAR}", "misses"]
     head = (f"{len(corpus)} corpus kernels + {len(kernels) - len(corpus)} naive baselines, {len(catalogue)} detectors, "
             f"{seconds:.2f} s; {len(scores) - len(failing)}/{len(scores)} features at precision and recall >= {BAR}")

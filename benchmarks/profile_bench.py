@@ -16,12 +16,11 @@ import json
 import shutil
 import sys
 import time
+from functools import partial
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-
-from cuda_llm.report.formats import fmt_fixed  # noqa: E402  (after the path: run from a checkout)
 
 DEFAULT_TASKS = ["gelu", "softmax", "nbody", "sgemm", "cross_entropy", "prefix_sum"]
 
@@ -56,20 +55,22 @@ def bench_one(name: str, out: Path, device) -> dict:
 
 
 def key_metrics(e: dict) -> str:
+    """The longest kernel's headline metrics on one line ("-" for each one Nsight Compute did not give)."""
+    from cuda_llm.report.formats import fmt_fixed
+
     if not e.get("kernels"):
         return "-"
     k = max(e["kernels"], key=lambda k: k.get("duration_ns") or 0)
-
-    def f(v, unit="%"):
-        return fmt_fixed(v, 0) + ("" if v is None else unit)
+    pct = partial(fmt_fixed, digits=0, unit="%")
     spr = (k["global_load_sectors"] / k["global_load_requests"]
            if k.get("global_load_sectors") is not None and k.get("global_load_requests") else None)
     stall = k["stalls"][0] if k.get("stalls") else None
-    return (f"SM {f(k['sm_throughput_pct'])}, mem {f(k['memory_throughput_pct'])}, DRAM {f(k['dram_throughput_pct'])}, "
-            f"occ {f(k['achieved_occupancy_pct'])}/{f(k['theoretical_occupancy_pct'])}, "
-            f"L1 hit {f(k['l1_hit_rate_pct'])}, L2 hit {f(k['l2_hit_rate_pct'])}, "
-            f"regs {f(k['registers_per_thread'], '')}, sectors/ld {fmt_fixed(spr, 1)}"
-            + (f", top stall {stall['reason']} {stall['share_pct']:.0f}%" if stall else ""))
+    return (f"SM {pct(k['sm_throughput_pct'])}, mem {pct(k['memory_throughput_pct'])}, "
+            f"DRAM {pct(k['dram_throughput_pct'])}, "
+            f"occ {pct(k['achieved_occupancy_pct'])}/{pct(k['theoretical_occupancy_pct'])}, "
+            f"L1 hit {pct(k['l1_hit_rate_pct'])}, L2 hit {pct(k['l2_hit_rate_pct'])}, "
+            f"regs {fmt_fixed(k['registers_per_thread'], 0)}, sectors/ld {fmt_fixed(spr, 1)}"
+            + (f", top stall {stall['reason']} {pct(stall['share_pct'])}" if stall else ""))
 
 
 def render(results: dict) -> str:

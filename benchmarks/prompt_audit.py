@@ -3,11 +3,11 @@
     python benchmarks/prompt_audit.py [--tasks softmax,sgemm] [--rounds 4] [--candidates 2] [--out bench-out]
                                       [--evaluator scripted|gpu]
 
-The LLM is scripted (canned answers written here: a plan, kernels with a compile error fixed in the coder's
-conversation and a wrong answer repaired, critiques); the compiles (nvcc), the roofline and the rule-based
-diagnosis are real. With --evaluator scripted (the default, any machine) the timings and Nsight Compute
-profiles are invented and the device is an H100 as measured; with --evaluator gpu they are measured on
-this machine's GPU. The output says which.
+The LLM is scripted (benchmarks/scripted_answers.py, scripted here: a plan, kernels with a compile error
+fixed in the coder's conversation and a wrong answer repaired, critiques); the compiles (nvcc), the roofline
+and the rule-based diagnosis are real. With --evaluator scripted (the default, any machine) the timings and
+Nsight Compute profiles are invented and the device is an H100 as measured; with --evaluator gpu they are
+measured on this machine's GPU. The output says which.
 
 Prints, per task, each role's prompt size in tokens (characters / 4) per round, and the checklist of
 issue 12 item 1 (is each piece of evidence in the prompts, and no held-out size); writes every rendered
@@ -28,9 +28,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from langchain_core.language_models import BaseChatModel  # noqa: E402
 from langchain_core.messages import AIMessage, BaseMessage  # noqa: E402
-from langchain_core.outputs import ChatGeneration, ChatResult  # noqa: E402
 
 from cuda_llm.graph.evaluator import ToolsMixin  # noqa: E402
 from cuda_llm.results import (  # noqa: E402
@@ -41,66 +39,8 @@ H100 = DeviceInfo(name="NVIDIA H100 80GB HBM3", arch="sm_90", compute_capability
                   max_threads_per_block=1024, max_shared_per_block=49152, max_shared_per_block_optin=232448,
                   max_shared_per_sm=233472, registers_per_block=65536, registers_per_sm=65536, l2_bytes=50 * 2**20,
                   memory_bytes=80 * 2**30, peak_bandwidth_gbs=2999.0, peak_fp32_gflops=60300.0)
-MARK = re.compile(r"//\s*audit:\s*([\w.-]+)")
-ROLES = ("planner", "coder", "critic")
 
-# ------------------------------------------------------------------ canned kernels (all compile; one on purpose not)
-SOFTMAX = """// audit: {name}
-#include <cuda_runtime.h>
-#include <math.h>
-__global__ void softmax_rows(const float* __restrict__ x, float* __restrict__ y, int rows, int cols) {{
-    int lane = threadIdx.x & 31;
-    long long row = (long long)blockIdx.x * (blockDim.x / 32) + (threadIdx.x >> 5);
-    if (row >= rows) return;
-    const float* xr = x + row * cols;
-    float m = -INFINITY;
-    for (int c = lane; c < cols; c += 32) m = fmaxf(m, xr[c]);
-    for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
-    float s = 0.0f;
-    for (int c = lane; c < cols; c += 32) s += expf(xr[c] - m);
-    for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
-    for (int c = lane; c < cols; c += 32) y[row * cols + c] = expf(xr[c] - m) / s{error};
-}}
-extern "C" void solve(const float* x, float* y, int rows, int cols) {{
-    if (rows <= 0 || cols <= 0) return;
-    int threads = {threads};
-    softmax_rows<<<(unsigned)((rows + threads / 32 - 1) / (threads / 32)), threads>>>(x, y, rows, cols);
-}}
-"""
-
-SGEMM = """// audit: {name}
-#include <cuda_runtime.h>
-#define T {tile}
-__global__ void sgemm_tiled(const float* A, const float* B, float* C, int M, int N, int K) {{
-    __shared__ float As[T][T];
-    __shared__ float Bs[T][T + 1];
-    int i = blockIdx.y * T + threadIdx.y, j = blockIdx.x * T + threadIdx.x;
-    float acc = 0.0f;
-    for (int k0 = 0; k0 < K; k0 += T) {{
-        As[threadIdx.y][threadIdx.x] = (i < M && k0 + threadIdx.x < K) ? A[(long long)i * K + k0 + threadIdx.x] : 0.0f;
-        Bs[threadIdx.y][threadIdx.x] = (j < N && k0 + threadIdx.y < K) ? B[(long long)(k0 + threadIdx.y) * N + j] : 0.0f;
-        __syncthreads();
-        for (int k = 0; k < T; ++k) acc += As[threadIdx.y][k] * Bs[k][threadIdx.x];
-        __syncthreads();
-    }}
-    if (i < M && j < N) C[(long long)i * N + j] = acc{error};
-}}
-extern "C" void solve(const float* A, const float* B, float* C, int M, int N, int K) {{
-    if (M <= 0 || N <= 0) return;
-    dim3 block(T, T), grid((N + T - 1) / T, (M + T - 1) / T);
-    sgemm_tiled<<<grid, block>>>(A, B, C, M, N, K);
-}}
-"""
-
-
-def kernel(task: str, name: str, *, broken: bool = False, size: int = 0) -> str:
-    error = " + not_declared" if broken else ""
-    if task == "sgemm":
-        return SGEMM.format(name=name, tile=(16, 32)[size % 2], error=error)
-    return SOFTMAX.format(name=name, threads=(128, 256, 512)[size % 3], error=error)
-
-
-# per task: round -> the (features, idea) of each candidate slot; ms per variant (scripted evaluator)
+# per task: the features the planner hands out in turn; the idea each candidate is given
 PLANS = {
     "softmax": ["warp_shuffle", "vector_loads", "block_reduction_tree", "loop_unrolling", "tma_bulk_copy",
                 "cp_async", "persistent_kernel", "fast_math_intrinsics"],
@@ -113,65 +53,58 @@ IDEA = ("{f} for {task}: one block computes a tile of the output, each thread ke
         "(round {r}, candidate {c}).")
 
 
-class AuditChat(BaseChatModel):
-    """The scripted LLM of this audit: answers by role (read from the system prompt) and records each call
-    with the label the graph gives it (the candidate, or the round for the planner)."""
+def audit_model(task: str, n: int, records: list[dict]) -> Any:
+    """The scripted LLM of this audit (benchmarks/scripted_answers.py): answers by role and appends each call to
+    ``records`` with the label the graph gives it (the candidate, or the round for the planner)."""
+    from scripted_answers import ScriptedBenchModel, audit_kernel, coder_answer, critic_answer, plan_answer
 
-    task: str
-    n: int
-    records: list[dict] = []
+    from cuda_llm.runs.llm_cache import current_call_label
 
-    @property
-    def _llm_type(self) -> str:
-        return "prompt-audit-scripted"
+    def planner(text: str) -> str:
+        r, feats = int(re.search(r"Round (\d+)\.", text).group(1)), PLANS[task]
+        chosen = [feats[(r * n + c) % len(feats)] for c in range(n)]
+        ideas = [IDEA.format(f=f, task=task, r=r, c=c) for c, f in enumerate(chosen)]
+        return plan_answer(n, tuple(chosen), ideas=ideas,
+                           rationale="spread the round over the bottleneck the critic named")
 
-    def _generate(self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None, **kw: Any) -> ChatResult:
-        from cuda_llm.runs.llm_cache import current_call_label
-
-        text = "\n".join(str(m.content) for m in messages)
-        system = str(messages[0].content) if messages else ""
-        role = "planner" if "You are the planner" in system else "critic" if "GPU performance engineer" in system \
-            else "coder"
-        turn = sum(isinstance(m, AIMessage) for m in messages) + 1
-        self.records.append({"role": role, "label": current_call_label() or "call", "turn": turn,
-                             "chars": sum(len(str(m.content)) for m in messages), "text": _as_markdown(messages)})
-        answer = getattr(self, f"_{role}")(text, turn)
-        n_in = sum(len(str(m.content)) for m in messages) // 4
-        msg = AIMessage(content=answer, usage_metadata={"input_tokens": n_in, "output_tokens": len(answer) // 4,
-                                                        "total_tokens": n_in + len(answer) // 4})
-        return ChatResult(generations=[ChatGeneration(message=msg)])
-
-    def _planner(self, text: str, turn: int) -> str:
-        r = int(re.search(r"Round (\d+)\.", text).group(1))
-        feats = PLANS[self.task]
-        cands = [{"features": [feats[(r * self.n + c) % len(feats)]],
-                  "idea": IDEA.format(f=feats[(r * self.n + c) % len(feats)], task=self.task, r=r, c=c)}
-                 for c in range(self.n)]
-        return "```json\n" + json.dumps({"rationale": "spread the round over the bottleneck the critic named",
-                                         "candidates": cands}) + "\n```"
-
-    def _critic(self, text: str, turn: int) -> str:
+    def critic(text: str) -> str:
         ids = re.findall(r"^- ([a-z0-9_]+): ", text.split("Feature catalogue", 1)[-1], re.M)
-        return json.dumps({"bottleneck": "memory-bound" if self.task == "softmax" else "compute-bound",
-                           "evidence": ["DRAM throughput = 41% of peak", "warp stall mix = long_scoreboard 61%"],
-                           "next_features": ids[:2], "change": "keep the row (tile) in registers and read it once",
-                           "expected_gain": "1.5-2x: DRAM at 41% of peak", "summary": "the kernel re-reads its input"})
+        return critic_answer(tuple(ids[:2]), bottleneck="memory-bound" if task == "softmax" else "compute-bound",
+                             evidence=["DRAM throughput = 41% of peak", "warp stall mix = long_scoreboard 61%"],
+                             change="keep the row (tile) in registers and read it once",
+                             expected_gain="1.5-2x: DRAM at 41% of peak", summary="the kernel re-reads its input")
 
-    def _coder(self, text: str, turn: int) -> str:
+    def coder(text: str, turn: int) -> str:
         cid = re.search(r"Write candidate `r(\d+)c(\d+)(?:f(\d+))?`", text)
         r, c, f = int(cid.group(1)), int(cid.group(2)), int(cid.group(3) or 0)
         if f:                                      # a repair: the fixed kernel
             name = f"r{r}c{c}-fixed"
-        elif r == 1 and c == self.n - 1:           # the last candidate of round 1 gives a wrong answer
+        elif r == 1 and c == n - 1:                # the last candidate of round 1 gives a wrong answer
             name = "wrong"
         else:
             name = f"r{r}c{c}"
         broken = r == 1 and c == 0 and turn == 1   # round 1's first answer does not build: a compile-fix turn
-        return f"Plan: as asked.\n\n```cuda\n{kernel(self.task, name, broken=broken, size=r + c)}```\n"
+        return coder_answer(audit_kernel(task, name, broken=broken, size=r + c), note="Plan: as asked.")
+
+    def respond(role: str | None, messages: list[BaseMessage]) -> str:
+        if role is None:
+            raise ValueError("prompt audit: a call from none of the planner, the coder and the critic")
+        text = "\n".join(str(m.content) for m in messages)
+        turn = sum(isinstance(m, AIMessage) for m in messages) + 1
+        records.append({"role": role, "label": current_call_label() or "call", "turn": turn,
+                        "chars": sum(len(str(m.content)) for m in messages), "text": _as_markdown(messages)})
+        return planner(text) if role == "planner" else critic(text) if role == "critic" else coder(text, turn)
+
+    return ScriptedBenchModel(respond=respond)
 
 
 def _as_markdown(messages: list[BaseMessage]) -> str:
     return "\n".join(f"## {m.type}\n\n{m.content}\n" for m in messages)
+
+
+def _baseline_ms(loaded: Any) -> float:
+    """The naive baseline's invented time, as the H100 measured it for softmax and sgemm."""
+    return {"softmax": 1.877, "sgemm": 79.658}.get(loaded.task.name, 10.0)
 
 
 class ScriptedEvaluator(ToolsMixin):
@@ -181,7 +114,7 @@ class ScriptedEvaluator(ToolsMixin):
         self.arch, self.device = arch, H100
 
     def _ms(self, loaded: Any, name: str | None) -> float | None:
-        base = {"softmax": 1.877, "sgemm": 79.658}.get(loaded.task.name, 10.0)
+        base = _baseline_ms(loaded)
         if name is None or name == "wrong":
             return None
         if name.endswith("-fixed"):
@@ -190,14 +123,16 @@ class ScriptedEvaluator(ToolsMixin):
         return base / (1.5 + int(m.group(1)) * 0.7 + int(m.group(2)) * 0.1) if m else base
 
     def _measure(self, loaded: Any, source: str, cid: str, baseline: bool = False) -> EvalResult:
+        from scripted_answers import variant_of
+
         from cuda_llm.tools.speed_of_light import sol_ms
 
         built = self.build(loaded, source, cid)
         if built.status != Status.ok:
             return built.model_copy(update={"message": "compilation failed: " + (built.compile.errors if built.compile else "")})
-        name = "baseline" if baseline else (MARK.search(source).group(1) if MARK.search(source) else None)
+        name = "baseline" if baseline else variant_of(source)
         cases = [CaseResult(sizes=s, held_out=h, passed=True) for s, h in loaded.task.all_cases()]
-        ms = {"softmax": 1.877, "sgemm": 79.658}.get(loaded.task.name, 10.0) if baseline else self._ms(loaded, name)
+        ms = _baseline_ms(loaded) if baseline else self._ms(loaded, name)
         if ms is None:
             cases[-1] = CaseResult(sizes=cases[-1].sizes, held_out=True, passed=False, kind="wrong_values",
                                    reason="max abs error 0.5 > tolerance", max_abs_err=0.5, first_bad_index=[0, 3],
@@ -301,7 +236,8 @@ def audit_task(task: str, args: argparse.Namespace, out: Path) -> dict:
     from cuda_llm.tasks import load_task
 
     loaded = load_task(task)
-    model = AuditChat(task=task, n=args.candidates, records=[])
+    records: list[dict] = []
+    model = audit_model(task, args.candidates, records)
     evaluator = ScriptedEvaluator() if args.evaluator == "scripted" else GpuEvaluator()
     with tempfile.TemporaryDirectory(prefix="prompt-audit-") as runs:
         opts = RunOptions(limits=Limits(n_candidates=args.candidates, max_rounds=args.rounds, plateau_rounds=args.rounds + 1,
@@ -310,16 +246,16 @@ def audit_task(task: str, args: argparse.Namespace, out: Path) -> dict:
                             handle_signals=False)
     folder = out / "prompt-audit" / task
     folder.mkdir(parents=True, exist_ok=True)
-    for r in model.records:
+    for r in records:
         name = f"{r['role']}-{r['label']}" + (f"-{r['turn']}" if r["turn"] > 1 else "")
         (folder / f"{name}.md").write_text(r["text"])
     sizes: dict[tuple[int, str], list[int]] = {}
-    for r in model.records:
+    for r in records:
         sizes.setdefault((_round(r["label"]), r["role"]), []).append(r["chars"] // 4)
     held = [", ".join(f"{k}={v}" for k, v in s.items()) for s in loaded.task.held_out]
     return {"task": task, "rounds": outcome.rounds, "finished": outcome.finished, "best": outcome.best.get("id"),
             "sizes": {f"{k[0]}:{k[1]}": v for k, v in sorted(sizes.items())},
-            "checklist": checklist(model.records, held, outcome.rounds), "folder": str(folder)}
+            "checklist": checklist(records, held, outcome.rounds), "folder": str(folder)}
 
 
 def render(results: list[dict], args: argparse.Namespace) -> str:

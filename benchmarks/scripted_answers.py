@@ -1,8 +1,8 @@
 """Scripted LLM answers for the benchmarks: NOT a language model. A langchain_core chat model that answers
 each role from a script (the planner with the features it was offered, the coder with a kernel chosen by
-candidate id, the critic with a fixed critique), so a benchmark (benchmarks/loop_bench.py) measures the loop
-and the GPU, not an LLM. Its model name is "scripted-benchmark", which every report built from it shows as
-scripted.
+candidate id, the critic with a fixed critique), so a benchmark (benchmarks/loop_bench.py,
+benchmarks/prompt_audit.py) measures the loop, the prompts and the GPU, not an LLM. Its model name is
+"scripted-benchmark", which every report built from it shows as scripted.
 
 It lives beside the benchmarks, not in the package: a double is never part of what the product can pick.
 """
@@ -12,7 +12,8 @@ from __future__ import annotations
 import json
 import re
 import threading
-from typing import Any, Callable
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, SystemMessage
@@ -21,7 +22,7 @@ from pydantic import ConfigDict, PrivateAttr
 
 ROLES = ("planner", "coder", "critic")
 _CANDIDATE = re.compile(r"(?:Write candidate|Candidate) `([^`]+)`")
-_VARIANT = re.compile(r"//\s*variant:\s*([\w.-]+)")
+_VARIANT = re.compile(r"//\s*(?:variant|audit):\s*([\w.-]+)")   # a kernel's first line names it
 
 
 def _text(m: BaseMessage) -> str:
@@ -56,18 +57,22 @@ def variant_of(source: str) -> str | None:
     return m.group(1) if m else None
 
 
-def plan_answer(n: int, features: tuple[str, ...]) -> str:
-    cands = [{"features": [features[i % len(features)]], "idea": f"scripted idea {i}"} for i in range(n)]
-    return json.dumps({"rationale": "scripted plan", "candidates": cands})
+def plan_answer(n: int, features: tuple[str, ...], *, ideas: Sequence[str] = (),
+                rationale: str = "scripted plan") -> str:
+    """n candidates, the i-th applying features[i % len(features)] as ideas[i] ("scripted idea i" without one)."""
+    cands = [{"features": [features[i % len(features)]], "idea": ideas[i] if i < len(ideas) else f"scripted idea {i}"}
+             for i in range(n)]
+    return json.dumps({"rationale": rationale, "candidates": cands})
 
 
-def critic_answer(features: tuple[str, ...]) -> str:
+def critic_answer(features: tuple[str, ...], **critique: Any) -> str:
+    """A critique recommending ``features``; ``critique`` replaces or adds fields (evidence, change, ...)."""
     return json.dumps({"bottleneck": "memory-bound", "evidence": ["scripted"], "next_features": list(features),
-                       "expected_gain": "unknown", "summary": "scripted critique (no LLM)"})
+                       "expected_gain": "unknown", "summary": "scripted critique (no LLM)", **critique})
 
 
-def coder_answer(source: str) -> str:
-    return f"Scripted kernel.\n\n```cuda\n{source}```\n"
+def coder_answer(source: str, note: str = "Scripted kernel.") -> str:
+    return f"{note}\n\n```cuda\n{source}```\n"
 
 
 class ScriptedBenchModel(BaseChatModel):
@@ -202,3 +207,63 @@ def kernel(variant: str) -> str:
     if variant == "block-32":
         return BLOCK.format(name=variant, threads=32, extra="")
     raise KeyError(f"no softmax variant {variant!r} (known: {', '.join(VARIANTS)})")
+
+
+# ------------------------------------------------------------------ the prompt audit's kernels (softmax and sgemm)
+# a warp-per-row softmax (128, 256 or 512 threads by ``size``) and a shared-memory tiled sgemm (tile 16 or 32 by
+# ``size``); the first line names the kernel (``// audit: name``, read by variant_of).
+WARP_SOFTMAX = """// audit: {name}
+#include <cuda_runtime.h>
+#include <math.h>
+__global__ void softmax_rows(const float* __restrict__ x, float* __restrict__ y, int rows, int cols) {{
+    int lane = threadIdx.x & 31;
+    long long row = (long long)blockIdx.x * (blockDim.x / 32) + (threadIdx.x >> 5);
+    if (row >= rows) return;
+    const float* xr = x + row * cols;
+    float m = -INFINITY;
+    for (int c = lane; c < cols; c += 32) m = fmaxf(m, xr[c]);
+    for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
+    float s = 0.0f;
+    for (int c = lane; c < cols; c += 32) s += expf(xr[c] - m);
+    for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+    for (int c = lane; c < cols; c += 32) y[row * cols + c] = expf(xr[c] - m) / s{error};
+}}
+extern "C" void solve(const float* x, float* y, int rows, int cols) {{
+    if (rows <= 0 || cols <= 0) return;
+    int threads = {threads};
+    softmax_rows<<<(unsigned)((rows + threads / 32 - 1) / (threads / 32)), threads>>>(x, y, rows, cols);
+}}
+"""
+
+SGEMM_TILED = """// audit: {name}
+#include <cuda_runtime.h>
+#define T {tile}
+__global__ void sgemm_tiled(const float* A, const float* B, float* C, int M, int N, int K) {{
+    __shared__ float As[T][T];
+    __shared__ float Bs[T][T + 1];
+    int i = blockIdx.y * T + threadIdx.y, j = blockIdx.x * T + threadIdx.x;
+    float acc = 0.0f;
+    for (int k0 = 0; k0 < K; k0 += T) {{
+        As[threadIdx.y][threadIdx.x] = (i < M && k0 + threadIdx.x < K) ? A[(long long)i * K + k0 + threadIdx.x] : 0.0f;
+        Bs[threadIdx.y][threadIdx.x] = (j < N && k0 + threadIdx.y < K) ? B[(long long)(k0 + threadIdx.y) * N + j] : 0.0f;
+        __syncthreads();
+        for (int k = 0; k < T; ++k) acc += As[threadIdx.y][k] * Bs[k][threadIdx.x];
+        __syncthreads();
+    }}
+    if (i < M && j < N) C[(long long)i * N + j] = acc{error};
+}}
+extern "C" void solve(const float* A, const float* B, float* C, int M, int N, int K) {{
+    if (M <= 0 || N <= 0) return;
+    dim3 block(T, T), grid((N + T - 1) / T, (M + T - 1) / T);
+    sgemm_tiled<<<grid, block>>>(A, B, C, M, N, K);
+}}
+"""
+
+
+def audit_kernel(task: str, name: str, *, broken: bool = False, size: int = 0) -> str:
+    """The sgemm kernel for task "sgemm", else the softmax one; ``broken`` adds an undeclared name: an nvcc
+    error on purpose (a compile-fix turn)."""
+    error = " + not_declared" if broken else ""
+    if task == "sgemm":
+        return SGEMM_TILED.format(name=name, tile=(16, 32)[size % 2], error=error)
+    return WARP_SOFTMAX.format(name=name, threads=(128, 256, 512)[size % 3], error=error)

@@ -168,7 +168,7 @@ def test_benchmarks_and_tests_import_only_the_package():
 
 
 def test_prompt_audit_runs_on_the_cpu_and_finds_every_piece_of_evidence(tmp_path, tmp_path_factory):
-    """benchmarks/prompt_audit.py with its own scripted answers and invented measurements: every checklist item
+    """benchmarks/prompt_audit.py with the benchmarks' scripted answers and invented measurements: every checklist item
     of issue 12 item 1 is found, the rendered prompts are kept, and the output says the run was scripted."""
     cache = tmp_path_factory.getbasetemp() / "graph-compile-cache"
     cache.mkdir(exist_ok=True)

@@ -25,9 +25,10 @@ def fmt_x(x: float | None) -> str:
     return "-" if x is None else f"{x:.2f}x"
 
 
-def fmt_fixed(value: float | None, digits: int = 1) -> str:
-    """A figure with a fixed number of decimals, "-" when there is none: summary sentences read alike."""
-    return "-" if value is None else f"{value:.{digits}f}"
+def fmt_fixed(value: float | None, digits: int = 1, unit: str = "") -> str:
+    """A figure with a fixed number of decimals and its unit, a bare "-" when there is none: summary sentences
+    and metric lists read alike."""
+    return "-" if value is None else f"{value:.{digits}f}{unit}"
 
 
 def fmt_tokens(n: float | None) -> str:
