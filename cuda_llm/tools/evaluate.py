@@ -14,32 +14,14 @@ import tempfile
 import time
 from pathlib import Path
 
-from pydantic import BaseModel, Field
 
 from cuda_llm.paths import cache_dir
 from cuda_llm.tasks.loader import LoadedTask
 from cuda_llm.tools import cache_store, failure_text, speed_of_light, timing_stats
+from cuda_llm.tools.eval_options import EvalOptions
 from cuda_llm.tools.device_probe import has_cuda_device
 from cuda_llm.results import CompileResult, DeviceInfo, EvalResult, Status
 from cuda_llm.tools.worker_protocol import EvaluateResponse
-
-
-class EvalOptions(BaseModel):
-    arch: str | None = None
-    timeout_s: float = 120.0
-    time_budget_s: float = 10.0
-    min_reps: int = 10
-    min_time_s: float = 0.3          # sample at least this long (a stable median for short kernels)
-    max_reps: int = 500
-    rse_target: float = 0.01
-    seed: int | None = None
-    held_out: bool = True
-    timing: bool = True
-    allow_libraries: bool = False
-    timing_repeats: int = 1        # >1: time the same data again, for the spread of the median (benchmarks)
-    gpu: int | None = None         # which visible GPU the worker gets (CUDA_VISIBLE_DEVICES pinned); default the first
-    validation_cap_s: float = 20.0  # after a failing case, start no new case once this has passed
-    clock_retries: int = Field(default=1, ge=0)  # a timing doubted by the clock check alone is redone this often
 
 
 NO_DEVICE_MESSAGE = ("compiled and passed the static checks; testing and timing need a CUDA device, and the "

@@ -40,7 +40,7 @@ from cuda_llm.tools.worker_protocol import (EXIT_CUDA_FAULT, EXIT_HARNESS, Clock
                                             TimeCommand, WorkerError)
 
 if TYPE_CHECKING:
-    from cuda_llm.tools.evaluate import EvalOptions
+    from cuda_llm.tools.eval_options import EvalOptions
 
 SLOTS_PER_SET = 1
 BLANK_EVERY = 2          # one blank iteration after every two timed calls

@@ -35,7 +35,7 @@ def _cache_path(loaded: Any, which: str, device: str) -> Path:
 def torch_baseline(loaded: Any, which: str = "eager", options: Any = None, *, fresh: bool = False) -> EvalResult:
     """PyTorch ``which`` ("eager" or "compile") timed at the benchmark shape, as an EvalResult."""
     from cuda_llm.tools.device_probe import has_cuda_device
-    from cuda_llm.tools.evaluate import EvalOptions
+    from cuda_llm.tools.eval_options import EvalOptions
 
     if which not in LABELS:
         raise ValueError(f"which must be 'eager' or 'compile', not {which!r}")
