@@ -189,24 +189,19 @@ EXTRA_PASS = """    float s2 = 0.0f;  // a redundant second sum over the row
     s = 0.5f * (s + block_sum(s2, sh));"""
 
 
-VARIANTS = ("naive-128", "naive-256", "block-256", "block-256-extra", "block-32-extra", "block-32")
+# variant -> (template, threads per block, the extra pass or "")
+_SHAPES = {"naive-128": (NAIVE, 128, ""), "naive-256": (NAIVE, 256, ""), "block-256": (BLOCK, 256, ""),
+           "block-256-extra": (BLOCK, 256, EXTRA_PASS), "block-32-extra": (BLOCK, 32, EXTRA_PASS),
+           "block-32": (BLOCK, 32, "")}
+VARIANTS = tuple(_SHAPES)
 
 
 def kernel(variant: str) -> str:
     """The source of one softmax variant (KeyError, naming the known ones, for any other)."""
-    if variant == "naive-128":
-        return NAIVE.format(name=variant, threads=128)
-    if variant == "naive-256":
-        return NAIVE.format(name=variant, threads=256)
-    if variant == "block-256":
-        return BLOCK.format(name=variant, threads=256, extra="")
-    if variant == "block-256-extra":
-        return BLOCK.format(name=variant, threads=256, extra=EXTRA_PASS)
-    if variant == "block-32-extra":
-        return BLOCK.format(name=variant, threads=32, extra=EXTRA_PASS)
-    if variant == "block-32":
-        return BLOCK.format(name=variant, threads=32, extra="")
-    raise KeyError(f"no softmax variant {variant!r} (known: {', '.join(VARIANTS)})")
+    if variant not in _SHAPES:
+        raise KeyError(f"no softmax variant {variant!r} (known: {', '.join(VARIANTS)})")
+    template, threads, extra = _SHAPES[variant]
+    return template.format(name=variant, threads=threads, extra=extra)   # NAIVE has no {extra}: ignored
 
 
 # ------------------------------------------------------------------ the prompt audit's kernels (softmax and sgemm)
