@@ -18,6 +18,18 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip)
 
 
+def pytest_collection_finish(session):
+    """Where the judge's GPU tests will run, build their kernels first, in parallel (tests/gpu_precompile.py)."""
+    if not any("gpu" in item.keywords for item in session.items) or not has_cuda_device():
+        return
+    from gpu_precompile import precompile
+
+    n, failed, seconds = precompile()
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is not None:
+        reporter.write_line(f"precompiled {n} kernels for the GPU tests in {seconds:.1f} s ({failed} did not build)")
+
+
 @pytest.fixture(scope="session")
 def nvcc_path() -> str:
     path = shutil.which("nvcc") or ("/usr/local/bin/nvcc" if shutil.which("/usr/local/bin/nvcc") else None)

@@ -18,6 +18,7 @@ from cuda_llm.tasks import list_task_names, load_task
 from cuda_llm.tools.evaluate import EvalOptions, evaluate_candidate
 from cuda_llm.results import Status
 from adversarial_kernels import ADV, RUNTIME, build_without_checks, expected, header
+from test_suite_first8 import FIRST8
 
 pytestmark = pytest.mark.gpu
 
@@ -38,14 +39,17 @@ QUICK_TIMING = dict(time_budget_s=1.0, min_time_s=0.1, max_reps=60, seed=3)
 
 
 @pytest.mark.parametrize("path", ON_GPU, ids=lambda p: p.stem)
-def test_adversarial_kernel_is_caught(path: Path) -> None:
+def test_adversarial_kernel_is_caught(path: Path, tmp_path: Path) -> None:
     h = header(path)
     loaded = load_task(h["task"])
     want = expected(path)
-    timeout = 10.0 if Status.timeout in want else 120.0     # the limit counts only while the judge waits
-    res = evaluate_candidate(loaded, path.read_text(), candidate=path.name,
+    timeout = 4.0 if Status.timeout in want else 120.0      # the limit counts only while the judge waits
+    res = evaluate_candidate(loaded, path.read_text(), candidate=path.name, work_dir=tmp_path,
                              options=EvalOptions(**QUICK_TIMING, timeout_s=timeout, timing=h.get("needs") == "timing"))
     print(f"{path.name}: {res.status.value}: {res.message}")
+    report = tmp_path / "eval_result.json"
+    if report.exists():                # where the time of this test goes (the GPU tier has a 5-minute budget)
+        print(f"{path.name}: {res.seconds:.2f} s, costs {json.loads(report.read_text()).get('costs')}")
     assert res.status in want, f"{path.name}: got {res.status.value}: {res.message}"
     assert not (res.status == Status.ok), "an adversarial kernel must never pass"
     if h.get("reason"):
@@ -58,8 +62,10 @@ def test_adversarial_kernel_is_caught(path: Path) -> None:
         _naive_still_works()
 
 
-@pytest.mark.parametrize("name", list_task_names())
+@pytest.mark.parametrize("name", [n for n in list_task_names() if n not in FIRST8])
 def test_naive_baseline_passes_its_task(name: str) -> None:
+    """Every shape, untimed. The first eight tasks' naive kernels are judged whole, timing included, in
+    tests/test_suite_first8.py (every shape checked there too)."""
     loaded = load_task(name)
     res = evaluate_candidate(loaded, loaded.task.baseline_path.read_text(), candidate="naive",
                              options=EvalOptions(timing=False, seed=11))

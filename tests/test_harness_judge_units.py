@@ -180,18 +180,18 @@ def test_a_replayed_answer_fails_every_other_set(name):
 
 
 def test_a_derived_set_that_a_replay_of_the_other_derived_set_passes_is_grown(monkeypatch):
-    """The derived sets are made side by side, each checked against the fresh sets; when the check
-    between the two derived sets then fails, the later one is grown again (a larger changed part)."""
+    """The four references are made side by side; when a replay between the two derived sets would then
+    pass, the derived set being checked is made again with a larger changed part (x4), and checked again."""
     loaded = load_task("gelu")
     sizes = _mid_shape(loaded.task)
-    real = bench_data.replay_fails
+    real = bench_data._replays_fail
     refused = []
 
-    def once_not(loaded_, sizes_, replayed, expected, slack=0.0):
-        if not refused and any(expected is s.expected for s in grown) and any(replayed is s.expected for s in grown):
-            refused.append(True)
+    def once_not(loaded_, sizes_, x, y):
+        if not refused and x.kind == y.kind == bench_data.DERIVED:
+            refused.append((x.index, y.index))
             return False
-        return real(loaded_, sizes_, replayed, expected, slack)
+        return real(loaded_, sizes_, x, y)
 
     grown: list = []
     real_derive = bench_data._derive
@@ -201,11 +201,13 @@ def test_a_derived_set_that_a_replay_of_the_other_derived_set_passes_is_grown(mo
         grown.append(s)
         return s, ok
 
-    monkeypatch.setattr(bench_data, "replay_fails", once_not)
+    monkeypatch.setattr(bench_data, "_replays_fail", once_not)
     monkeypatch.setattr(bench_data, "_derive", derive)
     sets, distinct = bench_data.make_sets(loaded, sizes)
-    assert refused and distinct and len(grown) == 3          # S1, S3, then one set made again
-    assert grown[2].fraction == 4 * grown[0].fraction and sets[grown[2].index] is grown[2]
+    assert refused == [(1, 3)] and distinct and len(grown) == 1          # S1 made again, S3 kept
+    assert grown[0].index == 1 and grown[0].fraction == 4 * bench_data.START_FRACTION and sets[1] is grown[0]
+    assert sets[3].fraction == bench_data.START_FRACTION
+    assert bench_data.replay_fails(loaded, sizes, sets[3].expected, sets[1].expected, sets[1].rel_slack)
 
 
 def test_the_changed_part_is_small_and_scattered_at_a_large_shape():

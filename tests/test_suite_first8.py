@@ -278,6 +278,7 @@ def test_naive_baseline_timing_is_not_suspect(name):
                                 options=EvalOptions(time_budget_s=3, min_reps=3, max_reps=20))
     assert result.status is Status.ok, f"{name}: {result.status.value}: {result.message}"
     assert result.timing is not None
+    assert result.validation is not None and result.validation.n_passed == len(loaded.task.all_cases())
 
 
 # ------------------------------------------------------------------------------------ docs/tasks.md

@@ -272,61 +272,74 @@ def _compact(loaded: LoadedTask, ref: dict[str, np.ndarray]) -> tuple[dict[str, 
 def make_sets(loaded: LoadedTask, sizes: Sizes, log: Log = lambda m: None) -> tuple[dict[int, InputSet], bool]:
     """S0..S3 in memory (no files): fresh sets drawn, derived ones grown until every replay fails.
 
-    The two fresh sets are made side by side, then the two derived ones (NumPy releases the GIL in the
-    heavy work, so two threads nearly halve the time of a 64M-element task); a derived set is checked
-    against the fresh sets first and against the other derived set after, re-grown if that fails."""
-    fresh = [(i, k, b, d) for i, k, b, d in PLAN if k == FRESH]
-    derived = [(i, k, b, d) for i, k, b, d in PLAN if k == DERIVED]
+    The inputs of all four sets are cheap (the derived ones are the fresh ones with chunks written in), so
+    they are made first and the four references, the costly part, are computed side by side (NumPy releases
+    the GIL in the heavy work: about a third of the serial time for a 64M-element task on 4 cores). Then
+    every replay is checked; a derived set whose replay would pass is grown (x4) and checked again."""
+    fresh = [i for i, k, _, _ in PLAN if k == FRESH]
+    derived = [(i, b, d) for i, k, b, d in PLAN if k == DERIVED]
+    with ThreadPoolExecutor(max_workers=len(PLAN), thread_name_prefix="benchdata") as pool:
+        inputs = dict(zip(fresh, pool.map(
+            lambda i: make_case_inputs(loaded, sizes, np.random.default_rng(SET_SEEDS[i])), fresh)))
+        chunks = {i: _draw_all_chunks(loaded, i, inputs[b], inputs[d], START_FRACTION) for i, b, d in derived}
+        for i, b, _ in derived:
+            inputs[i] = {n: apply_chunks(a, chunks[i].get(n)) for n, a in inputs[b].items()}
+        order = fresh + [i for i, _, _ in derived]
+        refs = dict(zip(order, pool.map(lambda i: _compact(loaded, reference_outputs(loaded, inputs[i], sizes)),
+                                        order)))
     sets: dict[int, InputSet] = {}
-    with ThreadPoolExecutor(max_workers=2, thread_name_prefix="benchdata") as pool:
-        for s in pool.map(lambda plan: _draw(loaded, sizes, plan[0], log), fresh):
-            sets[s.index] = s
-        distinct = True
-        for i, a in enumerate(fresh):           # two fresh sets must differ too
-            for b in fresh[i + 1:]:
-                x, y = sets[a[0]], sets[b[0]]
-                distinct &= replay_fails(loaded, sizes, x.expected, y.expected, y.rel_slack)
-                distinct &= replay_fails(loaded, sizes, y.expected, x.expected, x.rel_slack)
-        base_sets = [sets[i] for i, *_ in fresh]
-        made = list(pool.map(lambda plan: _derive(loaded, sizes, plan[0], sets[plan[2]], sets[plan[3]],
-                                                  base_sets, log), derived))
-    for s, ok in made:
-        sets[s.index] = s
+    for i in fresh:
+        sets[i] = InputSet(index=i, kind=FRESH, folder=None, expected=refs[i][0], rel_slack=refs[i][1],
+                           inputs=inputs[i])
+        log(f"benchmark data: set S{i} drawn")
+    for i, b, _ in derived:
+        sets[i] = InputSet(index=i, kind=DERIVED, folder=None, expected=refs[i][0], rel_slack=refs[i][1], base=b,
+                           chunks=chunks[i], fraction=START_FRACTION)
+    distinct = True
+    for k, a in enumerate(fresh):                # two fresh sets must differ too
+        for b in fresh[k + 1:]:
+            distinct &= _replays_fail(loaded, sizes, sets[a], sets[b])
+    for i, b, d in derived:
+        others = [sets[j] for j in sorted(sets) if j != i]
+        if all(_replays_fail(loaded, sizes, sets[i], o) for o in others):
+            log(f"benchmark data: set S{i} derived from S{b} ({_changed(sets[i])} elements changed)")
+            continue
+        sets[i], ok = _derive(loaded, sizes, i, sets[b], sets[d], others, log, start=START_FRACTION * 4)
         distinct &= ok
-    for k, (s, _) in enumerate(made):           # derived against derived (made apart from each other)
-        others = [sets[i] for i in sorted(sets) if i != s.index]
-        if not all(replay_fails(loaded, sizes, o.expected, s.expected, s.rel_slack)
-                   and replay_fails(loaded, sizes, s.expected, o.expected, o.rel_slack) for o in others):
-            _, _, b, d = derived[k]
-            sets[s.index], ok = _derive(loaded, sizes, s.index, sets[b], sets[d], others, log,
-                                        start=s.fraction * 4)
-            distinct &= ok
     return sets, distinct
 
 
-def _draw(loaded: LoadedTask, sizes: Sizes, index: int, log: Log) -> InputSet:
-    inputs = make_case_inputs(loaded, sizes, np.random.default_rng(SET_SEEDS[index]))
-    expected, slack = _compact(loaded, reference_outputs(loaded, inputs, sizes))
-    log(f"benchmark data: set S{index} drawn")
-    return InputSet(index=index, kind=FRESH, folder=None, expected=expected, rel_slack=slack, inputs=inputs)
+def _replays_fail(loaded: LoadedTask, sizes: Sizes, x: InputSet, y: InputSet) -> bool:
+    """Neither set's reference passes the other's check."""
+    return (replay_fails(loaded, sizes, x.expected, y.expected, y.rel_slack)
+            and replay_fails(loaded, sizes, y.expected, x.expected, x.rel_slack))
+
+
+def _changed(s: InputSet) -> int:
+    return sum(c.count for c in s.chunks.values())
+
+
+def _draw_all_chunks(loaded: LoadedTask, index: int, base: dict[str, np.ndarray], donor: dict[str, np.ndarray],
+                     fraction: float) -> dict[str, Chunks]:
+    """The chunks of derived set ``index`` at ``fraction`` (the same for the same set and fraction)."""
+    rng = np.random.default_rng(SET_SEEDS[index])
+    return {p.name: c for p in loaded.task.inputs
+            if (c := draw_chunks(p, base[p.name], donor[p.name], rng, fraction)) is not None}
 
 
 def _derive(loaded: LoadedTask, sizes: Sizes, index: int, base: InputSet, donor: InputSet, others: list[InputSet],
             log: Log, start: float = START_FRACTION) -> tuple[InputSet, bool]:
+    """Derived set ``index`` grown from ``start`` until no replay between it and ``others`` passes."""
     fraction = min(1.0, start)
     while True:
-        rng = np.random.default_rng(SET_SEEDS[index])
-        chunks = {p.name: c for p in loaded.task.inputs
-                  if (c := draw_chunks(p, base.inputs[p.name], donor.inputs[p.name], rng, fraction)) is not None}
+        chunks = _draw_all_chunks(loaded, index, base.inputs, donor.inputs, fraction)
         inputs = {n: apply_chunks(a, chunks.get(n)) for n, a in base.inputs.items()}
         expected, slack = _compact(loaded, reference_outputs(loaded, inputs, sizes))
         s = InputSet(index=index, kind=DERIVED, folder=None, expected=expected, rel_slack=slack, base=base.index,
                      chunks=chunks, fraction=fraction)
-        ok = all(replay_fails(loaded, sizes, o.expected, s.expected, s.rel_slack)
-                 and replay_fails(loaded, sizes, s.expected, o.expected, o.rel_slack) for o in others)
+        ok = all(_replays_fail(loaded, sizes, s, o) for o in others)
         if ok or fraction >= 1.0 or not chunks:
-            log(f"benchmark data: set S{index} derived from S{base.index} "
-                f"({sum(c.count for c in chunks.values())} elements changed)")
+            log(f"benchmark data: set S{index} derived from S{base.index} ({_changed(s)} elements changed)")
             return s, ok
         fraction = min(1.0, fraction * 4)
 
