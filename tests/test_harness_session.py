@@ -146,6 +146,19 @@ def test_a_wrong_first_call_at_the_benchmark_shape_stops_the_worker(gelu_small, 
     assert "on the first call" in res.message and res.timing is None, res.message   # no timed loop after it
 
 
+def test_a_wrong_call_inside_the_loop_stops_the_repeated_timings(gelu_small, tmp_path):
+    """Once a kept output of the loop fails its check the verdict is decided: the worker is stopped instead
+    of timing the wrong kernel again (the repeats), and the message still names the first wrong call."""
+    res = judge(gelu_small, "gelu_memo_pointer", tmp_path, timing_repeats=4, min_reps=400, max_reps=400)
+    assert res.status == Status.wrong_answer and "at the benchmark shape on timed call" in res.message, res.message
+    log = (tmp_path / "work" / "worker_stderr.log").read_text()
+    assert "handing back the last output" in log
+    assert "timing: repeat 4 of 4" not in log, log[-2000:]
+    honest = judge(gelu_small, "gelu_ok", tmp_path / "honest", timing_repeats=4, min_reps=400, max_reps=400)
+    assert honest.status == Status.ok, honest.message
+    assert "timing: repeat 4 of 4" in (tmp_path / "honest" / "work" / "worker_stderr.log").read_text()
+
+
 def test_working_on_the_first_call_only_fails(gelu_small, tmp_path):
     res = judge(gelu_small, "gelu_first_call_only", tmp_path)
     assert res.status == Status.wrong_answer, res.message

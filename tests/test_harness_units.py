@@ -413,3 +413,32 @@ def test_eval_command_without_device_exits_2(tmp_path, monkeypatch, capsys):
     assert main(["eval", "gelu", str(tmp_path / "missing.cu")]) == 2
     err = capsys.readouterr()
     assert "missing.cu" in err.out + err.err
+
+
+def test_a_large_failed_check_reports_the_same_counts_block_by_block_and_over_threads():
+    """The failure diagnosis of a multi-block output (split over threads) gives the counts, the first bad
+    element of each kind and the error maxima of a whole-array pass."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from cuda_llm.tools import validate
+
+    n = 5 * validate.CHUNK + 7
+    rng = np.random.default_rng(4)
+    exp = rng.normal(size=n).astype(np.float32)
+    wrong = exp.copy()
+    wrong[[3 * validate.CHUNK + 1, n - 1]] += 1.0
+    poisoned = wrong.copy()
+    poisoned[[validate.CHUNK + 5, 4 * validate.CHUNK]] = validate.poisoned((2,), np.dtype(np.float32))
+    nonfinite = wrong.copy()
+    nonfinite[[2 * validate.CHUNK + 9]] = np.inf
+    with ThreadPoolExecutor(4) as pool:
+        for got, kind, count, first in ((wrong, "wrong_values", 2, 3 * validate.CHUNK + 1),
+                                        (poisoned, "unwritten", 2, validate.CHUNK + 5),
+                                        (nonfinite, "nonfinite", 1, 2 * validate.CHUNK + 9)):
+            serial = validate.compare_output("y", got, exp, (1e-5, 1e-5), is_float=True)
+            threaded = validate.compare_output("y", got, exp, (1e-5, 1e-5), is_float=True, pool=pool)
+            assert repr(serial) == repr(threaded)               # NaN (the poison) is not == itself
+            assert not serial["passed"] and serial["kind"] == kind and serial["first_bad_index"] == [first]
+            assert serial["reason"].startswith(f"y: {count} ")
+            finite = np.isfinite(got)
+            assert serial["max_abs_err"] == pytest.approx(float(np.abs(got[finite].astype(np.float64) - exp[finite]).max()))

@@ -323,8 +323,8 @@ class Judge:
         repeats: list[tuple[float, float]] = []
         snaps: list[tuple[str, int, int]] = []          # (key, set, call) in call order
         while True:
-            if self.checker.done("first") and not self.checker.result("first").passed:
-                self.session.kill()                     # decided: the first call was wrong
+            if self._a_bench_check_failed():
+                self.session.kill()                     # decided: a call at the benchmark shape was wrong
                 self._stopped_early = True
                 break
             ev = self._event()
@@ -397,9 +397,16 @@ class Judge:
         self.resp.repeat_seconds = [seconds - sum(t for _, t in repeats)] + [t for _, t in repeats]
         return True
 
+    def _a_bench_check_failed(self) -> bool:
+        """A finished check at the benchmark shape failed (never waits): the rest of the loop, the call on fresh
+        inputs and the repeated timings cannot change the verdict, so the worker is stopped."""
+        return any(self.checker.done(k) and not self.checker.result(k).passed for k in self._bench_keys())
+
+    def _bench_keys(self) -> tuple[str, ...]:
+        return ("first", "last", "post") + tuple(f"snap{k}" for k in range(3 * SLOTS_PER_SET))
+
     def _bench_checks_failed(self) -> bool:
-        keys = ("first", "last", "post") + tuple(f"snap{k}" for k in range(3 * SLOTS_PER_SET))
-        return any(self.checker.has(k) and not self.checker.result(k).passed for k in keys)
+        return any(self.checker.has(k) and not self.checker.result(k).passed for k in self._bench_keys())
 
     def _bench_failure(self, n: int, snaps: list[tuple[str, int, int]]) -> CaseResult | None:
         """The first failing check at the benchmark shape, in call order, with where it happened."""

@@ -7,6 +7,7 @@ the kernel never wrote keeps the poison and fails, even where the reference happ
 from __future__ import annotations
 
 from concurrent.futures import Executor
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -141,43 +142,96 @@ def compare_output(name: str, got: np.ndarray, expected: np.ndarray, tol: Any, *
     if quick is not None:               # every element finite and within tolerance: only the error maxima
         res["max_abs_err"], res["max_rel_err"] = quick
         return res
-    g = got.astype(np.float64)
-    e = expected.astype(np.float64)
-    # never written: the poison survived where the reference holds something else
-    got = np.ascontiguousarray(got)
-    if is_float:
-        unwritten = is_poison(got) & ~np.isnan(e)
-    else:
-        unwritten = is_poison(got) & (expected != poison_value(got.dtype)) if got.dtype in _POISON_BITS \
-            else np.zeros(g.shape, bool)
-    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
-        diff = np.abs(g - e)               # Inf - Inf is NaN: judged by the rules below
-        finite = np.isfinite(g)
-        bad_nonfinite = ~finite & ~(g == e)          # NaN/Inf never passes unless the reference has the same Inf
-        ok = within(diff, np.abs(e), atol, rtol) | (g == e)   # g == e: the same Inf as the reference
-        ok &= ~bad_nonfinite
-        if _exact_integers(got, expected, atol, rtol):
-            ok = got == expected
-    fin = finite & np.isfinite(e)
-    if fin.any():
-        res["max_abs_err"] = float(diff[fin].max())
-        rel = diff[fin] / np.maximum(np.abs(e[fin]), 1e-30)
-        res["max_rel_err"] = float(rel.max())
-    n_unwritten = int(unwritten.sum())
-    if n_unwritten:
-        flat = int(np.flatnonzero(unwritten.reshape(-1))[0])
-        return fail(flat, f"{name}: {n_unwritten} of {got.size} elements never written (the poison value "
-                          f"survived; wrong bounds, a kernel that did not launch, or work skipped)", "unwritten")
-    if bad_nonfinite.any():
-        flat = int(np.flatnonzero(bad_nonfinite.reshape(-1))[0])
-        n = int(bad_nonfinite.sum())
-        return fail(flat, f"{name}: {n} NaN/Inf values where the reference is finite", "nonfinite")
-    if not ok.all():
-        flat = int(np.flatnonzero(~ok.reshape(-1))[0])
-        n = int((~ok).sum())
+    stats = _failure_stats(np.ascontiguousarray(got).reshape(-1), np.ascontiguousarray(expected).reshape(-1),
+                           atol, rtol, is_float=is_float, pool=pool)
+    res["max_abs_err"], res["max_rel_err"] = stats.max_abs, stats.max_rel
+    if stats.unwritten:
+        return fail(stats.first_unwritten, f"{name}: {stats.unwritten} of {got.size} elements never written (the "
+                                           f"poison value survived; wrong bounds, a kernel that did not launch, or "
+                                           f"work skipped)", "unwritten")
+    if stats.nonfinite:
+        return fail(stats.first_nonfinite, f"{name}: {stats.nonfinite} NaN/Inf values where the reference is finite",
+                    "nonfinite")
+    if stats.bad:
         worst = "" if res["max_abs_err"] is None else f"; max abs err {res['max_abs_err']:.3g}"
-        return fail(flat, f"{name}: {n} of {got.size} elements outside tolerance (atol {atol:g}, rtol {rtol:g}){worst}", "wrong_values")
+        return fail(stats.first_bad, f"{name}: {stats.bad} of {got.size} elements outside tolerance (atol {atol:g}, "
+                                     f"rtol {rtol:g}){worst}", "wrong_values")
     return res
+
+
+@dataclass
+class _Stats:
+    """What a failed check reports, summed over blocks: counts, first flat index of each kind, error maxima."""
+
+    unwritten: int = 0
+    first_unwritten: int = -1
+    nonfinite: int = 0
+    first_nonfinite: int = -1
+    bad: int = 0
+    first_bad: int = -1
+    max_abs: float | None = None
+    max_rel: float | None = None
+
+    def add(self, o: "_Stats") -> "_Stats":
+        for kind in ("unwritten", "nonfinite", "bad"):
+            n, first = getattr(o, kind), getattr(o, f"first_{kind}")
+            if n and getattr(self, f"first_{kind}") < 0:
+                setattr(self, f"first_{kind}", first)          # blocks are added in order
+            setattr(self, kind, getattr(self, kind) + n)
+        for m in ("max_abs", "max_rel"):
+            mine, theirs = getattr(self, m), getattr(o, m)
+            setattr(self, m, theirs if mine is None else mine if theirs is None else max(mine, theirs))
+        return self
+
+
+def _failure_stats(g_flat: np.ndarray, e_flat: np.ndarray, atol: float, rtol: float, *, is_float: bool,
+                   pool: Executor | None) -> _Stats:
+    """The full diagnosis of a failed check, block by block (float64 temporaries that stay in the CPU
+    caches), over the pool's threads for a large output: a 64M-element failure costs about what a pass does."""
+    exact = _exact_integers(g_flat, e_flat, atol, rtol)
+    poisoned = g_flat.dtype in _POISON_BITS
+    poison = poison_value(g_flat.dtype) if poisoned and not is_float else None
+
+    def block(lo: int, hi: int) -> _Stats:
+        out = _Stats()
+        for i in range(lo, hi, CHUNK):
+            j = min(i + CHUNK, hi)
+            got, exp = g_flat[i:j], e_flat[i:j]
+            g, e = got.astype(np.float64), exp.astype(np.float64)
+            if is_float:
+                unwritten = is_poison(got) & ~np.isnan(e)
+            else:
+                unwritten = is_poison(got) & (exp != poison) if poisoned else np.zeros(g.shape, bool)
+            with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+                diff = np.abs(g - e)               # Inf - Inf is NaN: judged by the rules below
+                finite = np.isfinite(g)
+                bad_nonfinite = ~finite & ~(g == e)          # NaN/Inf never passes unless the reference has the same Inf
+                ok = within(diff, np.abs(e), atol, rtol) | (g == e)   # g == e: the same Inf as the reference
+                ok &= ~bad_nonfinite
+                if exact:
+                    ok = got == exp
+            fin = finite & np.isfinite(e)
+            part = _Stats()
+            if fin.any():
+                part.max_abs = float(diff[fin].max())
+                part.max_rel = float((diff[fin] / np.maximum(np.abs(e[fin]), 1e-30)).max())
+            for kind, mask in (("unwritten", unwritten), ("nonfinite", bad_nonfinite), ("bad", ~ok)):
+                n = int(mask.sum())
+                if n:
+                    setattr(part, kind, n)
+                    setattr(part, f"first_{kind}", i + int(np.flatnonzero(mask)[0]))
+            out.add(part)
+        return out
+
+    n = g_flat.size
+    if pool is None or n <= 4 * CHUNK:
+        return block(0, n)
+    parts = max(2, min(16, n // (4 * CHUNK)))
+    step = -(-n // parts // CHUNK) * CHUNK
+    total = _Stats()
+    for part in pool.map(lambda lo: block(lo, min(n, lo + step)), range(0, n, step)):
+        total.add(part)
+    return total
 
 
 def passes(got: np.ndarray, expected: np.ndarray, tol: Any) -> bool:

@@ -341,6 +341,7 @@ class Worker:
             self.emit("post", set=c.post_set)
 
             for r in range(c.timing_repeats - 1):
+                progress(f"timing: repeat {r + 2} of {c.timing_repeats}")
                 t0 = time.perf_counter()
                 rs, _, rstop = self._loop(c, prepare, call, Schedule(c.schedule_seed + 1 + r, c.timed_sets, 0), None,
                                           report=False)
