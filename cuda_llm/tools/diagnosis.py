@@ -2,19 +2,23 @@
 
 Every rule estimates the time it costs: how many milliseconds of the kernel (or of solve()) would go if
 what it found were fixed. The bottleneck is the finding with the largest estimated time lost, not the
-first rule that fires, so a kernel at 92% of DRAM speed of light is not called "bank-conflicts" because
+first rule that fires (and, where one unit is 80% busy or more and no finding costs 10%, that unit:
+compute-bound or memory-bound), so a kernel at 92% of DRAM speed of light is not called "bank-conflicts" because
 its shared scratch has a few. A kernel at 85% of speed of light or more is "at the roof": only fewer bytes
 or flops, or another algorithm, can help, or the search should stop.
 
 The estimates, with Tk the diagnosed (longest) kernel's time and U a unit's % of its peak:
 
-    launch-overhead     solve() time outside kernels (without a timing: 2 us per extra launch), plus the
+    launch-overhead     solve() time outside kernels beyond 10% of the kernel time (event time and Nsight
+                        Compute agree within that; without a timing: 2 us per extra launch), plus the
                         idle time of kernels shorter than 10 us
-    excess-dram-traffic (DRAM bytes - the task's minimum bytes) / peak bandwidth
+    excess-dram-traffic (DRAM bytes - the task's minimum bytes) / peak bandwidth; under a compute roof times
+                        U(DRAM), the share of the transfers the math does not hide
     cache-rereads       Tk * U(L1 or L2) * (global share of its traffic) * (useful sectors) - speed of light,
                         when a cache is the busiest unit: data re-read through the cache instead of reused
                         from registers or shared memory
-    uncoalesced-access  Tk * U(memory) * (1 - 4 / sectors per request), above 16 sectors per request
+    uncoalesced-access  Tk * U(memory) * sum over loads and stores above 16 sectors per request of (their
+                        share of the global sectors) * (1 - 4 / sectors per request)
     bank-conflicts      Tk * U(L1/shared) * conflicts / wavefronts
     register-spills     Tk * U(memory) * local bytes / (local + global bytes)
     divergence          Tk * U(SM) * (1 - active lanes / 32)
@@ -68,6 +72,10 @@ OCCUPANCY_ROOM_PCT = 50.0       # achieved occupancy under this
 LONG_SCOREBOARD_SHARE = 50.0    # long_scoreboard at least this share of the stalls
 LITTLE_ILP_CYCLES = 20.0        # a warp waits this many cycles between its instructions, or more
 MIN_LOSS_SHARE = 0.02           # findings costing less than 2% of the time are evidence, not bottlenecks
+EVENT_NCU_AGREEMENT = 0.10      # event time and Nsight Compute's duration of the same kernels agree within 10%:
+                                # a smaller gap between solve() time and kernel time is not evidence of launches
+SATURATED_PCT = 80.0            # a unit this busy, with no finding costing SATURATED_LOSS_SHARE or more,
+SATURATED_LOSS_SHARE = 0.10     # is what bounds the kernel (compute-bound or memory-bound), not the small findings
 
 # Which stall reasons mean what (WarpStateStats). Each group's share of the idle time is one finding.
 STALL_GROUPS: dict[str, tuple[str, ...]] = {
@@ -228,8 +236,8 @@ def _launch(f: Facts) -> Finding | None:
         return None
     ev: list[str] = []
     gaps = 0.0
-    if f.roofline is not None:   # measured: solve() time not spent in kernels
-        gaps = max(0.0, f.roofline.median_ms - f.kernel_ms)
+    if f.roofline is not None:   # measured: solve() time not spent in kernels, beyond what the two timers disagree by
+        gaps = max(0.0, f.roofline.median_ms - f.kernel_ms - EVENT_NCU_AGREEMENT * f.kernel_ms)
         lost = gaps
     else:                        # estimated: what each extra launch costs
         lost = max(0, f.n_launches - 1) * LAUNCH_OVERHEAD_US / 1e3
@@ -252,8 +260,9 @@ def _excess_dram(f: Facts) -> Finding | None:
     ratio = k.dram_bytes / r.bytes
     if ratio < EXCESS_DRAM_RATIO:
         return None
-    if r.peak_bandwidth_gbs:
-        lost = (k.dram_bytes - r.bytes) / (r.peak_bandwidth_gbs * 1e9) * 1e3
+    if r.peak_bandwidth_gbs:   # the extra transfers; under a compute roof only DRAM's busy share is not hidden by math
+        busy = 1.0 if r.limiter == "memory" else min(1.0, (k.dram_throughput_pct or 100.0) / 100)
+        lost = (k.dram_bytes - r.bytes) / (r.peak_bandwidth_gbs * 1e9) * 1e3 * busy
     else:
         lost = f.tk * (k.dram_throughput_pct or 0) / 100 * (1 - 1 / ratio)
     return Finding(lost, [f"DRAM bytes = {k.dram_bytes / 1e6:.4g} MB vs the task's minimum {r.bytes / 1e6:.4g} MB "
@@ -300,17 +309,19 @@ def _uncoalesced(f: Facts) -> Finding | None:
     k = f.kernel
     if k is None:
         return None
-    ev, worst = [], 0.0
-    for label, spr, n in (("load", k.load_sectors_per_request, k.global_load_requests),
-                          ("store", k.store_sectors_per_request, k.global_store_requests)):
+    ev, waste = [], 0.0
+    loads, stores = k.global_load_sectors or 0.0, k.global_store_sectors or 0.0
+    for label, spr, n, sectors in (("load", k.load_sectors_per_request, k.global_load_requests, loads),
+                                   ("store", k.store_sectors_per_request, k.global_store_requests, stores)):
         if spr is not None and spr > UNCOALESCED_SECTORS and (n or 0) >= MIN_REQUESTS:
             ev.append(f"global {label}s: {spr:.1f} sectors of 32 B per warp request (4 when a warp reads "
                       f"consecutive floats): uncoalesced access")
-            worst = max(worst, 1.0 - 4.0 / spr)
+            share = sectors / (loads + stores) if loads + stores > 0 else 1.0   # of the global traffic
+            waste += share * (1.0 - 4.0 / spr)
     if not ev:
         return None
     busy = max(k.memory_throughput_pct or 0.0, k.l1_throughput_pct or 0.0)
-    return Finding(f.tk * busy / 100 * worst, ev)
+    return Finding(f.tk * busy / 100 * waste, ev)
 
 
 def _bank(f: Facts) -> Finding | None:
@@ -403,6 +414,18 @@ def _stall_group(group: str) -> Callable[[Facts], Finding | None]:
         return Finding(lost, ev)
 
     return estimate
+
+
+def _saturated_unit(f: Facts, findings: list, total: float) -> tuple[Bottleneck, str] | None:
+    """(bottleneck, unit) when one unit is saturated and every finding is small: the unit bounds the kernel."""
+    k = f.kernel
+    if k is None or f.unit_max() < SATURATED_PCT:
+        return None
+    if findings and findings[0][1].lost_ms >= SATURATED_LOSS_SHARE * total:
+        return None
+    if (k.sm_throughput_pct or 0.0) >= (k.memory_throughput_pct or 0.0):
+        return "compute-bound", "the SM"
+    return "memory-bound", "memory"
 
 
 # ---------------------------------------------------------------------------------------- features
@@ -599,10 +622,16 @@ def diagnose(profile: ProfileResult | None, roofline: RooflinePoint | None, comp
     if at_roof:
         assert r is not None
         bottleneck: Bottleneck = "memory-bound" if r.limiter == "memory" else "compute-bound"
-        features = list(AT_ROOF_MEMORY if r.limiter == "memory" else AT_ROOF_COMPUTE) + features
+        features = list(AT_ROOF_MEMORY if r.limiter == "memory" else AT_ROOF_COMPUTE)  # fewer bytes/flops only
         summary = (f"at the roof: {r.pct_of_sol:.3g}% of speed of light ({r.limiter}-limited). Only fewer "
                    f"{'bytes' if r.limiter == 'memory' else 'flops'}, or another algorithm or unit, can help; "
                    f"or stop here.")
+    elif (saturated := _saturated_unit(f, findings, total)) is not None:
+        bottleneck, unit = saturated
+        summary = (f"{unit} is busy {f.unit_max():.0f}% of the time and no finding costs {SATURATED_LOSS_SHARE:.0%} "
+                   f"or more: the kernel is {bottleneck}; what is left is doing less work on that unit.")
+        if r is not None and r.pct_of_sol is not None:
+            summary += f" At {r.pct_of_sol:.3g}% of speed of light ({r.limiter}-limited roofline)."
     elif findings:
         top_rule, _, bottleneck = findings[0]
         summary = top_rule.advice + f" Estimated {losses[0].share_pct:.0f}% of the time lost to {top_rule.name}."
