@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from concurrent.futures import Executor
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -223,15 +223,19 @@ def _failure_stats(g_flat: np.ndarray, e_flat: np.ndarray, atol: float, rtol: fl
             out.add(part)
         return out
 
-    n = g_flat.size
-    if pool is None or n <= 4 * CHUNK:
-        return block(0, n)
-    parts = max(2, min(16, n // (4 * CHUNK)))
-    step = -(-n // parts // CHUNK) * CHUNK
     total = _Stats()
-    for part in pool.map(lambda lo: block(lo, min(n, lo + step)), range(0, n, step)):
+    for part in _over_blocks(block, g_flat.size, pool):
         total.add(part)
     return total
+
+
+def _over_blocks(block: Callable[[int, int], Any], n: int, pool: Executor | None) -> list[Any]:
+    """``block(lo, hi)`` over [0, n) in order: one call, or up to 16 parts of whole CHUNKs on the pool's threads."""
+    if pool is None or n <= 4 * CHUNK:
+        return [block(0, n)]
+    parts = max(2, min(16, n // (4 * CHUNK)))
+    step = -(-n // parts // CHUNK) * CHUNK
+    return list(pool.map(lambda lo: block(lo, min(n, lo + step)), range(0, n, step)))
 
 
 def passes(got: np.ndarray, expected: np.ndarray, tol: Any) -> bool:
@@ -288,12 +292,7 @@ def _passes_quickly(got: np.ndarray, expected: np.ndarray, atol: float, rtol: fl
                     max_rel = max(max_rel, float((diff / np.maximum(mag, 1e-30)).max()))
         return max_abs, max_rel
 
-    n = g_flat.size
-    if pool is None or n <= 4 * CHUNK:
-        return block(0, n)
-    parts = max(2, min(16, n // (4 * CHUNK)))
-    step = -(-n // parts // CHUNK) * CHUNK
-    results = list(pool.map(lambda lo: block(lo, min(n, lo + step)), range(0, n, step)))
+    results = _over_blocks(block, g_flat.size, pool)
     if any(r is None for r in results):
         return None
     return max(r[0] for r in results), max(r[1] for r in results)  # type: ignore[index]
