@@ -1,0 +1,108 @@
+"""benchmarks/throughput_bench.py on the CPU, with "GPUs" that sleep per measurement: today's path and the pool
+on one GPU measured candidate by candidate in alternating order, the paired cost and its interval, the pool's
+own work per job taken from its trace events, and the table's verdicts, so that the GPU machine's run cannot
+fail in its arithmetic or its reporting."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+from sleeping_gpu_evaluator import SleepingGpuEvaluator, intervals, read_spans
+
+from cuda_llm.graph.gpu_pool import EvaluatorSlot, GpuPool
+from cuda_llm.tasks import load_task
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+import throughput_bench as tb  # noqa: E402
+
+
+def cands(n: int) -> list[tuple[str, str]]:
+    return [(f"t{i:02d}", f"// variant: t{i:02d}\nextern \"C\" void solve(const float* x, float* y, int r, int c) {{}}\n")
+            for i in range(n)]
+
+
+@pytest.fixture
+def two_paths(tmp_path):
+    log = tmp_path / "spans.jsonl"
+    today = SleepingGpuEvaluator("today", sleep_s=0.02, span_log=log)
+    pool = GpuPool([EvaluatorSlot(SleepingGpuEvaluator("pool", sleep_s=0.02, span_log=log), "0")], arch="sm_90",
+                   device=None)
+    yield [tb.Path_("today", today, 1), tb.pool_path("pool-1", pool)], log
+    pool.close()
+
+
+def test_both_paths_measure_every_candidate_back_to_back_in_alternating_order(tmp_path, two_paths):
+    paths, log = two_paths
+    said: list[str] = []
+    rows = tb.measure_paired(paths, load_task("softmax"), cands(4), tmp_path / "work", rounds=2, progress=said.append)
+    assert [r["mode"] for r in rows] == ["today", "pool-1"]
+    for r in rows:
+        assert (r["candidates"], r["rounds"], r["passed"], len(r["walls"])) == (4, 2, 4, 8)
+        assert r["status"] == "ok" and r["per_gpu_hour"] > 0 and r["wall_s"] > 0.02 * 4
+    runs = sorted(intervals(read_spans(log)), key=lambda s: s[3])
+    assert len(runs) == 16                        # 4 candidates x 2 rounds x 2 paths, each measured (fresh caches)
+    firsts = [runs[i][0] for i in range(0, 16, 2)]
+    assert firsts == ["today", "pool", "today", "pool", "pool", "today", "pool", "today"]
+    assert all(runs[i][2] == runs[i + 1][2] for i in range(0, 16, 2))     # twins back to back
+    assert len(said) == 8 and said[-1].startswith("round 2/2, candidate 4/4: today ")
+
+
+def test_the_pools_own_work_is_the_call_less_the_workers_time(tmp_path, two_paths):
+    paths, _ = two_paths
+    tb.measure_paired(paths, load_task("softmax"), cands(3), tmp_path / "work")
+    own = tb.own_cost_ms(paths[1])
+    assert len(own) == 3 and all(0 <= x < 20 for x in own)       # a hand-off, not the 20 ms sleep
+    assert tb.own_cost_ms(paths[0]) == []                        # today's path has no pool events
+    paths[1].events.append({"event": "gpu_job", "status": "done", "start": 0.0, "end": 1.0})
+    assert tb.own_cost_ms(paths[1]) == []                        # events and calls that do not pair up
+
+
+def test_own_cost_from_events():
+    p = tb.Path_("pool-1", object(), 1, [{"event": "gpu_job", "status": "done", "start": 10.0, "end": 12.0},
+                                          {"event": "gpu_job", "status": "lost", "start": 12.0, "end": 12.5},
+                                          {"event": "gpu_job", "status": "done", "start": 13.0, "end": 13.5}])
+    p.calls = [2.003, 0.5005]
+    assert tb.own_cost_ms(p) == pytest.approx([3.0, 0.5])
+
+
+def test_pair_cost_and_interval():
+    cost, half = tb.pair_cost([1.0, 1.0, 1.0, 1.0], [1.1, 1.1, 1.1, 1.1])
+    assert cost == pytest.approx(0.10) and half == pytest.approx(0.0)
+    cost, half = tb.pair_cost([1.0, 2.0, 1.0, 2.0], [1.2, 1.8, 1.2, 1.8])
+    assert cost == pytest.approx(0.0) and half == pytest.approx(1.96 * 0.23094 / 2 / 1.5, rel=1e-3)
+    with pytest.raises(ValueError, match="one twin per candidate"):
+        tb.pair_cost([1.0], [1.0, 2.0])
+
+
+def test_verdicts_say_met_or_not_and_when_the_interval_leaves_it_open():
+    rows = [{"mode": "today", "gpus": 1, "per_gpu_hour": 1000.0}, {"mode": "pool-1", "gpus": 1, "per_gpu_hour": 990.0},
+            {"mode": "pool-N", "gpus": 2, "per_gpu_hour": 900.0}]
+    paired = {"cost": 0.02, "half": 0.01, "pairs": 48, "own_ms": [0.2, 0.3, 0.9], "base_walls": [3.0] * 48}
+    text = "\n".join(tb.verdicts(rows, 2, paired))
+    assert "+2.0% cost, 95% interval ±1.0% (48 candidates" in text and "): met" in text
+    assert "median 0.30 ms, largest 0.90 ms (0.010% of a candidate's evaluation)" in text
+    assert "pool on 2 GPUs: 1.82x the one-GPU rate (target: at least 1.8x): met" in text
+    assert "reaches" not in text
+    open_ = "\n".join(tb.verdicts(rows, 2, {**paired, "cost": 0.04, "half": 0.03}))
+    assert "): met; its 95% interval reaches +7.0%" in open_
+    assert "NOT met" in "\n".join(tb.verdicts(rows, 2, {**paired, "cost": 0.08}))
+    unpaired = tb.verdicts(rows[:2], 1)
+    assert unpaired[0].startswith("pool on one GPU against today's path: +1.0% cost") and "one GPU" in unpaired[1]
+
+
+def test_the_table_has_a_row_per_path_and_the_verdicts(tmp_path, two_paths):
+    paths, _ = two_paths
+    cs = cands(2)
+    rows = tb.measure_paired(paths, load_task("softmax"), cs, tmp_path / "work")
+    cost, half = tb.pair_cost(rows[0]["walls"], rows[1]["walls"])
+    paired = {"cost": cost, "half": half, "pairs": 2, "own_ms": tb.own_cost_ms(paths[1]),
+              "base_walls": rows[0]["walls"]}
+    rows.append({"mode": "ray", "status": "not installed (pip install -e '.[ray]')"})
+    text = tb.write_table(tmp_path, rows, "test GPUs that sleep", 1, cs, 2.0, paired)
+    assert text == (tmp_path / "throughput.md").read_text()
+    assert "| today | 1 | 2 | 1 | 2 |" in text and "| pool-1 | 1 | 2 | 1 | 2 |" in text
+    assert "| ray | - | - | - | - | - | - | - | not installed" in text
+    assert "pool on one GPU against today's path:" in text and "the pool's own work per job" in text
+    assert (tmp_path / "throughput.json").is_file()
