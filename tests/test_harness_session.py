@@ -9,6 +9,8 @@ from __future__ import annotations
 import re
 import shutil
 import sys
+import threading
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -95,6 +97,46 @@ def test_forged_event_times_are_caught_by_the_parents_clock(gelu_small, tmp_path
     # timed again (a busy host can disagree once), and forged again: the second timing is as suspect
     assert res.timing.doubts == ["clock"] and res.timing.retimed_because.startswith("timing 1 disagreed")
     assert (tmp_path / "work" / "eval_result-attempt1.json").exists() and "timed 2 times" in res.message
+
+
+@contextmanager
+def busy_parent(threads: int = 2):
+    """Python threads that keep this process's GIL busy, as the GPU pool's other evaluations and a run's coders
+    do: the thread that reads the worker's events then reads them late, in bunches."""
+    stop = threading.Event()
+
+    def spin() -> None:
+        while not stop.is_set():
+            sum(range(10_000))
+    pool = [threading.Thread(target=spin, daemon=True) for _ in range(threads)]
+    for t in pool:
+        t.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        for t in pool:
+            t.join()
+
+
+def test_the_parents_clock_sees_each_call_even_while_the_parent_is_busy(gelu_small, tmp_path):
+    """The events carry the kernel's send times (tools/event_channel.py): read late, they still say when each
+    call ended. Stamped when read, the busy parent saw a call cost 0.0-0.7 ms against 6.5 ms of events, and a
+    kernel that reported its calls twice as fast as they ran passed (below)."""
+    from cuda_llm.tools.worker_protocol import EvaluateResponse
+
+    with busy_parent():
+        res = judge(gelu_small, "gelu_ok", tmp_path, max_reps=12, clock_retries=0)
+    assert res.status == Status.ok, res.message
+    clock = EvaluateResponse.model_validate_json((tmp_path / "work" / "eval_result.json").read_text()).clock
+    assert clock.issues == [] and clock.parent_solve_ms == pytest.approx(clock.event_median_ms, rel=0.3)
+
+
+def test_a_twice_too_fast_timing_is_caught_while_the_parent_is_busy(gelu_small, tmp_path):
+    with busy_parent():
+        res = judge(gelu_small, "gelu_forged_2x", tmp_path, max_reps=12, clock_retries=0)
+    assert res.status == Status.suspect, res.message
+    assert res.timing.doubts == ["clock"] and "more than the same loop without solve()" in res.message
 
 
 def test_one_clock_disagreement_is_timed_again_and_a_clean_timing_passes(gelu_small, tmp_path):

@@ -26,8 +26,8 @@ def cands(n: int) -> list[tuple[str, str]]:
 @pytest.fixture
 def two_paths(tmp_path):
     log = tmp_path / "spans.jsonl"
-    today = SleepingGpuEvaluator("today", sleep_s=0.02, span_log=log)
-    pool = GpuPool([EvaluatorSlot(SleepingGpuEvaluator("pool", sleep_s=0.02, span_log=log), "0")], arch="sm_90",
+    today = SleepingGpuEvaluator("today", sleep_s=0.05, span_log=log)
+    pool = GpuPool([EvaluatorSlot(SleepingGpuEvaluator("pool", sleep_s=0.05, span_log=log), "0")], arch="sm_90",
                    device=None)
     yield [tb.Path_("today", today, 1), tb.pool_path("pool-1", pool)], log
     pool.close()
@@ -40,7 +40,7 @@ def test_both_paths_measure_every_candidate_back_to_back_in_alternating_order(tm
     assert [r["mode"] for r in rows] == ["today", "pool-1"]
     for r in rows:
         assert (r["candidates"], r["rounds"], r["passed"], len(r["walls"])) == (4, 2, 4, 8)
-        assert r["status"] == "ok" and r["per_gpu_hour"] > 0 and r["wall_s"] > 0.02 * 4
+        assert r["status"] == "ok" and r["per_gpu_hour"] > 0 and r["wall_s"] >= 0.19
     runs = sorted(intervals(read_spans(log)), key=lambda s: s[3])
     assert len(runs) == 16                        # 4 candidates x 2 rounds x 2 paths, each measured (fresh caches)
     firsts = [runs[i][0] for i in range(0, 16, 2)]
@@ -53,7 +53,7 @@ def test_the_pools_own_work_is_the_call_less_the_workers_time(tmp_path, two_path
     paths, _ = two_paths
     tb.measure_paired(paths, load_task("softmax"), cands(3), tmp_path / "work")
     own = tb.own_cost_ms(paths[1])
-    assert len(own) == 3 and all(0 <= x < 20 for x in own)       # a hand-off, not the 20 ms sleep
+    assert len(own) == 3 and all(0 <= x < 20 for x in own)       # a hand-off, not the 50 ms sleep
     assert tb.own_cost_ms(paths[0]) == []                        # today's path has no pool events
     paths[1].events.append({"event": "gpu_job", "status": "done", "start": 0.0, "end": 1.0})
     assert tb.own_cost_ms(paths[1]) == []                        # events and calls that do not pair up
@@ -77,13 +77,17 @@ def test_pair_cost_and_interval():
 
 
 def test_verdicts_say_met_or_not_and_when_the_interval_leaves_it_open():
-    rows = [{"mode": "today", "gpus": 1, "per_gpu_hour": 1000.0}, {"mode": "pool-1", "gpus": 1, "per_gpu_hour": 990.0},
-            {"mode": "pool-N", "gpus": 2, "per_gpu_hour": 900.0}]
+    rows = [{"mode": "today", "gpus": 1, "per_gpu_hour": 1000.0},
+            {"mode": "pool-1", "gpus": 1, "per_gpu_hour": 990.0, "candidates": 24, "eval_s": 72.0},
+            {"mode": "pool-N", "gpus": 2, "per_gpu_hour": 900.0, "candidates": 24, "eval_s": 75.6, "retimed": 2,
+             "busy_pct": {"0": 97.5, "1": 95.0}}]
     paired = {"cost": 0.02, "half": 0.01, "pairs": 48, "own_ms": [0.2, 0.3, 0.9], "base_walls": [3.0] * 48}
     text = "\n".join(tb.verdicts(rows, 2, paired))
     assert "+2.0% cost, 95% interval ±1.0% (48 candidates" in text and "): met" in text
     assert "median 0.30 ms, largest 0.90 ms (0.010% of a candidate's evaluation)" in text
-    assert "pool on 2 GPUs: 1.82x the one-GPU rate (target: at least 1.8x): met" in text
+    assert ("pool on 2 GPUs: 1.82x the one-GPU rate (target: at least 1.8x): met; each GPU busy 0: 97.5%, "
+            "1: 95.0% of the pass; one evaluation took 1.050x as long as on one GPU") in text
+    assert "timed again because the judge's clock doubted the first timing: pool-N 2" in text
     assert "reaches" not in text
     open_ = "\n".join(tb.verdicts(rows, 2, {**paired, "cost": 0.04, "half": 0.03}))
     assert "): met; its 95% interval reaches +7.0%" in open_
@@ -106,3 +110,17 @@ def test_the_table_has_a_row_per_path_and_the_verdicts(tmp_path, two_paths):
     assert "| ray | - | - | - | - | - | - | - | not installed" in text
     assert "pool on one GPU against today's path:" in text and "the pool's own work per job" in text
     assert (tmp_path / "throughput.json").is_file()
+
+
+def test_the_pool_over_two_gpus_says_how_busy_each_was(tmp_path):
+    log = tmp_path / "spans.jsonl"
+    pool = GpuPool([EvaluatorSlot(SleepingGpuEvaluator(str(i), sleep_s=0.05, span_log=log), str(i)) for i in range(2)],
+                   arch="sm_90", device=None)
+    try:
+        got = tb.measure(tb.pool_path("pool-N", pool), load_task("softmax"), cands(6), tmp_path / "work")
+    finally:
+        pool.close()
+    assert got["candidates"] == 6 and got["passed"] == 6 and got["retimed"] == 0 and got["eval_s"] >= 0
+    assert set(got["busy_pct"]) == {"0", "1"} and all(50 < v <= 100 for v in got["busy_pct"].values())
+    assert {g for g, *_ in intervals(read_spans(log))} == {"0", "1"}
+    assert tb.busy_pct([]) == {}

@@ -3,8 +3,9 @@ folder, a time limit (the whole process group killed on expiry), and one worker 
 fcntl lock in the cache directory), so timings never share the GPU.
 
 ``run_worker`` runs a one-shot command (device-info, run-once). ``WorkerSession`` is the judge's
-conversation with a serving worker: commands on its stdin, events on a pipe of their own, each event
-time-stamped by the parent's clock as it arrives (the cross-check of the worker's times uses them).
+conversation with a serving worker: commands on its stdin, events on a channel of their own, each event
+time-stamped on the parent's clock with when the worker sent it (tools/event_channel.py; the cross-check of
+the worker's times uses them).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from typing import Any, Iterator
 from pydantic import BaseModel
 
 from cuda_llm.paths import cache_dir
+from cuda_llm.tools.event_channel import EventChannel
 from cuda_llm.tools.worker_protocol import decode, encode
 
 # What the worker may inherit: what Python, the CUDA driver and runtime, and the package need. Nothing
@@ -189,15 +191,18 @@ class WorkerSession:
         self._events: queue.Queue[Event | None] = queue.Queue()
         self._stdout: list[str] = []
         self._stderr: list[str] = []
-        r, w = os.pipe()
-        cmd = [*_command(argv), "--events-fd", str(w)]
+        channel = EventChannel()
+        cmd = [*_command(argv), "--events-fd", str(channel.child_fd)]
         try:
             self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                         pass_fds=(w,), cwd=workdir, env=worker_env(device, workdir),
+                                         pass_fds=(channel.child_fd,), cwd=workdir, env=worker_env(device, workdir),
                                          start_new_session=True)
-        finally:
-            os.close(w)
-        self._threads = [threading.Thread(target=self._read_events, args=(r,), daemon=True),
+        except BaseException:
+            channel.close()
+            raise
+        channel.close_child()
+        self.stamped = channel.stamped       # event times are the kernel's send times (else: read times)
+        self._threads = [threading.Thread(target=self._read_events, args=(channel,), daemon=True),
                          threading.Thread(target=self._drain, args=(self.proc.stdout, self._stdout), daemon=True),
                          threading.Thread(target=self._drain, args=(self.proc.stderr, self._stderr), daemon=True)]
         for t in self._threads:
@@ -205,24 +210,15 @@ class WorkerSession:
         self.timed_out = False
 
     # readers ------------------------------------------------------------------------------------
-    def _read_events(self, fd: int) -> None:
-        pending = b""
+    def _read_events(self, channel: EventChannel) -> None:
         try:
-            while True:
-                chunk = os.read(fd, 1 << 16)
-                at = time.perf_counter()               # the parent's clock, as the bytes arrive
-                if not chunk:
-                    break
-                pending += chunk
-                *lines, pending = pending.split(b"\n")
-                for line in lines:
-                    obj = decode(line)
-                    if obj is not None:
-                        ev = Event(obj)
-                        ev.at = at
-                        self._events.put(ev)
+            for line, at in channel.lines():
+                obj = decode(line)
+                if obj is not None:
+                    ev = Event(obj)
+                    ev.at = at
+                    self._events.put(ev)
         finally:
-            os.close(fd)
             self._events.put(None)
 
     @staticmethod

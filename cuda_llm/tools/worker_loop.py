@@ -16,7 +16,6 @@ follows, for the parent's clock check; then the benchmark shape on an input set 
 
 from __future__ import annotations
 
-import os
 import sys
 import time
 import traceback
@@ -29,6 +28,7 @@ from cuda_llm.tasks import LoadedTask
 from cuda_llm.tasks.inputs import dims, scalar_value
 from cuda_llm.tasks.model import SCALAR_DTYPES
 from cuda_llm.tools import timing_stats, transport, validate
+from cuda_llm.tools.event_channel import write_all
 from cuda_llm.tools.timing_plan import Schedule
 from cuda_llm.tools.worker_protocol import (EXIT_CUDA_FAULT, EXIT_HARNESS, EXIT_OK, GUARD_BYTE, GUARD_BYTES,
                                             TimeCommand, decode, encode)
@@ -73,17 +73,13 @@ def progress(msg: str) -> None:
 
 
 class Events:
-    """JSON lines on the events pipe; one write per event (atomic below the pipe's buffer size)."""
+    """JSON lines on the events channel; one message per event (the parent stamps each with its send time)."""
 
     def __init__(self, fd: int):
         self.fd = fd
 
     def __call__(self, ev: str, **fields: Any) -> None:
-        data = encode({"ev": ev, **fields})
-        view = memoryview(data)
-        while view:
-            n = os.write(self.fd, view)
-            view = view[n:]
+        write_all(self.fd, encode({"ev": ev, **fields}))
 
 
 # --------------------------------------------------------------------------------------------- buffers

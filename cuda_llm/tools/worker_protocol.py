@@ -4,8 +4,8 @@ candidate code).
 The worker runs in a child process so that a crash, a CUDA fault, an exit or a hang of a candidate becomes
 a result instead of taking the caller down, and so that nothing the candidate does in that process can
 reach the verdict. The parent sends commands as JSON lines on the worker's stdin; the worker answers with
-JSON event lines on a pipe of its own (``--events-fd``; a candidate's printf goes to stdout, never there),
-which the parent time-stamps as they arrive. Arrays travel as .npy files in an exchange folder on tmpfs
+JSON event lines on a channel of its own (``--events-fd``; a candidate's printf goes to stdout, never there),
+which the parent time-stamps with when they were sent (event_channel.py). Arrays travel as .npy files in an exchange folder on tmpfs
 (see transport.py): inputs from the parent, raw outputs, inputs after the call and guard bytes back.
 
 Commands (parent -> worker):
