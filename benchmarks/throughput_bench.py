@@ -71,13 +71,15 @@ class Path_:
         self.name, self.inner, self.gpus = name, evaluator, gpus
         self.events = events if events is not None else []
         self.calls: list[float] = []
+        self.cpu_s = 0.0          # this process's CPU time (all threads) while a call of this path ran alone
 
     def evaluate(self, *args: Any) -> Any:
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         try:
             return self.inner.evaluate(*args)
         finally:
             self.calls.append(time.perf_counter() - t0)
+            self.cpu_s += time.process_time() - c0
 
     def __getattr__(self, name: str) -> Any:     # arch, device, parallelism, build...: the wrapped evaluator's
         return getattr(self.inner, name)
@@ -115,10 +117,11 @@ def measure(path: Path_, loaded: Any, cands: list[tuple[str, str]], work: Path) 
 
     cached = CachedEvaluator(path, work / path.name / "cache")
     jobs = [(src, cid, work / path.name / cid) for cid, src in cands]
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     results = [got.value for got in cached.evaluate_each(loaded, jobs)]
     out = row(path.name, path.gpus, results, [time.perf_counter() - t0])
     out["busy_pct"] = busy_pct(path.events)
+    out["parent_cpu_s"] = round((time.process_time() - c0) / max(1, len(results)), 3)
     return out
 
 
@@ -156,7 +159,10 @@ def measure_paired(paths: list[Path_], loaded: Any, cands: list[tuple[str, str]]
             if progress is not None:
                 progress(f"round {r + 1}/{rounds}, candidate {i + 1}/{len(cands)}: " +
                          ", ".join(f"{p.name} {walls[p.name][-1]:.2f} s" for p in paths))
-    return [row(p.name, p.gpus, results[p.name], walls[p.name], rounds) for p in paths]
+    rows = [row(p.name, p.gpus, results[p.name], walls[p.name], rounds) for p in paths]
+    for p, r in zip(paths, rows):       # one call at a time here: the process's CPU time is that call's
+        r["parent_cpu_s"] = round(p.cpu_s / max(1, len(results[p.name])), 3)
+    return rows
 
 
 def pair_cost(base: list[float], other: list[float]) -> tuple[float, float]:
@@ -243,11 +249,12 @@ def write_table(out: Path, rows: list[dict], device: str, n_visible: int, cands:
     from cuda_llm.report.formats import md_table
 
     table = md_table(("mode", "GPUs", "candidates", "rounds", "passed", "wall s", "of it timing s",
-                      "candidates per GPU-hour", "status"),
+                      "parent CPU s per candidate", "candidates per GPU-hour", "status"),
                      [[r["mode"], str(r.get("gpus", "-")), str(r.get("candidates", "-")), str(r.get("rounds", "-")),
                        str(r.get("passed", "-")),
                        f"{r['wall_s']:.1f}" if r.get("wall_s") is not None else "-",
                        f"{r['timing_s']:.1f}" if r.get("timing_s") is not None else "-",
+                       f"{r['parent_cpu_s']:.2f}" if r.get("parent_cpu_s") is not None else "-",
                        f"{r['per_gpu_hour']:.0f}" if r.get("per_gpu_hour") else "-", r["status"]] for r in rows])
     gaps = spread(rows, cands)
     text = "\n".join([
@@ -255,7 +262,8 @@ def write_table(out: Path, rows: list[dict], device: str, n_visible: int, cands:
         f"Device: {device}, {n_visible} visible GPU(s). {len(cands)} scripted softmax candidates (real kernels: "
         f"{', '.join(VARIANTS)}), compiled beforehand; each validated on every shape and timed with "
         f"--eval-time {eval_time:g} s. Scripted candidates, no LLM. Wall s is per pass over the candidates; "
-        "\"of it timing s\" is the part spent in the timing loops, which stop when the timings converge.", "",
+        "\"of it timing s\" is the part spent in the timing loops, which stop when the timings converge; "
+        "\"parent CPU s\" is this process's CPU time (the judges' threads, not the workers) per candidate.", "",
         table, "",
         *[f"- {v}" for v in verdicts(rows, n_visible, paired)],
         "- largest gap between the paths' medians of one kernel: " +
