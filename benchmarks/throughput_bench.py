@@ -110,6 +110,23 @@ def row(name: str, gpus: int, results: list[Any], walls: list[float], rounds: in
             "walls": [round(w, 4) for w in walls]}
 
 
+def judge_costs(folders: list[Path]) -> dict[str, float]:
+    """The judge's own costs per evaluation (``costs`` of each work folder's eval_result.json: worker start,
+    checker, transport, sets upload...), averaged: which of them grows when GPUs measure side by side."""
+    sums: dict[str, float] = {}
+    n = 0
+    for folder in folders:
+        try:
+            costs = json.loads((folder / "eval_result.json").read_text()).get("costs") or {}
+        except (OSError, ValueError):
+            continue
+        n += 1
+        for k, v in costs.items():
+            if isinstance(v, (int, float)):
+                sums[k] = sums.get(k, 0.0) + float(v)
+    return {k: round(v / n, 3) for k, v in sorted(sums.items())} if n else {}
+
+
 def measure(path: Path_, loaded: Any, cands: list[tuple[str, str]], work: Path) -> dict:
     """Every candidate through ``path`` at once, as a round hands them over (wrapped in a fresh run cache):
     the pool over N GPUs measures N side by side."""
@@ -122,6 +139,7 @@ def measure(path: Path_, loaded: Any, cands: list[tuple[str, str]], work: Path) 
     out = row(path.name, path.gpus, results, [time.perf_counter() - t0])
     out["busy_pct"] = busy_pct(path.events)
     out["parent_cpu_s"] = round((time.process_time() - c0) / max(1, len(results)), 3)
+    out["costs"] = judge_costs([w for _, _, w in jobs])
     return out
 
 
@@ -162,6 +180,7 @@ def measure_paired(paths: list[Path_], loaded: Any, cands: list[tuple[str, str]]
     rows = [row(p.name, p.gpus, results[p.name], walls[p.name], rounds) for p in paths]
     for p, r in zip(paths, rows):       # one call at a time here: the process's CPU time is that call's
         r["parent_cpu_s"] = round(p.cpu_s / max(1, len(results[p.name])), 3)
+        r["costs"] = judge_costs([work / f"{p.name}-r{k}" / cid for k in range(rounds) for cid, _ in cands])
     return rows
 
 
@@ -235,6 +254,9 @@ def verdicts(rows: list[dict], n_visible: int, paired: dict | None = None) -> li
                   if len(per_job) == 2 and per_job[0] > 0 else "")
         lines.append(f"pool on {n} GPUs: {x:.2f}x the one-GPU rate (target: at least {0.9 * n:.1f}x): "
                      f"{'met' if x >= 0.9 * n else 'NOT met'}{each}{slower}")
+        grew = cost_growth(by["pool-1"].get("costs") or {}, by["pool-N"].get("costs") or {})
+        if grew:
+            lines.append(f"the judge's costs per evaluation, pool-1 -> pool-N: {grew}")
     retimed = {r["mode"]: r["retimed"] for r in rows if r.get("retimed")}
     if retimed:
         lines.append("timed again because the judge's clock doubted the first timing: " +
@@ -242,6 +264,12 @@ def verdicts(rows: list[dict], n_visible: int, paired: dict | None = None) -> li
     elif n_visible <= 1:
         lines.append("pool on N GPUs: not measured, this machine has one GPU (the scaling target needs 2 or more)")
     return lines
+
+
+def cost_growth(one: dict[str, float], many: dict[str, float], top: int = 4) -> str:
+    """The costs that grew most (seconds) from one GPU to many, e.g. "checker_s 1.20 -> 1.65 s"."""
+    keys = sorted((k for k in one if k in many and k != "worker_s"), key=lambda k: one[k] - many[k])[:top]
+    return ", ".join(f"{k} {one[k]:.2f} -> {many[k]:.2f} s" for k in keys if many[k] > one[k])
 
 
 def write_table(out: Path, rows: list[dict], device: str, n_visible: int, cands: list[tuple[str, str]],

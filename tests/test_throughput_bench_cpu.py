@@ -78,9 +78,11 @@ def test_pair_cost_and_interval():
 
 def test_verdicts_say_met_or_not_and_when_the_interval_leaves_it_open():
     rows = [{"mode": "today", "gpus": 1, "per_gpu_hour": 1000.0},
-            {"mode": "pool-1", "gpus": 1, "per_gpu_hour": 990.0, "candidates": 24, "eval_s": 72.0},
+            {"mode": "pool-1", "gpus": 1, "per_gpu_hour": 990.0, "candidates": 24, "eval_s": 72.0,
+             "costs": {"checker_s": 1.2, "worker_start_s": 0.3, "worker_s": 3.0, "lock_wait_s": 0.0}},
             {"mode": "pool-N", "gpus": 2, "per_gpu_hour": 900.0, "candidates": 24, "eval_s": 75.6, "retimed": 2,
-             "busy_pct": {"0": 97.5, "1": 95.0}}]
+             "busy_pct": {"0": 97.5, "1": 95.0},
+             "costs": {"checker_s": 1.65, "worker_start_s": 0.32, "worker_s": 3.3, "lock_wait_s": 0.0}}]
     paired = {"cost": 0.02, "half": 0.01, "pairs": 48, "own_ms": [0.2, 0.3, 0.9], "base_walls": [3.0] * 48}
     text = "\n".join(tb.verdicts(rows, 2, paired))
     assert "+2.0% cost, 95% interval ±1.0% (48 candidates" in text and "): met" in text
@@ -88,6 +90,7 @@ def test_verdicts_say_met_or_not_and_when_the_interval_leaves_it_open():
     assert ("pool on 2 GPUs: 1.82x the one-GPU rate (target: at least 1.8x): met; each GPU busy 0: 97.5%, "
             "1: 95.0% of the pass; one evaluation took 1.050x as long as on one GPU") in text
     assert "timed again because the judge's clock doubted the first timing: pool-N 2" in text
+    assert "the judge's costs per evaluation, pool-1 -> pool-N: checker_s 1.20 -> 1.65 s, worker_start_s 0.30 -> 0.32 s" in text
     assert "reaches" not in text
     open_ = "\n".join(tb.verdicts(rows, 2, {**paired, "cost": 0.04, "half": 0.03}))
     assert "): met; its 95% interval reaches +7.0%" in open_
@@ -124,3 +127,7 @@ def test_the_pool_over_two_gpus_says_how_busy_each_was(tmp_path):
     assert set(got["busy_pct"]) == {"0", "1"} and all(50 < v <= 100 for v in got["busy_pct"].values())
     assert {g for g, *_ in intervals(read_spans(log))} == {"0", "1"}
     assert tb.busy_pct([]) == {}
+    assert got["costs"] == {}                      # the sleeping GPUs write no eval_result.json
+    (tmp_path / "work" / "pool-N" / "t00").mkdir(parents=True, exist_ok=True)
+    (tmp_path / "work" / "pool-N" / "t00" / "eval_result.json").write_text('{"costs": {"checker_s": 2.0}}')
+    assert tb.judge_costs([tmp_path / "work" / "pool-N" / c for c in ("t00", "t01")]) == {"checker_s": 2.0}
