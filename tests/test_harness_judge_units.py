@@ -342,6 +342,41 @@ def test_checker_verdicts_on_synthetic_outputs():
     assert not r.passed and r.kind == "size"
 
 
+def test_an_output_bit_for_bit_equal_to_one_that_passed_skips_only_the_float_check(monkeypatch):
+    """``same_as``: outputs of an earlier call on the same inputs that passed. An identical output passes
+    without the float comparison; any other output, one bit off included, is compared in full; guards and
+    inputs are checked whatever the output."""
+    task = load_task("gelu").task
+    rng = np.random.default_rng(1)
+    x = rng.normal(size=4096).astype(np.float32)
+    ref = np.tanh(x.astype(np.float64))
+    sizes = {"n": 4096}
+    passed = ref.astype(np.float32)
+    calls = []
+    real = validate.compare_output
+    monkeypatch.setattr(validate, "compare_output", lambda *a, **k: calls.append(1) or real(*a, **k))
+    same = {"y": passed.copy()}
+    assert check_call(task, _gelu_expect(sizes, x, ref), RawCall(outputs={"y": passed.copy()}, guards=_guards()),
+                      same_as=same).passed and calls == []
+    off = passed.copy()
+    off.view(np.uint32)[7] ^= 1                           # one bit: within tolerance, but compared in full
+    assert check_call(task, _gelu_expect(sizes, x, ref), RawCall(outputs={"y": off}), same_as=same).passed
+    assert len(calls) == 1
+    wrong = passed.copy()
+    wrong[9] += 1.0
+    r = check_call(task, _gelu_expect(sizes, x, ref), RawCall(outputs={"y": wrong}), same_as=same)
+    assert not r.passed and r.kind == "wrong_values" and r.first_bad_index == [9] and len(calls) == 2
+    g = _guards()
+    g[1, 3] = 0
+    r = check_call(task, _gelu_expect(sizes, x, ref), RawCall(outputs={"y": passed.copy()}, guards=g), same_as=same)
+    assert r.kind == "overrun"
+    after = x.copy()
+    after[5] = 9.0
+    r = check_call(task, _gelu_expect(sizes, x, ref), RawCall(outputs={"y": passed.copy()}, inputs_after={"x": after}),
+                   same_as=same)
+    assert r.kind == "input_modified" and r.first_bad_index == [5]
+
+
 def test_checker_uses_threads_for_large_outputs_with_the_same_verdict():
     from concurrent.futures import ThreadPoolExecutor
 

@@ -97,8 +97,13 @@ def _first_change(before: np.ndarray, after: np.ndarray, chunks: Any = None) -> 
 
 
 def check_call(task: Task, exp: Expectation, raw: RawCall, *, seconds: float = 0.0,
-               pool: ThreadPoolExecutor | None = None) -> CaseResult:
-    """The verdict on one call (see the module doc). Never raises for bad data: it fails the case."""
+               pool: ThreadPoolExecutor | None = None, same_as: dict[str, np.ndarray] | None = None) -> CaseResult:
+    """The verdict on one call (see the module doc). Never raises for bad data: it fails the case.
+
+    ``same_as``: outputs of another call on the same inputs that passed this very check (same references and
+    tolerances), held privately by the caller; an output bit for bit equal to its counterpart there passes
+    without the float comparison (a 64M-element output: a bitwise pass instead of a tolerance pass, ~10x
+    less CPU). Guards and inputs are checked as always."""
     base = dict(sizes=exp.sizes, held_out=exp.held_out, seconds=seconds)
     pointers = [p for p in task.params if p.kind == "pointer"]
     if raw.guards is not None:
@@ -122,6 +127,9 @@ def check_call(task: Task, exp: Expectation, raw: RawCall, *, seconds: float = 0
         if got is None:
             return CaseResult(**base, passed=False, output=p.name, kind="size",
                               reason=f"{p.name}: the worker handed back no output")
+        known = (same_as or {}).get(p.name)
+        if known is not None and validate.unchanged(known, got):
+            continue
         atol, rtol = tolerance(task, p, exp.sizes)
         fields = validate.compare_output(p.name, got, exp.expected[p.name], (atol, rtol + exp.rel_slack),
                                          is_float=p.dtype.is_float, pool=pool)

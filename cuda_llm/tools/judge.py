@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import os
 import secrets
+import threading
 import sys
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -120,6 +121,11 @@ class Judge:
         self.session: WorkerSession | None = None
         self.exchange: Path | None = None
         self.bench: bench_data.BenchSets | None = None
+        # per benchmark input set: the outputs of the first call on it that passed, kept once their exchange
+        # folder is gone (the mapping is then this process's alone); a later call's output that is bit for bit
+        # the same passes without the float check again (same set, same reference, same tolerance)
+        self._verified: dict[int, dict[str, np.ndarray]] = {}
+        self._verified_lock = threading.Lock()
 
     # ------------------------------------------------------------------------------------- helpers
     def _cases(self, cases: list[tuple[dict[str, int], bool]], rng: np.random.Generator, label: str) -> list[_Case]:
@@ -218,6 +224,7 @@ class Judge:
             if self.bench is not None:
                 self.bench.close()
             self.checker.close()
+            self._verified.clear()
             self.pool.shutdown(wait=True, cancel_futures=True)
             if self.exchange is not None:
                 transport.remove_exchange(self.exchange)
@@ -292,11 +299,17 @@ class Judge:
         ins = [p.name for p in self.task.inputs] if inputs else []
 
         def run(pool: Any) -> CaseResult:
+            with self._verified_lock:
+                same_as = self._verified.get(s)
             try:
                 raw = transport.read_call(folder, outs, ins)
-                return check_call(self.task, self._bench_expect(s, others), raw, pool=pool)
+                result = check_call(self.task, self._bench_expect(s, others), raw, pool=pool, same_as=same_as)
             finally:
-                transport.remove_exchange(folder)
+                transport.remove_exchange(folder)      # unlinked: nothing else can reach the mapped outputs now
+            if result.passed:
+                with self._verified_lock:
+                    self._verified.setdefault(s, raw.outputs)
+            return result
         self.checker.submit(key, run)
 
     def _time(self, sizes: dict[str, int], after_loop: Callable[[], Future]) -> bool:
