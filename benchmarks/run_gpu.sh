@@ -150,7 +150,7 @@ if wants record; then
 fi
 if wants diagnosis; then
   rm -rf /tmp/ncu-fixtures && cp -r tests/fixtures/ncu /tmp/ncu-fixtures
-  [ -f "$BENCH/ncu-rec/summary.json" ] && python3 tests/fixtures/ncu/record.py merge --from "$BENCH/ncu-rec" --into /tmp/ncu-fixtures
+  [ -f "$BENCH/ncu-rec/summary.json" ] && python3 tests/fixtures/ncu/record.py merge --replace --from "$BENCH/ncu-rec" --into /tmp/ncu-fixtures
   step diagnosis "$BENCH/diagnosis.log" python3 benchmarks/diagnosis_bench.py --out "$BENCH" --fixtures /tmp/ncu-fixtures
 fi
 if wants detector; then
