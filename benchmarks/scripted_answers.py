@@ -21,7 +21,7 @@ from langchain_core.outputs import ChatGeneration, ChatResult
 from pydantic import ConfigDict, PrivateAttr
 
 ROLES = ("planner", "coder", "critic")
-_CANDIDATE = re.compile(r"(?:Write candidate|Candidate) `([^`]+)`")
+_WRITE = re.compile(r"Write candidate `([^`]+)`")
 _VARIANT = re.compile(r"//\s*(?:variant|audit):\s*([\w.-]+)")   # a kernel's first line names it
 
 
@@ -43,8 +43,11 @@ def role_of(messages: list[BaseMessage]) -> str | None:
 
 
 def candidate_of(messages: list[BaseMessage]) -> str:
-    m = _CANDIDATE.search("\n".join(_text(x) for x in messages))
-    return m.group(1) if m else "*"
+    """The candidate a coder conversation asks for now: the last ``Write candidate `r2c1``` in it (a repair names
+    the failed candidate first, a refinement turn asks for a new one in the same conversation, a compile-fix turn
+    asks for none and keeps the first's); "*" when there is none."""
+    found = _WRITE.findall("\n".join(_text(x) for x in messages))
+    return found[-1] if found else "*"
 
 
 def offered_ids(messages: list[BaseMessage]) -> tuple[str, ...]:
