@@ -5,17 +5,12 @@ from __future__ import annotations
 
 import math
 import sqlite3
-import sys
-from pathlib import Path
 
 import pytest
 
 from cuda_llm.feature_db import (
     Feature, StatsStore, StepOutcome, credit_step, detect_pair, headroom_closed, load_catalogue, rank_features,
 )
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
-from scripted_answers import audit_kernel  # noqa: E402
 
 CATALOGUE = load_catalogue()
 
@@ -217,8 +212,28 @@ def test_a_schema_1_file_migrates_keeping_its_counts(tmp_path):
 
 
 # ------------------------------------------------------------------------ the graph's hook, end to end
-# the prompt audit's warp-per-row softmax (benchmarks/scripted_answers.py), marked for the fake evaluator's timings
-WARP_SOFTMAX = "// variant: warp\n" + audit_kernel("softmax", "warp")
+WARP_SOFTMAX = """// variant: warp
+#include <cuda_runtime.h>
+#include <math.h>
+
+__global__ void softmax_rows(const float* __restrict__ x, float* __restrict__ y, int rows, int cols) {
+    int row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
+    int lane = threadIdx.x & 31;
+    if (row >= rows) return;
+    const float* xr = x + (size_t)row * cols;
+    float m = -INFINITY;
+    for (int c = lane; c < cols; c += 32) m = fmaxf(m, xr[c]);
+    for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
+    float s = 0.0f;
+    for (int c = lane; c < cols; c += 32) s += expf(xr[c] - m);
+    for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+    for (int c = lane; c < cols; c += 32) y[(size_t)row * cols + c] = expf(xr[c] - m) / s;
+}
+
+extern "C" void solve(const float* x, float* y, int rows, int cols) {
+    softmax_rows<<<(rows + 3) / 4, 128>>>(x, y, rows, cols);
+}
+"""
 
 
 def test_the_graph_credits_what_the_code_introduced(tmp_path, monkeypatch):

@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -22,9 +21,6 @@ from scripted_chat_model import ScriptedChatModel, detect_role
 
 from cuda_llm.graph.run import RunOptions, start_run
 from cuda_llm.graph.state import Limits
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
-from scripted_answers import candidate_of  # noqa: E402 - the candidate a coder conversation asks for (other tests import it here)
 
 TIMINGS = {"baseline": 10.0, "v5": 5.0, "v6": 6.0, "v2": 2.0, "v199": 1.99, "v3": 3.0, "fixed": 4.0}
 
@@ -68,6 +64,15 @@ def _by_round(kernels: list[str], n: int) -> dict[str, str]:
     table = {f"r{i // n + 1}c{i % n}": src for i, src in enumerate(kernels)}
     table["*"] = kernels[-1]
     return table
+
+
+def candidate_of(messages: list[Any]) -> str:
+    """The candidate a coder conversation is about: the last ``Write candidate `r2c1``` in it (a refinement turn
+    asks for a new candidate in the same conversation; a compile-fix turn asks for none, so it keeps the first's)."""
+    import re
+
+    found = re.findall(r"Write candidate `([^`]+)`", "\n".join(str(x.content) for x in messages))
+    return found[-1] if found else "*"
 
 
 def offered_ids(messages: list[Any]) -> tuple[str, ...]:

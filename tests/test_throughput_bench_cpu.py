@@ -1,21 +1,18 @@
-"""benchmarks/throughput_bench.py on the CPU, with "GPUs" that sleep per measurement: today's path and the pool
+"""The throughput benchmark's measurement (cuda_llm/graph/throughput.py) and report
+(cuda_llm/report/throughput_report.py) on the CPU, with "GPUs" that sleep per measurement: today's path and the pool
 on one GPU measured candidate by candidate in alternating order, the paired cost and its interval, the pool's
 own work per job taken from its trace events, and the table's verdicts, so that the GPU machine's run cannot
 fail in its arithmetic or its reporting."""
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import pytest
 from sleeping_gpu_evaluator import SleepingGpuEvaluator, intervals, read_spans
 
+from cuda_llm.graph import throughput as tb
 from cuda_llm.graph.gpu_pool import EvaluatorSlot, GpuPool
+from cuda_llm.report import throughput_report as report
 from cuda_llm.tasks import load_task
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
-import throughput_bench as tb  # noqa: E402
 
 
 def cands(n: int) -> list[tuple[str, str]]:
@@ -29,7 +26,7 @@ def two_paths(tmp_path):
     today = SleepingGpuEvaluator("today", sleep_s=0.05, span_log=log)
     pool = GpuPool([EvaluatorSlot(SleepingGpuEvaluator("pool", sleep_s=0.05, span_log=log), "0")], arch="sm_90",
                    device=None)
-    yield [tb.Path_("today", today, 1), tb.pool_path("pool-1", pool)], log
+    yield [tb.MeasuredPath("today", today, 1), tb.pool_path("pool-1", pool)], log
     pool.close()
 
 
@@ -60,7 +57,7 @@ def test_the_pools_own_work_is_the_call_less_the_workers_time(tmp_path, two_path
 
 
 def test_own_cost_from_events():
-    p = tb.Path_("pool-1", object(), 1, [{"event": "gpu_job", "status": "done", "start": 10.0, "end": 12.0},
+    p = tb.MeasuredPath("pool-1", object(), 1, [{"event": "gpu_job", "status": "done", "start": 10.0, "end": 12.0},
                                           {"event": "gpu_job", "status": "lost", "start": 12.0, "end": 12.5},
                                           {"event": "gpu_job", "status": "done", "start": 13.0, "end": 13.5}])
     p.calls = [2.003, 0.5005]
@@ -84,7 +81,7 @@ def test_verdicts_say_met_or_not_and_when_the_interval_leaves_it_open():
              "busy_pct": {"0": 97.5, "1": 95.0},
              "costs": {"checker_s": 1.65, "worker_start_s": 0.32, "worker_s": 3.3, "lock_wait_s": 0.0}}]
     paired = {"cost": 0.02, "half": 0.01, "pairs": 48, "own_ms": [0.2, 0.3, 0.9], "base_walls": [3.0] * 48}
-    text = "\n".join(tb.verdicts(rows, 2, paired))
+    text = "\n".join(report.verdicts(rows, 2, paired))
     assert "+2.0% cost, 95% interval ±1.0% (48 candidates" in text and "): met" in text
     assert "median 0.30 ms, largest 0.90 ms (0.010% of a candidate's evaluation)" in text
     assert ("pool on 2 GPUs: 1.82x the one-GPU rate (target: at least 1.8x): met; each GPU busy 0: 97.5%, "
@@ -92,10 +89,10 @@ def test_verdicts_say_met_or_not_and_when_the_interval_leaves_it_open():
     assert "timed again because the judge's clock doubted the first timing: pool-N 2" in text
     assert "the judge's costs per evaluation, pool-1 -> pool-N: checker_s 1.20 -> 1.65 s, worker_start_s 0.30 -> 0.32 s" in text
     assert "reaches" not in text
-    open_ = "\n".join(tb.verdicts(rows, 2, {**paired, "cost": 0.04, "half": 0.03}))
+    open_ = "\n".join(report.verdicts(rows, 2, {**paired, "cost": 0.04, "half": 0.03}))
     assert "): met; its 95% interval reaches +7.0%" in open_
-    assert "NOT met" in "\n".join(tb.verdicts(rows, 2, {**paired, "cost": 0.08}))
-    unpaired = tb.verdicts(rows[:2], 1)
+    assert "NOT met" in "\n".join(report.verdicts(rows, 2, {**paired, "cost": 0.08}))
+    unpaired = report.verdicts(rows[:2], 1)
     assert unpaired[0].startswith("pool on one GPU against today's path: +1.0% cost") and "one GPU" in unpaired[1]
 
 
@@ -107,7 +104,7 @@ def test_the_table_has_a_row_per_path_and_the_verdicts(tmp_path, two_paths):
     paired = {"cost": cost, "half": half, "pairs": 2, "own_ms": tb.own_cost_ms(paths[1]),
               "base_walls": rows[0]["walls"]}
     rows.append({"mode": "ray", "status": "not installed (pip install -e '.[ray]')"})
-    text = tb.write_table(tmp_path, rows, "test GPUs that sleep", 1, cs, 2.0, paired)
+    text = report.write_table(tmp_path, rows, "test GPUs that sleep", 1, cs, 2.0, paired, ("t00", "t01"))
     assert text == (tmp_path / "throughput.md").read_text()
     assert "| today | 1 | 2 | 1 | 2 |" in text and "| pool-1 | 1 | 2 | 1 | 2 |" in text
     assert "| ray | - | - | - | - | - | - | - | - | not installed" in text

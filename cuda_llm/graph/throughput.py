@@ -1,0 +1,161 @@
+"""Measuring evaluation throughput: paths (today's evaluator, the GPU pool over one or N GPUs, Ray) that
+evaluate the same candidates, the wall time of every call, and what the pool itself costs.
+
+Used by benchmarks/throughput_bench.py on a GPU machine; tested on the CPU with test evaluators. Today's path
+and the pool on one GPU measure one GPU one candidate after another, so ``measure_paired`` runs each candidate
+through both back to back, the order alternating, and ``pair_cost`` compares the twins: a pass over the
+candidates varies by more than the pool could cost (the timing loop stops when the timings converge; clocks
+and heat drift). ``own_cost_ms`` is the pool's queue and thread hand-off per job, from its ``gpu_job`` events.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import statistics
+import time
+from pathlib import Path
+from typing import Any
+
+
+class MeasuredPath:
+    """One way of measuring: an evaluator, how many GPUs it spans, the seconds each ``evaluate`` call took (seen
+    from the caller) and the ``gpu_job`` events its pool sent. It stands in for the evaluator it wraps."""
+
+    def __init__(self, name: str, evaluator: Any, gpus: int, events: list[dict] | None = None):
+        self.name, self.inner, self.gpus = name, evaluator, gpus
+        self.events = events if events is not None else []
+        self.calls: list[float] = []
+        self.cpu_s = 0.0          # this process's CPU time (all threads) while a call of this path ran alone
+
+    def evaluate(self, *args: Any) -> Any:
+        t0, c0 = time.perf_counter(), time.process_time()
+        try:
+            return self.inner.evaluate(*args)
+        finally:
+            self.calls.append(time.perf_counter() - t0)
+            self.cpu_s += time.process_time() - c0
+
+    def __getattr__(self, name: str) -> Any:     # arch, device, parallelism, build...: the wrapped evaluator's
+        return getattr(self.inner, name)
+
+
+def pool_path(name: str, pool: Any) -> MeasuredPath:
+    """A pool's client as a path whose jobs are recorded (their slot-side seconds give the pool's own cost)."""
+    events: list[dict] = []
+    client = pool.client(on_event=lambda name, **f: events.append({"event": name, **f}))
+    return MeasuredPath(name, client, len(pool.labels), events)
+
+
+def row(name: str, gpus: int, results: list[Any], walls: list[float], rounds: int = 1) -> dict:
+    """The table row of one path: wall per pass over the candidates, rate per GPU-hour, time spent in the timing
+    loops (adaptive: it stops when the timings converge, so it differs from pass to pass by the GPU's noise)."""
+    wall = sum(walls)
+    passed = sum(1 for r in results if r.status.passed)
+    timing = sum(r.timing.seconds for r in results if r.timing is not None)
+    retimed = sum(1 for r in results if r.timing is not None and r.timing.retimed_because)
+    return {"mode": name, "gpus": gpus, "candidates": len(results) // max(1, rounds), "rounds": rounds,
+            "passed": passed // max(1, rounds), "wall_s": round(wall / max(1, rounds), 2),
+            "timing_s": round(timing / max(1, rounds), 2), "retimed": retimed,
+            "eval_s": round(sum(r.seconds for r in results) / max(1, rounds), 2),
+            "per_gpu_hour": round(len(results) / (wall / 3600.0) / max(1, gpus), 1) if wall > 0 else None,
+            "status": "ok" if passed == len(results) else f"{len(results) - passed} failed",
+            "medians": {r.candidate: r.timing.median_ms for r in results if r.timing is not None},
+            "statuses": {r.candidate: r.status.value for r in results},
+            "walls": [round(w, 4) for w in walls]}
+
+
+def judge_costs(folders: list[Path]) -> dict[str, float]:
+    """The judge's own costs per evaluation (``costs`` of each work folder's eval_result.json: worker start,
+    checker, transport, sets upload...), averaged: which of them grows when GPUs measure side by side."""
+    sums: dict[str, float] = {}
+    n = 0
+    for folder in folders:
+        try:
+            costs = json.loads((folder / "eval_result.json").read_text()).get("costs") or {}
+        except (OSError, ValueError):
+            continue
+        n += 1
+        for k, v in costs.items():
+            if isinstance(v, (int, float)):
+                sums[k] = sums.get(k, 0.0) + float(v)
+    return {k: round(v / n, 3) for k, v in sorted(sums.items())} if n else {}
+
+
+def measure(path: MeasuredPath, loaded: Any, cands: list[tuple[str, str]], work: Path) -> dict:
+    """Every candidate through ``path`` at once, as a round hands them over (wrapped in a fresh run cache):
+    the pool over N GPUs measures N side by side."""
+    from cuda_llm.graph.evaluator import CachedEvaluator
+
+    cached = CachedEvaluator(path, work / path.name / "cache")
+    jobs = [(src, cid, work / path.name / cid) for cid, src in cands]
+    t0, c0 = time.perf_counter(), time.process_time()
+    results = [got.value for got in cached.evaluate_each(loaded, jobs)]
+    out = row(path.name, path.gpus, results, [time.perf_counter() - t0])
+    out["busy_pct"] = busy_pct(path.events)
+    out["parent_cpu_s"] = round((time.process_time() - c0) / max(1, len(results)), 3)
+    out["costs"] = judge_costs([w for _, _, w in jobs])
+    return out
+
+
+def busy_pct(events: list[dict]) -> dict[str, float]:
+    """Per GPU: the share of the pass (first job's start to last job's end, on any GPU) its worker spent on a
+    job. Below 100: the GPU waited, for the queue or at the end of the pass for the other GPUs' last jobs."""
+    done = [e for e in events if e.get("event") == "gpu_job" and e.get("status") == "done"]
+    if not done:
+        return {}
+    span = max(e["end"] for e in done) - min(e["start"] for e in done)
+    out: dict[str, float] = {}
+    for e in done:
+        out[str(e["gpu"])] = out.get(str(e["gpu"]), 0.0) + (e["end"] - e["start"])
+    return {g: round(100.0 * v / span, 1) if span > 0 else 0.0 for g, v in sorted(out.items())}
+
+
+def measure_paired(paths: list[MeasuredPath], loaded: Any, cands: list[tuple[str, str]], work: Path,
+                   rounds: int = 1, progress: Any = None) -> list[dict]:
+    """Every candidate through each path in turn, the order alternating from one candidate (and round) to the
+    next, each path with its own fresh run cache per round: the paths share the GPU's drift (clocks, heat) and
+    each candidate's wall time on one path has its twin on the other (``pair_cost``)."""
+    from cuda_llm.graph.evaluator import CachedEvaluator
+
+    results: dict[str, list[Any]] = {p.name: [] for p in paths}
+    walls: dict[str, list[float]] = {p.name: [] for p in paths}
+    for r in range(rounds):
+        cached = {p.name: CachedEvaluator(p, work / f"{p.name}-r{r}" / "cache") for p in paths}
+        for i, (cid, src) in enumerate(cands):
+            order = paths if (i + r) % 2 == 0 else paths[::-1]
+            for p in order:
+                t0 = time.perf_counter()
+                got = cached[p.name].evaluate(loaded, src, cid, work / f"{p.name}-r{r}" / cid)
+                walls[p.name].append(time.perf_counter() - t0)
+                results[p.name].append(got.value)
+            if progress is not None:
+                progress(f"round {r + 1}/{rounds}, candidate {i + 1}/{len(cands)}: " +
+                         ", ".join(f"{p.name} {walls[p.name][-1]:.2f} s" for p in paths))
+    rows = [row(p.name, p.gpus, results[p.name], walls[p.name], rounds) for p in paths]
+    for p, r in zip(paths, rows):       # one call at a time here: the process's CPU time is that call's
+        r["parent_cpu_s"] = round(p.cpu_s / max(1, len(results[p.name])), 3)
+        r["costs"] = judge_costs([work / f"{p.name}-r{k}" / cid for k in range(rounds) for cid, _ in cands])
+    return rows
+
+
+def pair_cost(base: list[float], other: list[float]) -> tuple[float, float]:
+    """How much longer ``other`` took than ``base`` over paired wall times, as a fraction of ``base``'s total,
+    and the half-width of its 95% confidence interval (from the spread of the per-candidate differences)."""
+    if len(base) != len(other) or not base:
+        raise ValueError("paired wall times need one twin per candidate")
+    diffs = [o - b for b, o in zip(base, other)]
+    mean_base = statistics.fmean(base)
+    cost = statistics.fmean(diffs) / mean_base
+    half = 1.96 * statistics.stdev(diffs) / math.sqrt(len(diffs)) / mean_base if len(diffs) > 1 else float("nan")
+    return cost, half
+
+
+def own_cost_ms(path: MeasuredPath) -> list[float]:
+    """The pool's own work per job (queue, hand-off to the GPU's thread and back, trace event), in ms: how long
+    each ``evaluate`` call took for its caller less how long the GPU's worker spent on the job (the pool's
+    ``gpu_job`` events). Empty when the path is not a pool or its jobs ran side by side."""
+    done = [e for e in path.events if e.get("event") == "gpu_job" and e.get("status") == "done"]
+    if not done or len(done) != len(path.calls):
+        return []
+    return [max(0.0, (call - (e["end"] - e["start"])) * 1000.0) for call, e in zip(path.calls, done)]
