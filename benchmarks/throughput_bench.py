@@ -6,8 +6,10 @@ evaluated (validated on every shape, timed at the benchmark shape) by each path:
 
 - today: the plain evaluator (one GpuEvaluator), one candidate after another, as a run measured before the pool;
 - pool-1: the GPU pool with one GPU (``--gpus 0``): its cost against today's path (target: at most 5%);
-- pool-N: the pool over every GPU of the machine: the rate per GPU against pool-1 (target: at least 0.9 x N
-  the one-GPU rate in total);
+- pool-N: the pool over every GPU of the machine, each GPU's evaluator in a process of its own (the default):
+  the rate per GPU against pool-1 (target: at least 0.9 x N the one-GPU rate in total);
+- pool-N-threads: the same with every GPU's evaluator in this process's threads (what the pool did first), to
+  show what the processes buy;
 - ray: the pool through Ray actors on this machine (a local Ray cluster, one actor per GPU), where ray is
   installed; otherwise the row says "not installed".
 
@@ -39,7 +41,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 VARIANTS = ("block-256", "naive-256", "block-32", "block-256-extra")
-MODES = ("today", "pool-1", "pool-N", "ray")
+MODES = ("today", "pool-1", "pool-N", "pool-N-threads", "ray")
 
 
 def sources(n: int) -> list[tuple[str, str]]:
@@ -119,13 +121,14 @@ def main(argv: list[str] | None = None) -> int:
         finally:
             if one is not None:
                 one.close()
-        for mode in [m for m in modes if m in ("pool-N", "ray")]:
+        for mode in [m for m in modes if m in ("pool-N", "pool-N-threads", "ray")]:
             log(f"==== {mode}")
-            if mode == "pool-N":
+            if mode.startswith("pool-N"):
                 if n_visible < 2:
                     rows.append({"mode": mode, "status": "not measured: one GPU"})
                     continue
-                pool = local_pool(None, time_budget_s=args.eval_time, profile=False)
+                pool = local_pool(None, time_budget_s=args.eval_time, profile=False,
+                                  processes=mode == "pool-N")
             else:
                 try:
                     from cuda_llm.graph.ray_slots import ray_pool

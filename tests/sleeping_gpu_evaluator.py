@@ -1,5 +1,5 @@
 """A test double for one GPU of the pool: FakeGpuEvaluator's invented measurements, each taking ``sleep_s``
-of wall-clock time and logged with the "GPU" that ran it.
+of wall-clock time (``busy``: of this process's CPU time) and logged with the "GPU" that ran it.
 
 Every measurement appends two JSON lines to ``span_log`` (shared by every GPU, every process: the pool's
 threads, a batch's processes, Ray actors): ``{"phase": "start", ...}`` before the sleep and ``{"phase": "end",
@@ -37,7 +37,7 @@ class SleepingGpuEvaluator(FakeGpuEvaluator):
                  span_log: Path | None = None, marker_dir: Path | None = None, fail_once: tuple[str, ...] = (),
                  fail_always: tuple[str, ...] = (), die: bool = False, sleep_of: Callable[[str], float] | None = None,
                  default_ms: float | None = 1.0, ms_of: Callable[[str], float] | None = None, compile: bool = False,
-                 **kw: Any):
+                 busy: bool = False, **kw: Any):
         super().__init__(dict(timings or {}), compile=compile, **kw)
         self.gpu = gpu
         self.sleep_s = sleep_s
@@ -49,6 +49,7 @@ class SleepingGpuEvaluator(FakeGpuEvaluator):
         self.die = die
         self.default_ms = default_ms
         self.ms_of = ms_of
+        self.busy = busy
 
     def _span(self, phase: str, kind: str, candidate: str, task: str = "", **extra: Any) -> None:
         if self.span_log is None:
@@ -82,7 +83,13 @@ class SleepingGpuEvaluator(FakeGpuEvaluator):
             if self.die:
                 os._exit(17)
             raise WorkerCrashed(f"worker on GPU {self.gpu} failed while measuring {candidate}")
-        time.sleep(self.sleep_of(candidate) if self.sleep_of else self.sleep_s)
+        wait = self.sleep_of(candidate) if self.sleep_of else self.sleep_s
+        if self.busy:                         # the judge's CPU work: spin on this process's CPU instead of sleeping
+            until = time.process_time() + wait
+            while time.process_time() < until:
+                pass
+        else:
+            time.sleep(wait)
         variant = variant_of(source) or ("baseline" if candidate == "baseline" else None)
         if variant is not None and variant not in self.timings and variant not in table:
             ms = self.ms_of(variant) if self.ms_of is not None else self.default_ms
@@ -107,6 +114,19 @@ class SleepingGpuEvaluator(FakeGpuEvaluator):
         time.sleep(self.sleep_s / 2)
         self._span("end", "profile", candidate_id, loaded.task.name, status=Status.ok.value)
         return super().profile(loaded, source, candidate_id, work_dir, result)
+
+
+class SleepingFactory:
+    """Builds a SleepingGpuEvaluator where a slot runs its jobs (a Ray actor, a slot's own process), named
+    ``gpu``, or by default for the GPU Ray gave it (its CUDA_VISIBLE_DEVICES). Picklable."""
+
+    def __init__(self, work: Path, gpu: str | None = None, **kw: Any):
+        self.work, self.gpu, self.kw = str(work), gpu, kw
+
+    def __call__(self) -> SleepingGpuEvaluator:
+        gpu = self.gpu or os.environ.get("CUDA_VISIBLE_DEVICES", "?")
+        return SleepingGpuEvaluator(gpu, {"baseline": 10.0}, span_log=Path(self.work) / "spans.jsonl",
+                                    marker_dir=Path(self.work), **self.kw)
 
 
 def read_spans(path: Path) -> list[dict[str, Any]]:

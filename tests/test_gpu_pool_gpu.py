@@ -57,6 +57,29 @@ def test_pool_with_gpus_0_measures_real_kernels(tmp_path):
           f"{', '.join(f'{r.timing.median_ms:.4f}' for r in got)} ms, all on GPU {pool.labels[0]}")
 
 
+def test_pool_with_its_gpu_in_a_process_of_its_own(tmp_path):
+    """The slot a pool over several GPUs gives each GPU (graph/process_slots.py), here on GPU 0 alone: the real
+    evaluator in a child process measures real kernels, a baseline and a profile-less run as in this process."""
+    from cuda_llm.graph.evaluator import CachedEvaluator
+    from cuda_llm.graph.gpu_pool import local_pool
+    from cuda_llm.tasks import load_task
+
+    loaded = load_task("softmax")
+    pool = local_pool([0], time_budget_s=1.0, profile=False, processes=True)
+    try:
+        pid = pool.slots[0].pid
+        assert pid is not None and pid != os.getpid() and pool.device is not None
+        cached = CachedEvaluator(pool.client(), tmp_path / "c")
+        got = [g.value for g in cached.evaluate_each(loaded, _jobs(tmp_path, ["s0", "s1"]))]
+        base = pool.client().baseline(loaded)
+    finally:
+        pool.close()
+    assert all(r.status.value == "ok" and r.timing is not None for r in got), [r.message for r in got]
+    assert base.status.passed and (tmp_path / "s0" / "eval_result.json").is_file()    # the caller's work folder
+    print(f"pool-gpu: GPU 0 in its own process (pid {pid}): {len(got)} kernels, medians "
+          f"{', '.join(f'{r.timing.median_ms:.4f}' for r in got)} ms, baseline {base.timing.median_ms:.4f} ms")
+
+
 def test_pool_over_every_gpu(tmp_path):
     from cuda_llm.graph.evaluator import CachedEvaluator
     from cuda_llm.graph.gpu_pool import local_pool

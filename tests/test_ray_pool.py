@@ -10,24 +10,11 @@ import shutil
 from pathlib import Path
 
 import pytest
+from sleeping_gpu_evaluator import SleepingFactory
 
 ray = pytest.importorskip("ray")
 
 HERE = Path(__file__).resolve().parent
-
-
-class SleepingFactory:
-    """Builds a SleepingGpuEvaluator in the actor, named for the GPU Ray gave it (picklable)."""
-
-    def __init__(self, work: Path, **kw):
-        self.work, self.kw = str(work), kw
-
-    def __call__(self):
-        from sleeping_gpu_evaluator import SleepingGpuEvaluator
-
-        gpu = os.environ.get("CUDA_VISIBLE_DEVICES", "?")
-        return SleepingGpuEvaluator(gpu, {"baseline": 10.0}, span_log=Path(self.work) / "spans.jsonl",
-                                    marker_dir=Path(self.work), **self.kw)
 
 
 @pytest.fixture(scope="module")

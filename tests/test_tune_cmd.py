@@ -76,10 +76,12 @@ def _with_test_evaluator(monkeypatch, ev: ParametricTimingEvaluator, gpus: int =
     """The harness (tools.evaluate) and nvcc (tools.compile.compile_many) answered by the test evaluator, on a
     machine with ``gpus`` visible GPUs; ``judge(loaded, source, candidate, options)`` replaces the harness when
     given (it sees the options, the GPU it is pinned to included)."""
+    import cuda_llm.graph.gpu_pool as gpu_pool
     import cuda_llm.tools.compile as compile_mod
     import cuda_llm.tools.device_probe as probe
     import cuda_llm.tools.evaluate as evaluate_mod
 
+    monkeypatch.setattr(gpu_pool, "SLOT_PROCESSES", False)   # the doubles below live in this process only
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
     monkeypatch.setattr(probe, "cuda_device_count", lambda: gpus)
     monkeypatch.setattr(probe, "has_cuda_device", lambda: True)

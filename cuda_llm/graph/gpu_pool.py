@@ -1,8 +1,9 @@
 """The GPU worker pool: one evaluation worker per GPU, so a round's candidates are measured side by side.
 
 A *slot* is one GPU's worker: on this machine an Evaluator pinned to that GPU (``GpuEvaluator(gpu=i)``, whose
-workers get ``CUDA_VISIBLE_DEVICES`` set to that device and hold that device's lock file), on a cluster a Ray
-actor that owns one GPU (graph/ray_slots.py). The pool has one thread per slot that takes jobs from one
+workers get ``CUDA_VISIBLE_DEVICES`` set to that device and hold that device's lock file), run in a process of
+its own when the pool has two GPUs or more (graph/process_slots.py: two judges never share one interpreter) and
+in this process with one; on a cluster a Ray actor that owns one GPU (graph/ray_slots.py). The pool has one thread per slot that takes jobs from one
 queue, so a slot runs one job at a time: never two timed evaluations (or a profile and an evaluation) on one
 GPU, and a job waits for whichever GPU frees first (profiles included). The runs that share a pool (a batch)
 send their jobs to the same queue, first come first served.
@@ -38,6 +39,7 @@ JOB_KINDS = ("evaluate", "baseline", "library", "profile", "final_check")
 EventFn = Callable[..., None]
 MAX_REQUEUES = 1          # a job whose worker was lost goes back to the queue this many times
 RETIRE_AFTER = 2          # a slot that failed this many jobs in a row takes no more
+SLOT_PROCESSES: bool | None = None   # local_pool's default: None, a process per GPU when there are two or more
 
 
 class EvaluationLost(RunHalted):
@@ -59,8 +61,9 @@ class Slot(Protocol):
 
 
 class EvaluatorSlot:
-    """A GPU of this machine: an Evaluator pinned to it (its ``evaluate``, ``profile``... run in this process's
-    slot thread; the candidate runs in the evaluator's own child process)."""
+    """A GPU of this machine, its Evaluator in this process (its ``evaluate``, ``profile``... run in the slot's
+    thread; the candidate runs in the evaluator's own child process). graph/process_slots.py has the slot whose
+    evaluator runs in a process of its own."""
 
     def __init__(self, evaluator: Any, label: str):
         self.evaluator = evaluator
@@ -350,9 +353,15 @@ def same_kind(devices: Sequence[tuple[str, DeviceInfo | None]]) -> None:
 
 
 def local_pool(gpus: list[int] | None = None, *, arch: str | None = None, time_budget_s: float = 10.0,
-               profile: bool = True, eval_options: dict[str, Any] | None = None) -> GpuPool:
+               profile: bool = True, eval_options: dict[str, Any] | None = None,
+               processes: bool | None = None) -> GpuPool:
     """A pool over this machine's GPUs (``gpus``: indices among the visible ones; None: all of them), one
-    GpuEvaluator pinned to each (``eval_options``: more EvalOptions fields for their measurements)."""
+    GpuEvaluator pinned to each (``eval_options``: more EvalOptions fields for their measurements).
+
+    ``processes``: each GPU's evaluator in a process of its own (graph/process_slots.py), so that the judges
+    of two GPUs never wait for one interpreter; None (the default, ``SLOT_PROCESSES``) does so whenever there is
+    more than one GPU (tests whose evaluation doubles are patched into this process set ``SLOT_PROCESSES``).
+    With one GPU the evaluator runs in this process, one job after another, as a run without a pool did."""
     from cuda_llm.graph.evaluator import GpuEvaluator
     from cuda_llm.tools.device_probe import cuda_device_count
     from cuda_llm.tools.runner import pinned_device
@@ -360,9 +369,31 @@ def local_pool(gpus: list[int] | None = None, *, arch: str | None = None, time_b
     chosen = check_gpus(gpus, cuda_device_count())
     if not chosen:
         raise ValueError("there is no CUDA device on this machine for a GPU pool")
-    evaluators = [GpuEvaluator(arch=arch, time_budget_s=time_budget_s, profile=profile, gpu=g,
-                               eval_options=eval_options) for g in chosen]
-    slots = [EvaluatorSlot(ev, pinned_device(g)) for ev, g in zip(evaluators, chosen)]
-    same_kind([(s.label, ev.device) for s, ev in zip(slots, evaluators)])
-    first = evaluators[0]
+    if processes is None:
+        processes = SLOT_PROCESSES
+    use_processes = len(chosen) > 1 if processes is None else processes
+    # this process's own evaluator for the first GPU: builds, analyses and the toolchain (and its device facts)
+    first = GpuEvaluator(arch=arch, time_budget_s=time_budget_s, profile=profile, gpu=chosen[0],
+                         eval_options=eval_options)
+    if use_processes:
+        from cuda_llm.graph.process_slots import ProcessSlot, start_slots
+        from cuda_llm.graph.slot_server import GpuEvaluatorFactory
+
+        pslots = [ProcessSlot(GpuEvaluatorFactory(arch=first.arch, time_budget_s=time_budget_s, profile=profile,
+                                                  gpu=g, eval_options=eval_options), pinned_device(g))
+                  for g in chosen]
+        infos = start_slots(pslots)
+        devices = [DeviceInfo.model_validate(i["device"]) if i.get("device") else None for i in infos]
+        slots: list[Slot] = list(pslots)
+    else:
+        evaluators = [first] + [GpuEvaluator(arch=arch, time_budget_s=time_budget_s, profile=profile, gpu=g,
+                                             eval_options=eval_options) for g in chosen[1:]]
+        devices = [ev.device for ev in evaluators]
+        slots = [EvaluatorSlot(ev, pinned_device(g)) for ev, g in zip(evaluators, chosen)]
+    try:
+        same_kind([(s.label, d) for s, d in zip(slots, devices)])
+    except ValueError:
+        for s in slots:
+            s.close()
+        raise
     return GpuPool(slots, arch=first.arch, device=first.device, tools=first, prebuild=True, needs_local_device=True)

@@ -19,107 +19,36 @@ compile-fix turns, so it needs nvcc but no GPU; pass ``--arch`` if the cluster's
 
 from __future__ import annotations
 
-import hashlib
-import tempfile
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import ray
-from pydantic import BaseModel
 
 from cuda_llm.graph.evaluator import ToolsMixin
 from cuda_llm.graph.gpu_pool import GpuPool, same_kind
+from cuda_llm.graph.slot_server import WORK_ARG, Factory, GpuEvaluatorFactory, SlotServer, TaskPayload, task_payload
 from cuda_llm.results import DeviceInfo
 
 JOB_TIMEOUT_S = 3 * 3600.0         # a job not answered by then counts as lost (a hung node)
-WORK_ARG = {"evaluate": 2, "profile": 2, "final_check": 2}    # where the work folder sits after ``loaded``
-MAX_TASK_BYTES = 64 << 20
-Factory = Callable[[], Any]
-
-
-class TaskPayload(BaseModel):
-    """A task as it travels to a node: a built-in task's name, or the files of its folder."""
-
-    name: str
-    key: str
-    suite: bool = False
-    folder_name: str = ""
-    files: dict[str, bytes] = {}
-
-
-def task_payload(loaded: Any) -> TaskPayload:
-    from cuda_llm.tasks.loader import SUITE_DIR
-
-    folder = Path(loaded.task.folder).resolve()
-    if folder.parent == SUITE_DIR.resolve():
-        return TaskPayload(name=loaded.task.name, key=f"suite:{loaded.task.name}", suite=True)
-    files: dict[str, bytes] = {}
-    size = 0
-    for p in sorted(folder.rglob("*")):
-        if p.is_file() and "__pycache__" not in p.parts:
-            data = p.read_bytes()
-            size += len(data)
-            if size > MAX_TASK_BYTES:
-                raise ValueError(f"task folder {folder} holds more than {MAX_TASK_BYTES >> 20} MiB; a task sent to "
-                                 "Ray nodes must be small (or on a file system every node sees)")
-            files[p.relative_to(folder).as_posix()] = data
-    key = hashlib.sha256(b"".join(k.encode() + b"\0" + v for k, v in files.items())).hexdigest()[:16]
-    return TaskPayload(name=loaded.task.name, key=key, folder_name=folder.name, files=files)
-
-
-class GpuEvaluatorFactory:
-    """The real evaluator on a node: GpuEvaluator on the GPU Ray gave the actor (picklable)."""
-
-    def __init__(self, arch: str | None = None, time_budget_s: float = 10.0, profile: bool = True):
-        self.arch, self.time_budget_s, self.profile = arch, time_budget_s, profile
-
-    def __call__(self) -> Any:
-        from cuda_llm.graph.evaluator import GpuEvaluator
-
-        return GpuEvaluator(arch=self.arch, time_budget_s=self.time_budget_s, profile=self.profile, gpu=0)
+__all__ = ["EvaluatorActor", "GpuEvaluatorFactory", "RayPool", "RaySlot", "TaskPayload", "ray_pool", "task_payload"]
 
 
 @ray.remote(num_gpus=1, max_restarts=3, max_task_retries=0)
 class EvaluatorActor:
-    """One GPU of the cluster: an evaluator built on its node, running one job at a time."""
+    """One GPU of the cluster: a SlotServer (graph/slot_server.py) on its node, running one job at a time in
+    work folders of its own."""
 
     def __init__(self, factory: Factory):
-        self.evaluator = factory()
-        self.tasks: dict[str, Any] = {}
-        self.root = Path(tempfile.mkdtemp(prefix="cuda-llm-ray-"))
+        self.server = SlotServer(factory, own_work=True)
 
     def where(self) -> dict[str, Any]:
         import os
 
         gpu = ",".join(str(g) for g in ray.get_gpu_ids()) or os.environ.get("CUDA_VISIBLE_DEVICES", "?")
-        device = getattr(self.evaluator, "device", None)
-        return {"label": f"{ray.util.get_node_ip_address()}/gpu{gpu}", "arch": getattr(self.evaluator, "arch", ""),
-                "device": device.model_dump(mode="json") if device is not None else None}
-
-    def _load(self, task: TaskPayload) -> Any:
-        if task.key not in self.tasks:
-            from cuda_llm.tasks import load_task
-            from cuda_llm.tasks.loader import load_task_folder
-
-            if task.suite:
-                self.tasks[task.key] = load_task(task.name)
-            else:
-                folder = self.root / "tasks" / task.key / (task.folder_name or task.name)
-                for rel, data in task.files.items():
-                    path = folder / rel
-                    path.parent.mkdir(parents=True, exist_ok=True)
-                    path.write_bytes(data)
-                self.tasks[task.key] = load_task_folder(folder)
-        return self.tasks[task.key]
+        return {"label": f"{ray.util.get_node_ip_address()}/gpu{gpu}", **self.server.describe()}
 
     def run(self, kind: str, task: TaskPayload, args: tuple[Any, ...]) -> Any:
-        loaded = self._load(task)
-        rest = list(args)
-        at = WORK_ARG.get(kind)
-        if at is not None:
-            rest[at] = Path(tempfile.mkdtemp(prefix=f"{kind}-", dir=self.root))
-        fn = getattr(self.evaluator, kind, None)
-        return None if fn is None else fn(loaded, *rest)
+        return self.server.run(kind, task, args)
 
 
 class RaySlot:

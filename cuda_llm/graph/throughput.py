@@ -22,19 +22,19 @@ class MeasuredPath:
     """One way of measuring: an evaluator, how many GPUs it spans, the seconds each ``evaluate`` call took (seen
     from the caller) and the ``gpu_job`` events its pool sent. It stands in for the evaluator it wraps."""
 
-    def __init__(self, name: str, evaluator: Any, gpus: int, events: list[dict] | None = None):
-        self.name, self.inner, self.gpus = name, evaluator, gpus
+    def __init__(self, name: str, evaluator: Any, gpus: int, events: list[dict] | None = None, pool: Any = None):
+        self.name, self.inner, self.gpus, self.pool = name, evaluator, gpus, pool
         self.events = events if events is not None else []
         self.calls: list[float] = []
-        self.cpu_s = 0.0          # this process's CPU time (all threads) while a call of this path ran alone
+        self.cpu_s = 0.0          # the judges' CPU time while a call of this path ran alone (``judges_cpu_s``)
 
     def evaluate(self, *args: Any) -> Any:
-        t0, c0 = time.perf_counter(), time.process_time()
+        t0, c0 = time.perf_counter(), judges_cpu_s(self)
         try:
             return self.inner.evaluate(*args)
         finally:
             self.calls.append(time.perf_counter() - t0)
-            self.cpu_s += time.process_time() - c0
+            self.cpu_s += judges_cpu_s(self) - c0
 
     def __getattr__(self, name: str) -> Any:     # arch, device, parallelism, build...: the wrapped evaluator's
         return getattr(self.inner, name)
@@ -44,7 +44,30 @@ def pool_path(name: str, pool: Any) -> MeasuredPath:
     """A pool's client as a path whose jobs are recorded (their slot-side seconds give the pool's own cost)."""
     events: list[dict] = []
     client = pool.client(on_event=lambda name, **f: events.append({"event": name, **f}))
-    return MeasuredPath(name, client, len(pool.labels), events)
+    return MeasuredPath(name, client, len(pool.labels), events, pool=pool)
+
+
+def _process_cpu_s(pid: int) -> float:
+    """User and system CPU seconds of process ``pid`` so far (Linux /proc; 0 where it cannot be read)."""
+    import os
+
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return 0.0
+
+
+def judges_cpu_s(path: MeasuredPath) -> float:
+    """The judges' CPU time so far: this process's (every thread), plus that of the pool's slot processes where
+    each GPU's evaluator runs in a process of its own. The GPU workers' own time is not in it."""
+    total = time.process_time()
+    for slot in getattr(path.pool, "slots", None) or []:
+        pid = getattr(slot, "pid", None)
+        if pid:
+            total += _process_cpu_s(pid)
+    return total
 
 
 def row(name: str, gpus: int, results: list[Any], walls: list[float], rounds: int = 1) -> dict:
@@ -89,11 +112,11 @@ def measure(path: MeasuredPath, loaded: Any, cands: list[tuple[str, str]], work:
 
     cached = CachedEvaluator(path, work / path.name / "cache")
     jobs = [(src, cid, work / path.name / cid) for cid, src in cands]
-    t0, c0 = time.perf_counter(), time.process_time()
+    t0, c0 = time.perf_counter(), judges_cpu_s(path)
     results = [got.value for got in cached.evaluate_each(loaded, jobs)]
     out = row(path.name, path.gpus, results, [time.perf_counter() - t0])
     out["busy_pct"] = busy_pct(path.events)
-    out["parent_cpu_s"] = round((time.process_time() - c0) / max(1, len(results)), 3)
+    out["judge_cpu_s"] = round((judges_cpu_s(path) - c0) / max(1, len(results)), 3)
     out["costs"] = judge_costs([w for _, _, w in jobs])
     return out
 
@@ -133,8 +156,8 @@ def measure_paired(paths: list[MeasuredPath], loaded: Any, cands: list[tuple[str
                 progress(f"round {r + 1}/{rounds}, candidate {i + 1}/{len(cands)}: " +
                          ", ".join(f"{p.name} {walls[p.name][-1]:.2f} s" for p in paths))
     rows = [row(p.name, p.gpus, results[p.name], walls[p.name], rounds) for p in paths]
-    for p, r in zip(paths, rows):       # one call at a time here: the process's CPU time is that call's
-        r["parent_cpu_s"] = round(p.cpu_s / max(1, len(results[p.name])), 3)
+    for p, r in zip(paths, rows):       # one call at a time here: the judges' CPU time is that call's
+        r["judge_cpu_s"] = round(p.cpu_s / max(1, len(results[p.name])), 3)
         r["costs"] = judge_costs([work / f"{p.name}-r{k}" / cid for k in range(rounds) for cid, _ in cands])
     return rows
 
