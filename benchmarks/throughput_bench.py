@@ -68,13 +68,16 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--candidates", type=int, default=12)
     p.add_argument("--rounds", type=int, default=1,
                    help="passes of today's path against pool-1, candidate by candidate (more: a tighter interval)")
+    p.add_argument("--passes", type=int, default=1,
+                   help="passes of each many-GPU path (pool-N, pool-N-threads, ray) over the candidates, taking turns")
     p.add_argument("--eval-time", type=float, default=2.0, help="timing budget per candidate (s)")
     p.add_argument("--modes", default=",".join(MODES), help=f"comma-separated, of {', '.join(MODES)}")
     p.add_argument("--task", default="softmax")
     args = p.parse_args(argv)
     from cuda_llm.graph.evaluator import GpuEvaluator
     from cuda_llm.graph.gpu_pool import local_pool
-    from cuda_llm.graph.throughput import MeasuredPath, measure, measure_paired, own_cost_ms, pair_cost, pool_path
+    from cuda_llm.graph.throughput import (MeasuredPath, measure, measure_interleaved, measure_paired, own_cost_ms,
+                                           pair_cost, pool_path)
     from cuda_llm.report.throughput_report import write_table
     from cuda_llm.tasks import load_task
     from cuda_llm.tools.device_probe import cuda_device_count, has_cuda_device
@@ -121,26 +124,38 @@ def main(argv: list[str] | None = None) -> int:
         finally:
             if one is not None:
                 one.close()
-        for mode in [m for m in modes if m in ("pool-N", "pool-N-threads", "ray")]:
-            log(f"==== {mode}")
-            if mode.startswith("pool-N"):
-                if n_visible < 2:
-                    rows.append({"mode": mode, "status": "not measured: one GPU"})
-                    continue
-                pool = local_pool(None, time_budget_s=args.eval_time, profile=False,
-                                  processes=mode == "pool-N")
-            else:
-                try:
-                    from cuda_llm.graph.ray_slots import ray_pool
-                except ImportError:
-                    rows.append({"mode": mode, "status": "not installed (pip install -e '.[ray]')"})
-                    continue
-                pool = ray_pool("local", time_budget_s=args.eval_time, profile=False, init={"num_gpus": n_visible})
-            try:
-                rows.append(measure(pool_path(mode, pool), loaded, cands, work))
-            finally:
+        many: list[MeasuredPath] = []
+        pools = []
+        try:
+            for mode in [m for m in modes if m in ("pool-N", "pool-N-threads", "ray")]:
+                if mode.startswith("pool-N"):
+                    if n_visible < 2:
+                        rows.append({"mode": mode, "status": "not measured: one GPU"})
+                        continue
+                    pool = local_pool(None, time_budget_s=args.eval_time, profile=False,
+                                      processes=mode == "pool-N")
+                else:
+                    try:
+                        from cuda_llm.graph.ray_slots import ray_pool
+                    except ImportError:
+                        rows.append({"mode": mode, "status": "not installed (pip install -e '.[ray]')"})
+                        continue
+                    pool = ray_pool("local", time_budget_s=args.eval_time, profile=False,
+                                    init={"num_gpus": n_visible})
+                pools.append(pool)
+                many.append(pool_path(mode, pool))
+            for path in many:         # each slot's first load of the task and its benchmark data, before the clock
+                measure(path, loaded, cands[:path.gpus], work / f"warm-up-{path.name}")
+                path.calls.clear()
+                path.events.clear()
+            if many:
+                log("==== " + ", ".join(p.name for p in many) + f", {args.passes} pass(es) each, taking turns")
+                for r in measure_interleaved(many, loaded, cands, work, args.passes, progress=log):
+                    rows.append(r)
+                    log(json.dumps({k: v for k, v in r.items() if k not in ("medians", "statuses", "walls")}))
+        finally:
+            for pool in pools:
                 pool.close()
-            log(json.dumps({k: v for k, v in rows[-1].items() if k not in ("medians", "statuses", "walls")}))
     print(write_table(args.out, rows, device, n_visible, cands, args.eval_time, paired, VARIANTS))
     return 0
 

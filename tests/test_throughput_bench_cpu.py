@@ -132,3 +132,30 @@ def test_the_pool_over_two_gpus_says_how_busy_each_was(tmp_path):
     (tmp_path / "work" / "pool-N" / "t00").mkdir(parents=True, exist_ok=True)
     (tmp_path / "work" / "pool-N" / "t00" / "eval_result.json").write_text('{"costs": {"checker_s": 2.0}}')
     assert tb.judge_costs([tmp_path / "work" / "pool-N" / c for c in ("t00", "t01")]) == {"checker_s": 2.0}
+
+
+def test_many_gpu_paths_take_turns_pass_by_pass(tmp_path):
+    log = tmp_path / "spans.jsonl"
+    pools = {name: GpuPool([EvaluatorSlot(SleepingGpuEvaluator(f"{name}{i}", sleep_s=0.03, span_log=log), str(i))
+                            for i in range(2)], arch="sm_90", device=None) for name in ("a", "b")}
+    try:
+        paths = [tb.pool_path(name, pool) for name, pool in pools.items()]
+        said: list[str] = []
+        rows = tb.measure_interleaved(paths, load_task("softmax"), cands(4), tmp_path / "work", passes=3,
+                                      progress=said.append)
+    finally:
+        for pool in pools.values():
+            pool.close()
+    assert [r["mode"] for r in rows] == ["a", "b"]
+    for r in rows:
+        assert (r["candidates"], r["rounds"], r["passed"], len(r["walls"]), len(r["pass_rates"])) == (4, 3, 4, 3, 3)
+        assert set(r["busy_pct"]) == {"0", "1"} and r["judge_cpu_s"] >= 0
+    runs = sorted(intervals(read_spans(log)), key=lambda s: s[3])
+    assert len(runs) == 24                           # 4 candidates x 3 passes x 2 paths, each measured
+    order = [runs[i][0][0] for i in range(0, 24, 4)]
+    assert order == ["a", "b", "b", "a", "a", "b"]   # the paths take turns, the order alternating pass by pass
+    assert len(said) == 6 and said[0].startswith("pass 1/3: a ") and said[2].startswith("pass 2/3: b ")
+    rows[1]["pass_rates"] = [rows[1]["per_gpu_hour"] * 0.9, rows[1]["per_gpu_hour"] * 1.1]
+    one = {"mode": "pool-1", "gpus": 1, "per_gpu_hour": rows[1]["per_gpu_hour"]}
+    text = "\n".join(report.verdicts([one, {**rows[1], "mode": "pool-N"}], 2))
+    assert "pool on 2 GPUs: 2.00x the one-GPU rate (its 2 passes: 1.80x to 2.20x)" in text

@@ -121,6 +121,43 @@ def measure(path: MeasuredPath, loaded: Any, cands: list[tuple[str, str]], work:
     return out
 
 
+def measure_interleaved(paths: list[MeasuredPath], loaded: Any, cands: list[tuple[str, str]], work: Path,
+                        passes: int = 1, progress: Any = None) -> list[dict]:
+    """``passes`` passes of every path over all the candidates (each pass handed over at once, as a round does),
+    the paths taking turns and the order alternating from pass to pass, each pass with a fresh run cache: two ways
+    of measuring many GPUs share the machine's drift, and each row says how far its passes lie apart
+    (``pass_rates``: candidates per GPU-hour of each pass)."""
+    from cuda_llm.graph.evaluator import CachedEvaluator
+
+    results: dict[str, list[Any]] = {p.name: [] for p in paths}
+    walls: dict[str, list[float]] = {p.name: [] for p in paths}
+    busy: dict[str, list[dict[str, float]]] = {p.name: [] for p in paths}
+    cpu: dict[str, float] = {p.name: 0.0 for p in paths}
+    for k in range(passes):
+        for p in paths if k % 2 == 0 else paths[::-1]:
+            folder = work / f"{p.name}-p{k}"
+            cached = CachedEvaluator(p, folder / "cache")
+            seen = len(p.events)
+            t0, c0 = time.perf_counter(), judges_cpu_s(p)
+            got = [g.value for g in cached.evaluate_each(loaded, [(src, cid, folder / cid) for cid, src in cands])]
+            walls[p.name].append(time.perf_counter() - t0)
+            cpu[p.name] += judges_cpu_s(p) - c0
+            results[p.name] += got
+            busy[p.name].append(busy_pct(p.events[seen:]))
+            if progress is not None:
+                progress(f"pass {k + 1}/{passes}: {p.name} {walls[p.name][-1]:.1f} s")
+    rows = []
+    for p in paths:
+        r = row(p.name, p.gpus, results[p.name], walls[p.name], passes)
+        gpus = sorted({g for b in busy[p.name] for g in b})
+        r["busy_pct"] = {g: round(statistics.fmean(b.get(g, 0.0) for b in busy[p.name]), 1) for g in gpus}
+        r["judge_cpu_s"] = round(cpu[p.name] / max(1, len(results[p.name])), 3)
+        r["costs"] = judge_costs([work / f"{p.name}-p{k}" / cid for k in range(passes) for cid, _ in cands])
+        r["pass_rates"] = [round(len(cands) / (w / 3600.0) / max(1, p.gpus), 1) for w in walls[p.name] if w > 0]
+        rows.append(r)
+    return rows
+
+
 def busy_pct(events: list[dict]) -> dict[str, float]:
     """Per GPU: the share of the pass (first job's start to last job's end, on any GPU) its worker spent on a
     job. Below 100: the GPU waited, for the queue or at the end of the pass for the other GPUs' last jobs."""

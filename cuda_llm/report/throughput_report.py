@@ -58,7 +58,10 @@ def verdicts(rows: list[dict], n_visible: int, paired: dict | None = None) -> li
         per_job = [by[m]["eval_s"] / by[m]["candidates"] for m in ("pool-1", mode) if by[m].get("eval_s")]
         slower = (f"; one evaluation took {per_job[1] / per_job[0]:.3f}x as long as on one GPU"
                   if len(per_job) == 2 and per_job[0] > 0 else "")
-        lines.append(f"pool on {n} GPUs{how}: {x:.2f}x the one-GPU rate (target: at least {0.9 * n:.1f}x): "
+        rates = by[mode].get("pass_rates") or []
+        passes = (f" (its {len(rates)} passes: {min(rates) * n / by['pool-1']['per_gpu_hour']:.2f}x to "
+                  f"{max(rates) * n / by['pool-1']['per_gpu_hour']:.2f}x)" if len(rates) > 1 else "")
+        lines.append(f"pool on {n} GPUs{how}: {x:.2f}x the one-GPU rate{passes} (target: at least {0.9 * n:.1f}x): "
                      f"{'met' if x >= 0.9 * n else 'NOT met'}{each}{slower}")
         grew = cost_growth(by["pool-1"].get("costs") or {}, by[mode].get("costs") or {})
         if grew:
