@@ -18,12 +18,14 @@ each candidate goes through both, back to back, the order alternating, for ``--r
 (clocks, heat) then falls on both alike, and the cost comes with a 95% interval from the spread of the paired
 differences; the pool's own work per job (its queue and thread hand-off) is measured apart, as each call's wall
 time less the time the GPU's worker spent on it. pool-N and ray hand over every candidate at once, as a round
-does. Each path gets its own fresh run cache (per round), so every evaluation is measured. The table
+does, pass by pass (``--passes``), taking turns with each other (and with pool-1 when today's path is not
+measured), each warmed up first. Each path gets its own fresh run cache (per round), so every evaluation is measured. The table
 (throughput.md) also says, per kernel, how far the medians of the paths lie apart (the same kernels timed on
 other GPUs and by other paths should agree within 2%).
 
     python benchmarks/throughput_bench.py --out bench-out                 # ~3 min on one H100
     python benchmarks/throughput_bench.py --out bench-out --candidates 24 --rounds 3 --modes today,pool-1
+    python benchmarks/throughput_bench.py --out bench-out --candidates 24 --passes 2 --modes pool-1,pool-N
 """
 
 from __future__ import annotations
@@ -69,7 +71,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--rounds", type=int, default=1,
                    help="passes of today's path against pool-1, candidate by candidate (more: a tighter interval)")
     p.add_argument("--passes", type=int, default=1,
-                   help="passes of each many-GPU path (pool-N, pool-N-threads, ray) over the candidates, taking turns")
+                   help="passes of each many-GPU path (pool-N, pool-N-threads, ray; pool-1 too when today is not "
+                        "measured) over the candidates, taking turns")
     p.add_argument("--eval-time", type=float, default=2.0, help="timing budget per candidate (s)")
     p.add_argument("--modes", default=",".join(MODES), help=f"comma-separated, of {', '.join(MODES)}")
     p.add_argument("--task", default="softmax")
@@ -103,7 +106,10 @@ def main(argv: list[str] | None = None) -> int:
     log = lambda text: print(text, file=sys.stderr, flush=True)     # noqa: E731
     with tempfile.TemporaryDirectory(prefix="throughput-") as tmp:
         work = Path(tmp)
-        one = local_pool([0], time_budget_s=args.eval_time, profile=False) if "pool-1" in modes else None
+        # pool-1 is paired with today's path candidate by candidate; without today it takes turns with the
+        # many-GPU paths pass by pass, so the N-GPU rate is compared with a one-GPU rate measured alongside
+        paired_one = "pool-1" in modes and "today" in modes
+        one = local_pool([0], time_budget_s=args.eval_time, profile=False) if paired_one else None
         try:
             single = [MeasuredPath("today", first, 1)] if "today" in modes else []
             if one is not None:
@@ -127,8 +133,11 @@ def main(argv: list[str] | None = None) -> int:
         many: list[MeasuredPath] = []
         pools = []
         try:
-            for mode in [m for m in modes if m in ("pool-N", "pool-N-threads", "ray")]:
-                if mode.startswith("pool-N"):
+            for mode in [m for m in modes if m in ("pool-N", "pool-N-threads", "ray")
+                         or (m == "pool-1" and not paired_one)]:
+                if mode == "pool-1":
+                    pool = local_pool([0], time_budget_s=args.eval_time, profile=False)
+                elif mode.startswith("pool-N"):
                     if n_visible < 2:
                         rows.append({"mode": mode, "status": "not measured: one GPU"})
                         continue
