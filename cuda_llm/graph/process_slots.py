@@ -3,7 +3,7 @@
 A judge is busy in Python while its GPU works: it reads the worker's events, fills and checks output buffers of
 up to a few hundred MB, and cross-checks the clock. Two judges in one process take turns on one interpreter lock,
 and each evaluation then takes longer side by side than alone. A ``ProcessSlot`` runs its GPU's evaluator in a
-child process of its own (``python -m cuda_llm.graph.process_slots``): the pool's thread for that GPU hands
+child process of its own (``serve``, in a Python started with this process's ``sys.path``): the pool's thread for that GPU hands
 the job over a socket pair (length-prefixed pickles) and waits. The task goes as a ``TaskPayload`` (by name, or
 its folder's path: same machine), the work folder is the caller's, and the result comes back by value.
 
@@ -16,7 +16,6 @@ in the child fails the job the same way, with the child's traceback in the messa
 
 from __future__ import annotations
 
-import os
 import pickle
 import signal
 import socket
@@ -33,7 +32,6 @@ from cuda_llm.graph.slot_server import Factory, SlotServer, TaskPayload, task_pa
 JOB_TIMEOUT_S = 3 * 3600.0         # a job not answered by then counts as lost (a hung slot process)
 START_TIMEOUT_S = 300.0            # the child's imports and its evaluator's device facts
 _HEADER = struct.Struct("!Q")
-PACKAGE_ROOT = Path(__file__).resolve().parents[2]
 
 
 class SlotProcessError(RuntimeError):
@@ -84,18 +82,18 @@ class ProcessSlot:
     def start(self) -> None:
         """Start the child (it builds its evaluator while this returns; ``ready`` waits for it)."""
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join(
-            [str(PACKAGE_ROOT)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p])}
+        # the child imports what this process imports, from where it does (sys.path as it is here: the package,
+        # and the folder of a factory's class, need not be installed)
+        boot = (f"import sys; sys.path[:] = {list(sys.path)!r}; "
+                f"from cuda_llm.graph.process_slots import serve; sys.exit(serve({theirs.fileno()}))")
         try:
-            self._proc = subprocess.Popen(
-                [sys.executable, "-m", "cuda_llm.graph.process_slots", str(theirs.fileno())],
-                pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL, env=env, start_new_session=True)
+            self._proc = subprocess.Popen([sys.executable, "-c", boot], pass_fds=(theirs.fileno(),),
+                                          stdin=subprocess.DEVNULL, start_new_session=True)
         finally:
             theirs.close()
         self._sock = ours
         self.starts += 1
-        # sys.path first, on its own: the factory's class may live in a folder only this process has on its path
-        send_message(ours, {"sys_path": list(sys.path), "factory": pickle.dumps(self.factory)})
+        send_message(ours, {"factory": pickle.dumps(self.factory)})
 
     def ready(self) -> dict[str, Any]:
         """Wait for the child's evaluator: its arch and device facts, or a RuntimeError with its traceback."""
@@ -199,9 +197,6 @@ def serve(fd: int) -> int:
         boot = recv_message(sock)
     except (OSError, EOFError):
         return 1
-    for p in reversed(boot["sys_path"]):
-        if p not in sys.path:
-            sys.path.insert(0, p)
     try:
         server = SlotServer(pickle.loads(boot["factory"]))
         send_message(sock, ("ready", server.describe()))
@@ -234,7 +229,3 @@ def serve(fd: int) -> int:
     finally:
         server.close()
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(serve(int(sys.argv[1])))
