@@ -28,8 +28,9 @@
 #                       recordings merged in; detector: precision and recall of the detectors (CPU only)
 #                       throughput (only when named): benchmarks/throughput_bench.py, candidates per GPU-hour of
 #                       today's path, the GPU pool on one GPU, on every GPU, and through Ray where installed
-#                       (THROUGHPUT_ARGS, e.g. "--candidates 24"); pool: the pool's GPU tests and a 2-task
-#                       `cuda-llm batch` with the scripted model on every GPU (tests/test_gpu_pool_gpu.py)
+#                       (THROUGHPUT_ARGS, e.g. "--candidates 24 --passes 2 --modes pool-1,pool-N"); pool: the
+#                       pool's GPU tests and a 2-task `cuda-llm batch` with the scripted model on every GPU
+#                       (tests/test_gpu_pool_gpu.py)
 #   MODULES=a,b         only these sample modules in the torch step (benchmarks/torch_bench.py)
 #   TORCH_ARGS=...      extra torch_bench.py arguments (e.g. "--no-compile")
 #   PYTEST_ARGS=...     extra pytest arguments of the tests step (e.g. "-k adversarial")
@@ -203,7 +204,7 @@ fi
 [ -f "$BENCH/exemplars.log" ] && echo "exemplars: $(grep -E '[0-9]+ (passed|failed)' "$BENCH/exemplars.log" | tail -n 1 | tr -d '=')"
 [ -f "$BENCH/diagnosis.md" ] && echo "diagnosis: $(sed -n 3p "$BENCH/diagnosis.md" | cut -c1-200)"
 [ -f "$BENCH/detector.md" ] && echo "detector: $(sed -n 3p "$BENCH/detector.md" | cut -c1-200)"
-[ -f "$BENCH/throughput.md" ] && echo "throughput:" && grep -E '^(\| (today|pool-1|pool-N|ray) |- )' "$BENCH/throughput.md"
+[ -f "$BENCH/throughput.md" ] && echo "throughput:" && grep -E '^(\| (today|pool-1|pool-N|pool-N-threads|ray) |- )' "$BENCH/throughput.md"
 [ -f "$BENCH/pool.log" ] && echo "pool:     $(grep -E '[0-9]+ (passed|failed)' "$BENCH/pool.log" | tail -n 1 | tr -d '=')" \
   && grep -E '^pool-gpu: ' "$BENCH/pool.log"
 exit 0
