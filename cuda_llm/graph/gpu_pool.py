@@ -370,20 +370,19 @@ def local_pool(gpus: list[int] | None = None, *, arch: str | None = None, time_b
     if not chosen:
         raise ValueError("there is no CUDA device on this machine for a GPU pool")
     if processes is None:
-        processes = SLOT_PROCESSES
-    use_processes = len(chosen) > 1 if processes is None else processes
+        processes = SLOT_PROCESSES if SLOT_PROCESSES is not None else len(chosen) > 1
     # this process's own evaluator for the first GPU: builds, analyses and the toolchain (and its device facts)
     first = GpuEvaluator(arch=arch, time_budget_s=time_budget_s, profile=profile, gpu=chosen[0],
                          eval_options=eval_options)
-    if use_processes:
+    if processes:
         from cuda_llm.graph.process_slots import ProcessSlot, start_slots
-        from cuda_llm.graph.slot_server import GpuEvaluatorFactory
+        from cuda_llm.graph.slot_server import GpuEvaluatorFactory, device_of
 
         pslots = [ProcessSlot(GpuEvaluatorFactory(arch=first.arch, time_budget_s=time_budget_s, profile=profile,
                                                   gpu=g, eval_options=eval_options), pinned_device(g))
                   for g in chosen]
         infos = start_slots(pslots)
-        devices = [DeviceInfo.model_validate(i["device"]) if i.get("device") else None for i in infos]
+        devices = [device_of(i) for i in infos]
         slots: list[Slot] = list(pslots)
     else:
         evaluators = [first] + [GpuEvaluator(arch=arch, time_budget_s=time_budget_s, profile=profile, gpu=g,

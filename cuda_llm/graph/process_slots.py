@@ -24,12 +24,10 @@ import subprocess
 import sys
 import time
 import traceback
-from pathlib import Path
 from typing import Any
 
-from cuda_llm.graph.slot_server import Factory, SlotServer, TaskPayload, task_payload
+from cuda_llm.graph.slot_server import JOB_TIMEOUT_S, Factory, Payloads, SlotServer
 
-JOB_TIMEOUT_S = 3 * 3600.0         # a job not answered by then counts as lost (a hung slot process)
 START_TIMEOUT_S = 300.0            # the child's imports and its evaluator's device facts
 _HEADER = struct.Struct("!Q")
 
@@ -73,7 +71,7 @@ class ProcessSlot:
         self.starts = 0
         self._proc: subprocess.Popen | None = None
         self._sock: socket.socket | None = None
-        self._payloads: dict[str, TaskPayload] = {}
+        self._payloads = Payloads(by_files=False)      # same machine: a task folder is read where it is
 
     @property
     def pid(self) -> int | None:
@@ -128,13 +126,9 @@ class ProcessSlot:
             self.start()
             self.ready()
         assert self._sock is not None
-        loaded, rest = args[0], tuple(args[1:])
-        key = str(Path(loaded.task.folder).resolve())
-        if key not in self._payloads:
-            self._payloads[key] = task_payload(loaded, by_files=False)
         self._sock.settimeout(self.timeout_s)
         try:
-            send_message(self._sock, ("job", kind, self._payloads[key], rest))
+            send_message(self._sock, ("job", kind, self._payloads.of(args[0]), tuple(args[1:])))
             status, value = recv_message(self._sock)
         except (OSError, EOFError) as exc:         # died, or no answer within timeout_s (socket.timeout)
             self._stop()

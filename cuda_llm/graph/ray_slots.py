@@ -19,17 +19,16 @@ compile-fix turns, so it needs nvcc but no GPU; pass ``--arch`` if the cluster's
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import ray
 
 from cuda_llm.graph.evaluator import ToolsMixin
 from cuda_llm.graph.gpu_pool import GpuPool, same_kind
-from cuda_llm.graph.slot_server import WORK_ARG, Factory, GpuEvaluatorFactory, SlotServer, TaskPayload, task_payload
+from cuda_llm.graph.slot_server import (JOB_TIMEOUT_S, WORK_ARG, Factory, GpuEvaluatorFactory, Payloads, SlotServer,
+                                        TaskPayload, device_of, task_payload)
 from cuda_llm.results import DeviceInfo
 
-JOB_TIMEOUT_S = 3 * 3600.0         # a job not answered by then counts as lost (a hung node)
 __all__ = ["EvaluatorActor", "GpuEvaluatorFactory", "RayPool", "RaySlot", "TaskPayload", "ray_pool", "task_payload"]
 
 
@@ -58,20 +57,14 @@ class RaySlot:
         self.actor = actor
         self.label = label
         self.timeout_s = timeout_s
-        self._payloads: dict[str, TaskPayload] = {}
-
-    def _payload(self, loaded: Any) -> TaskPayload:
-        key = str(Path(loaded.task.folder).resolve())
-        if key not in self._payloads:
-            self._payloads[key] = task_payload(loaded)
-        return self._payloads[key]
+        self._payloads = Payloads(by_files=True)       # another machine: a task folder travels as its files
 
     def run(self, kind: str, args: tuple[Any, ...]) -> Any:
         loaded, rest = args[0], list(args[1:])
         at = WORK_ARG.get(kind)
         if at is not None:
             rest[at] = None                       # the node's own folder (this machine's paths mean nothing there)
-        ref = self.actor.run.remote(kind, self._payload(loaded), tuple(rest))
+        ref = self.actor.run.remote(kind, self._payloads.of(loaded), tuple(rest))
         return ray.get(ref, timeout=self.timeout_s)   # RayActorError / GetTimeoutError: the pool re-queues
 
     def close(self) -> None:
@@ -129,7 +122,7 @@ def ray_pool(address: str | None, *, factory: Factory | None = None, arch: str |
         if owns:
             ray.shutdown()
         raise
-    devices = [DeviceInfo.model_validate(i["device"]) if i.get("device") else None for i in infos]
+    devices = [device_of(i) for i in infos]
     same_kind([(i["label"], d) for i, d in zip(infos, devices)])
     labels = [i["label"] for i in infos]
     labels = [lb if labels.count(lb) == 1 else f"{lb}#{k}" for k, lb in enumerate(labels)]

@@ -17,6 +17,7 @@ from typing import Any, Callable
 from pydantic import BaseModel
 
 WORK_ARG = {"evaluate": 2, "profile": 2, "final_check": 2}    # where the work folder sits after ``loaded``
+JOB_TIMEOUT_S = 3 * 3600.0         # a job not answered by then counts as lost (a hung slot process or node)
 MAX_TASK_BYTES = 64 << 20
 Factory = Callable[[], Any]
 
@@ -55,6 +56,27 @@ def task_payload(loaded: Any, *, by_files: bool = True) -> TaskPayload:
             files[p.relative_to(folder).as_posix()] = data
     key = hashlib.sha256(b"".join(k.encode() + b"\0" + v for k, v in files.items())).hexdigest()[:16]
     return TaskPayload(name=loaded.task.name, key=key, folder_name=folder.name, files=files)
+
+
+class Payloads:
+    """The payload of each task a slot was handed, made once per task folder (``by_files``: see task_payload)."""
+
+    def __init__(self, *, by_files: bool):
+        self.by_files = by_files
+        self._made: dict[str, TaskPayload] = {}
+
+    def of(self, loaded: Any) -> TaskPayload:
+        key = str(Path(loaded.task.folder).resolve())
+        if key not in self._made:
+            self._made[key] = task_payload(loaded, by_files=self.by_files)
+        return self._made[key]
+
+
+def device_of(info: dict[str, Any]) -> Any:
+    """The DeviceInfo in a slot's ``describe()`` answer (None where its evaluator has no device)."""
+    from cuda_llm.results import DeviceInfo
+
+    return DeviceInfo.model_validate(info["device"]) if info.get("device") else None
 
 
 class GpuEvaluatorFactory:

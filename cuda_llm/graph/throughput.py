@@ -107,18 +107,8 @@ def judge_costs(folders: list[Path]) -> dict[str, float]:
 
 def measure(path: MeasuredPath, loaded: Any, cands: list[tuple[str, str]], work: Path) -> dict:
     """Every candidate through ``path`` at once, as a round hands them over (wrapped in a fresh run cache):
-    the pool over N GPUs measures N side by side."""
-    from cuda_llm.graph.evaluator import CachedEvaluator
-
-    cached = CachedEvaluator(path, work / path.name / "cache")
-    jobs = [(src, cid, work / path.name / cid) for cid, src in cands]
-    t0, c0 = time.perf_counter(), judges_cpu_s(path)
-    results = [got.value for got in cached.evaluate_each(loaded, jobs)]
-    out = row(path.name, path.gpus, results, [time.perf_counter() - t0])
-    out["busy_pct"] = busy_pct(path.events)
-    out["judge_cpu_s"] = round((judges_cpu_s(path) - c0) / max(1, len(results)), 3)
-    out["costs"] = judge_costs([w for _, _, w in jobs])
-    return out
+    the pool over N GPUs measures N side by side. One pass of ``measure_interleaved``."""
+    return measure_interleaved([path], loaded, cands, work)[0]
 
 
 def measure_interleaved(paths: list[MeasuredPath], loaded: Any, cands: list[tuple[str, str]], work: Path,
