@@ -117,7 +117,11 @@ def test_keeps_the_fastest_and_ignores_wins_inside_the_noise(tmp_path):
         any(e.get("node") == "critique" for e in events)
     # every candidate records its parent and the features it was asked to apply
     cands = [e for e in events if e["event"] == "candidate"]
-    assert all(e["features"] and e["parent"] for e in cands)
+    assert all(e["parent"] for e in cands)
+    # the last slot of each round is free (Limits.free_slots = 1): no assigned features; the others have some
+    assert all(bool(e["features"]) == (not e["candidate"].startswith(("r1c1", "r2c1", "r3c1"))) for e in cands)
+    plan = json.loads((out.root / "rounds" / "r1" / "plan.json").read_text())["candidates"]
+    assert plan["r1c1"]["free"] and not plan["r1c0"]["free"]
     assert {e["parent"] for e in cands if e["candidate"].startswith("r3")} == {"r2c0"}
     # the feature database heard of every candidate: r3c1 repeats r1c1's source (its measurement is read
     # from the run's cache) but over another parent, so it counts again. These candidates only rename the
@@ -126,9 +130,10 @@ def test_keeps_the_fastest_and_ignores_wins_inside_the_noise(tmp_path):
     from cuda_llm.feature_db.stats import StatsStore
 
     rows = StatsStore(tmp_path / "stats.sqlite").all(category="reduction")
-    assert sum(r.asked for r in rows) == 6 and sum(r.complied for r in rows) == 0
+    assert sum(r.asked for r in rows) == 3 and sum(r.complied for r in rows) == 0   # the 3 planned (not free) ones
     assert sum(r.tries for r in rows) == 0 and not any(r.n_rewards for r in rows)
-    assert sum(1 for e in events if e["event"] == "credit") == 6
+    # the free candidates were asked nothing and introduced nothing: nothing to credit
+    assert sum(1 for e in events if e["event"] == "credit") == 3
 
 
 def test_repairs_after_a_compile_error(tmp_path):
@@ -196,7 +201,8 @@ def test_a_failure_with_new_features_is_repaired_even_when_a_sibling_passed(tmp_
     k = {"r1c0": softmax_source("v5"), "r1c1": softmax_source("wa1"), "r1c1f1": softmax_source("wa2"),
          "r1c1f2": softmax_source("v3")}
     timings = {**TIMINGS, "wa1": "wrong_answer", "wa2": "wrong_answer"}
-    out, model, ev = run(tmp_path, k, timings=timings, max_rounds=1, max_repairs=2, compile_fix_turns=0)
+    out, model, ev = run(tmp_path, k, timings=timings, max_rounds=1, max_repairs=2, compile_fix_turns=0,
+                         free_slots=0)   # both candidates planned: r1c1 has features of its own
     assert out.finished and out.best["id"] == "r1c1f2"                      # the repaired candidate won
     events = trace(out)
     rep = [e for e in events if e["event"] == "decision" and e.get("kind") == "repair"]

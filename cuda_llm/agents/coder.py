@@ -47,6 +47,7 @@ class CoderContext(BaseModel):
     build: BuildBrief | None = None
     candidate: str = "candidate"
     features: list[FeatureBrief] = Field(default_factory=list)
+    free: bool = False                    # a free slot: no assigned features, the coder's own best next step
     idea: str = ""                        # the planner's whole idea for this candidate
     parent: ParentKernel | None = None    # the kernel to improve on (in a repair: the working reference)
     history: list[HistoryItem] = Field(default_factory=list)
@@ -66,7 +67,18 @@ class CoderAnswer(BaseModel):
     build_errors: str | None = None   # what the last check said, when the fix turns ran out
 
 
+FREE_HEAD = "No features are assigned to this candidate: it is free."
+FREE_TEXT = ("Read the evidence above (the parent's profile and diagnosis, the critique, what was tried and how it "
+             "ended) and take the step you judge will make the parent fastest: any technique or combination, in the "
+             "catalogue or not, a different algorithm included. The features your code uses are detected and "
+             "credited afterwards.")
+FEATURES_HEAD = "Features to apply in this candidate, and how:"
+
+
 def _feature_sections(ctx: CoderContext) -> list[Section]:
+    if ctx.free and not ctx.features:
+        return [Section(name="features", text=FREE_TEXT, priority=60, label="what a free candidate does"),
+                Section(name="exemplars", text="", priority=20, label="the features' exemplars")]
     how = "\n".join(f.render(with_exemplar=False) for f in ctx.features) or \
         "(free choice: pick what the evidence suggests)"
     exemplars = "\n\n".join(x for x in (f.render_exemplar() for f in ctx.features) if x) or "(none)"
@@ -109,7 +121,10 @@ def build_coder_messages(ctx: CoderContext) -> list[BaseMessage]:
                     text="\n\n".join(k.render_head() + "\n" + k.render_source() for k in ctx.inspirations)),
         ]
         head = parent.render_head() if parent else "Parent: none yet; write a fast first version."
-        user, _ = render_budgeted("coder_user", sections, ctx.budget_chars, **fixed, parent_head=head)
+        free = ctx.free and not ctx.features
+        user, _ = render_budgeted("coder_user", sections, ctx.budget_chars, **fixed, parent_head=head,
+                                  features_head=FREE_HEAD if free else FEATURES_HEAD,
+                                  ask="take the best next step you see" if free else "apply the features above")
     return [SystemMessage(content=system), HumanMessage(content=user)]
 
 

@@ -16,6 +16,7 @@ from cuda_llm.agents.structured import StructuredAnswer, invoke_structured
 from cuda_llm.results import DeviceInfo
 
 MAX_FEATURES_PER_CANDIDATE = 3
+MAX_PLANNER_FREE = 1     # candidates the planner may leave free (no features: the coder's own best step)
 
 
 class OfferedFeature(BaseModel):
@@ -76,11 +77,14 @@ class PlannerContext(BaseModel):
     best: ParentKernel | None = None     # the kernel the round starts from
     critique: CritiqueBrief | None = None
     history: list[HistoryItem] = Field(default_factory=list)
+    free_slots: int = Field(default=0, ge=0)   # further candidates of the round that are free (not planned here)
+    blocked: list[list[str]] = Field(default_factory=list)   # feature sets that failed or regressed on this parent
     budget_chars: int = DEFAULT_PROMPT_BUDGET["planner"]
 
 
 class CandidatePlan(BaseModel):
-    features: list[str] = Field(description="feature ids from the offered list, 1 to 3")
+    features: list[str] = Field(description="feature ids from the offered list, 1 to 3; none leaves the candidate "
+                                            "free: its coder takes the best next step it sees in the evidence")
     idea: str = Field(description="how this candidate applies its features to this task: the whole design a coder "
                                   "needs (work per thread and block, tile sizes, what stays in registers or shared "
                                   "memory, launch shape)")
@@ -113,21 +117,47 @@ def build_planner_messages(ctx: PlannerContext) -> list[BaseMessage]:
         "planner_user", sections, ctx.budget_chars,
         round_index=ctx.round_index, task=ctx.task.render(), device=render_device(ctx.device),
         features="\n".join(f.render() for f in ctx.offered) or "(none offered)", n_candidates=ctx.n_candidates,
+        free_note=_free_note(ctx), blocked=_blocked_note(ctx),
     )
     return [SystemMessage(content=system), HumanMessage(content=user)]
 
 
-def normalize_plan(answer: PlanAnswer, offered: Sequence[str], n: int) -> Plan:
-    """Keep only offered ids, give every candidate a distinct non-empty set, exactly n candidates.
+def _free_note(ctx: PlannerContext) -> str:
+    if not ctx.free_slots:
+        return ""
+    many = ctx.free_slots > 1
+    return (f"Besides these, {ctx.free_slots} more candidate{'s' if many else ''} of this round "
+            f"{'are' if many else 'is'} free: {'their coders get' if many else 'its coder gets'} the same evidence "
+            "and no assigned features, and the features used are detected and credited afterwards.")
 
-    Deterministic: padding takes offered features in ranked order, unused ones first.
+
+def _blocked_note(ctx: PlannerContext) -> str:
+    if not ctx.blocked:
+        return ""
+    sets = "; ".join("[" + ", ".join(b) + "]" for b in ctx.blocked)
+    return (f"Feature sets that already failed or regressed on this parent (not given again unless changed): "
+            f"{sets}.")
+
+
+def normalize_plan(answer: PlanAnswer, offered: Sequence[str], n: int,
+                   blocked: Sequence[Sequence[str]] = ()) -> Plan:
+    """Keep only offered ids, give every candidate a distinct set, exactly n candidates.
+
+    A candidate the model left without features on purpose is free (at most MAX_PLANNER_FREE of them); one
+    whose ids were all dropped, or whose set is another's or ``blocked`` (it failed or regressed on this
+    parent), gets a feature added. Deterministic: padding takes offered features in ranked order, unused ones
+    first.
     """
     offered = list(dict.fromkeys(offered))
     allowed = set(offered)
     notes: list[str] = []
     cands: list[CandidatePlan] = []
-    seen_sets: set[frozenset[str]] = set()
+    no = {frozenset(b) for b in blocked}
+    seen_sets: set[frozenset[str]] = set(no)
+    free: set[int] = set()
     for i, c in enumerate(answer.candidates):
+        if not c.features and len(free) < MAX_PLANNER_FREE and i < n:
+            free.add(i)
         feats = list(dict.fromkeys(c.features))
         unknown = [f for f in feats if f not in allowed]
         if unknown:
@@ -149,6 +179,8 @@ def normalize_plan(answer: PlanAnswer, offered: Sequence[str], n: int) -> Plan:
 
     for i, c in enumerate(cands):
         key = frozenset(c.features)
+        if i in free:
+            continue
         if c.features and key not in seen_sets:
             seen_sets.add(key)
             continue
@@ -158,7 +190,8 @@ def normalize_plan(answer: PlanAnswer, offered: Sequence[str], n: int) -> Plan:
             for f in pool:
                 trial = c.features + [f] if c.features else [f]
                 if f not in c.features and frozenset(trial) not in seen_sets:
-                    why = "empty" if not c.features else "the same as another candidate's"
+                    why = "empty" if not c.features else \
+                        "one that failed on this parent before" if key in no else "the same as another candidate's"
                     notes.append(f"candidate {i}: feature set was {why}; added `{f}`")
                     c.features = trial[-MAX_FEATURES_PER_CANDIDATE:]
                     break
@@ -169,5 +202,5 @@ def normalize_plan(answer: PlanAnswer, offered: Sequence[str], n: int) -> Plan:
 def plan_round(model: Any, ctx: PlannerContext, *, retries: int = 2) -> tuple[Plan, StructuredAnswer]:
     """Ask the planner; the plan is normalized (see Plan.adjustments for what was changed)."""
     answer = invoke_structured(model, build_planner_messages(ctx), PlanAnswer, retries=retries)
-    plan = normalize_plan(answer.value, [f.id for f in ctx.offered], ctx.n_candidates)
+    plan = normalize_plan(answer.value, [f.id for f in ctx.offered], ctx.n_candidates, ctx.blocked)
     return plan, answer

@@ -211,6 +211,9 @@ def add_search_arguments(p: argparse.ArgumentParser) -> None:
     s = p.add_argument_group("search")
     s.add_argument("--refine-turns", type=int, default=0,
                    help="more turns of each coder on its own passing candidate in a round (default 0)")
+    s.add_argument("--free-slots", type=int, default=1,
+                   help="candidates per round with no assigned features: the coder takes the best next step it "
+                        "sees in the evidence, and the features it used are credited (default 1; 0: none)")
     s.add_argument("--inspirations", type=int, default=1,
                    help="kernels of other approaches shown to each coder, 0-2 (default 1)")
     s.add_argument("--tune-evals", type=int, default=16,
@@ -281,7 +284,8 @@ def limits_from_args(args: argparse.Namespace) -> "Limits | str":
                         max_no_code=args.max_no_code, max_endpoint_errors=args.max_endpoint_errors,
                         compile_fix_turns=args.compile_fixes,
                         sol_target=args.sol_target, max_failed_rounds=args.max_failed_rounds,
-                        refine_turns=args.refine_turns, inspirations=args.inspirations, tune_evals=args.tune_evals,
+                        refine_turns=args.refine_turns, free_slots=args.free_slots, inspirations=args.inspirations,
+                        tune_evals=args.tune_evals,
                         tune_seconds=args.tune_time)
     except ValidationError as exc:
         bad = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import math
 import random
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
@@ -122,16 +122,18 @@ class _Posterior(BaseModel):
         return p * mu + (1.0 - p) * FAIL_VALUE
 
 
-def posterior(st: FeatureStats, pool: FeatureStats | None = None, mine: FeatureStats | None = None) -> _Posterior:
+def posterior(st: FeatureStats, pool: FeatureStats | None = None, mine: FeatureStats | None = None,
+              prior_mean: float = PRIOR_MEAN) -> _Posterior:
     """Beta posterior on passing and Normal posterior on the mean reward of passing tries.
 
     ``st``: the cell (this family and arch), every model pooled: its rewards count in full. ``mine``: the
     same cell for this run's coder model: its tries count in full for the pass rate, the other models'
     at OTHER_MODEL_PASS_WEIGHT (without ``mine`` every model counts in full). ``pool``: other families
-    and archs, a weak prior for both.
+    and archs, a weak prior for both. ``prior_mean``: what the step is expected to close before any
+    evidence (offers.cold_prior: a known win of the family, a feature the diagnosis suggests).
     """
     a0, b0 = PASS_PRIOR
-    mu0 = PRIOR_MEAN
+    mu0 = prior_mean
     if pool is not None and pool.tries:
         a0 += POOL_PASS_WEIGHT * pool.passed
         b0 += POOL_PASS_WEIGHT * (pool.tries - pool.passed)
@@ -206,6 +208,7 @@ def rank_features(
     exclude: Iterable[str] = (),
     method: Method = "thompson",
     model: str | None = None,
+    prior: Mapping[str, float] | None = None,
 ) -> list[RankedFeature]:
     """Rank the applicable features, best first.
 
@@ -214,8 +217,9 @@ def rank_features(
     (see task_tolerance) hides features that need a looser one unless they are lossless on
     ``float_inputs`` (the task's float input dtypes); ``task_filters(task)`` gives all of these. ``model``:
     the coder model of this run, whose own pass rate counts in full. ``exclude`` drops ids. ``top``
-    keeps the best ``top``, always including the best proven features by posterior mean. Same inputs and
-    seed, same ranking.
+    keeps the best ``top``, always including the best proven features by posterior mean. ``prior``: feature
+    id -> prior mean of the headroom share it closes (offers.cold_prior), which the measured rewards then
+    update. Same inputs and seed, same ranking.
     """
     if method not in ("thompson", "ucb"):
         raise ValueError(f"method {method!r}: use 'thompson' or 'ucb'")
@@ -242,7 +246,7 @@ def rank_features(
             mine = pooled(own, f.id, category, arch, model=model_key)
         others = [r for r in rows if r.feature == f.id and (r.category, r.arch) != (category, arch)]
         pool = pooled(others, f.id, category, arch) if others else None
-        post = posterior(st, pool, mine)
+        post = posterior(st, pool, mine, PRIOR_MEAN + (prior or {}).get(f.id, 0.0))
         expected = post.value(post.p_mean, post.mu_mean)
         if method == "thompson":
             p = rng.betavariate(post.alpha, post.beta)
@@ -272,7 +276,8 @@ def rank_features(
 
 
 def assign_features(
-    ranked: Sequence[RankedFeature], n_candidates: int, per_candidate: int = 2, seed: int = 0
+    ranked: Sequence[RankedFeature], n_candidates: int, per_candidate: int = 2, seed: int = 0,
+    blocked: Iterable[frozenset[str]] = (),
 ) -> list[list[str]]:
     """Give each candidate of a round its own features, so one round explores several directions.
 
@@ -281,7 +286,8 @@ def assign_features(
     third of the candidates (never candidate 0) lead with the best-sampled untried ones. Remaining slots are
     filled from the ranking, skipping features already used this round and pairs that conflict. With
     fewer features than slots, features are reused, keeping the sets distinct where possible.
-    Deterministic for a given ranking and seed.
+    ``blocked``: feature sets not to give again (they failed or regressed on this parent): such a set has
+    its last feature swapped for the best one that makes it new. Deterministic for a given ranking and seed.
     """
     if n_candidates < 1:
         raise ValueError(f"n_candidates={n_candidates}: a round needs at least one candidate")
@@ -328,4 +334,15 @@ def assign_features(
             plan.append(pick)
             used.add(pick)
         seen.add(frozenset(plan))
+    no = set(blocked)
+    for plan in plans:
+        if frozenset(plan) not in no:
+            continue
+        taken = seen | no
+        for f in order:      # swap the last feature for the best one that makes a set not tried on this parent
+            trial = plan[:-1] + [f]
+            if f not in plan and frozenset(trial) not in taken and not any(conflicts(f, p) for p in trial[:-1]):
+                plan[:] = trial
+                seen.add(frozenset(trial))
+                break
     return plans

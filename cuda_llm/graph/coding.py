@@ -70,7 +70,8 @@ def coder_context(deps: Any, job: dict) -> Any:
                     for pid in job.get("inspirations") or () if not job.get("repair_of")]
     return CoderContext(
         task=evidence.task_brief(deps), device=deps.device, build=evidence.build_brief(deps), candidate=job["cid"],
-        features=evidence.feature_briefs(deps, job["features"]), idea=evidence.idea_of(deps, job["round"], job["slot"]),
+        features=evidence.feature_briefs(deps, job["features"]), free=bool(job.get("free")) and not job["features"],
+        idea=evidence.idea_of(deps, job["round"], job["slot"]),
         parent=parent, inspirations=inspirations,
         history=read_context(deps, job["round"], job.get("attempt", 0)), repair=repair,
         budget_chars=deps.prompt_budget("coder"))

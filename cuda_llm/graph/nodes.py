@@ -188,26 +188,36 @@ def make_plan(deps: Deps) -> Callable[[GraphState], dict]:
             tokens: dict[str, dict] = {}
             rationale = ""
             model = deps.models.get("planner")
-            if model is None:
-                cands, source = _bandit(deps, round_, lim, best.id), "bandit (rules planner)"
+            parents = search.choose_parents(deps, state, round_, lim.n_candidates)
+            free = planning.free_slots(lim.n_candidates, lim.free_slots, round_)
+            planned = [s for s in range(lim.n_candidates) if s not in free]   # slots the planner fills
+            picks: list[Any] = []
+            if not planned:
+                source = "free (no planner call)"
+            elif model is None:
+                picks, source = _bandit(deps, round_, lim, [parents[s] for s in planned]), "bandit (rules planner)"
             else:
                 offered = planning.offer(deps, round_, best.id)
-                ctx = PlannerContext(task=evidence.task_brief(deps), device=deps.device, n_candidates=lim.n_candidates,
-                                     round_index=round_, offered=offered,
+                ctx = PlannerContext(task=evidence.task_brief(deps), device=deps.device, n_candidates=len(planned),
+                                     free_slots=len(free), round_index=round_, offered=offered,
                                      best=evidence.parent_kernel(deps, best.id, features=best.features, median_ms=best.ms),
                                      critique=evidence.load_critique(deps, best.id), history=history,
+                                     blocked=[sorted(s) for s in planning.run_failed_ideas(deps, round_).get(best.id, ())],
                                      budget_chars=deps.prompt_budget("planner"))
                 try:
                     plan_, answer = plan_round(model, ctx)
                     tokens["planner"] = _usage(answer.usage)
-                    cands, source, rationale = plan_.candidates, "planner", plan_.rationale
-                    if plan_.adjustments:
-                        deps.event("decision", kind="plan_adjusted", round=round_, adjustments=plan_.adjustments[:6])
+                    picks, source, rationale = plan_.candidates, "planner", plan_.rationale
+                    notes = plan_.adjustments + planning.fit_to_parents(deps, round_, picks, [parents[s] for s in planned])
+                    if notes:
+                        deps.event("decision", kind="plan_adjusted", round=round_, adjustments=notes[:6])
                 except LLMAnswerError as exc:
                     tokens["planner"] = _usage(exc.usage)
-                    cands, source = _bandit(deps, round_, lim, best.id), "bandit (planner answer unusable)"
+                    picks = _bandit(deps, round_, lim, [parents[s] for s in planned])
+                    source = "bandit (planner answer unusable)"
                     deps.event("warning", where="planner", error=short(str(exc), 300))
-            parents = search.choose_parents(deps, state, round_, len(cands))
+            it = iter(picks)
+            cands = [CandidatePlan(features=[], idea="") if s in free else next(it) for s in range(lim.n_candidates)]
             jobs = planning.jobs_for(deps, round_, cands, parents, by=source, rationale=rationale)
             for j in jobs:
                 j.update(fix_turns=lim.compile_fix_turns, refine_turns=lim.refine_turns,
@@ -222,8 +232,8 @@ def make_plan(deps: Deps) -> Callable[[GraphState], dict]:
             return {"round": round_, "jobs": jobs, "cands": {RESET: True}, "repair_attempt": 0, "round_done": False,
                     "round_started_s": deps.elapsed(), "elapsed_s": deps.elapsed(), "tokens": tokens}
 
-    def _bandit(deps: Deps, round_: int, lim: Limits, parent_id: str) -> list[Any]:
-        sets = planning.bandit_plan(deps, round_, lim.n_candidates, lim.features_per_candidate, parent_id)
+    def _bandit(deps: Deps, round_: int, lim: Limits, parents: list[dict[str, Any]]) -> list[Any]:
+        sets = planning.bandit_plan(deps, round_, lim.features_per_candidate, parents)
         return [CandidatePlan(features=s, idea="") for s in sets]
 
     return plan

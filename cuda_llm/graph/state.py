@@ -60,6 +60,9 @@ class Limits(BaseModel):
     max_repairs: int = Field(default=2, ge=0)        # repair attempts per round
     compile_fix_turns: int = Field(default=2, ge=0)  # build errors sent back to the coder before evaluation
     features_per_candidate: int = Field(default=2, ge=1, le=3)
+    # slots per round whose coder gets no assigned features, only the evidence (its features are detected and
+    # credited afterwards); at least one slot stays with the feature search (planning.free_slots)
+    free_slots: int = Field(default=1, ge=0, le=16)
     max_no_code: int = Field(default=8, ge=0)        # halt after this many candidates in a row without code (0: never)
     max_endpoint_errors: int = Field(default=3, ge=0)  # halt after this many failed LLM calls in a row (0: never)
     # stop rules (stop_rules.py): the fraction of speed of light that ends the run (None: never), and how
