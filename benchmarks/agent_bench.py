@@ -1,0 +1,218 @@
+"""What the loop adds to a strong model after its first answer: runs whose coder is a model playing the
+manual provider, 3 rounds x 2 candidates, the feature bandit as planner and the rule diagnosis as critic.
+
+    python benchmarks/agent_bench.py start --tasks softmax,hgemm,conv2d [--runs-dir agent-runs]   # on the GPU
+    python benchmarks/agent_bench.py pending [--runs-dir agent-runs]     # the prompts that wait for a coder
+    python benchmarks/agent_bench.py step [--runs-dir agent-runs]        # on the GPU: resume every answered run
+    python benchmarks/agent_bench.py table [--runs-dir agent-runs] [--out docs/agent_bench.md]
+    python benchmarks/agent_bench.py keep --into benchmarks/agent_answers  # prompts and answers, for the record
+
+`start` begins one run per task (`cuda-llm optimize TASK --coder manual --planner rules --critic rules`);
+each stops, waiting, with its coder prompts in RUNS_DIR/<run>/pending/. A model writes each answer from the
+prompt file alone (RUNS_DIR/<run>/answers/<name>.md: a ```cuda block with the whole file). `step` resumes
+every run whose prompts are all answered, until it waits again or finishes. The GPU machine and the place
+where the answers are written may differ: the runs folder travels between them (`tar`), with the feature
+statistics the planner learns from (RUNS_DIR/feature_stats.sqlite).
+
+`table` reads each run's report data (`cuda-llm report RUN --json`): per task and round, the best passing
+time so far, its % of speed of light (the one bound the run reports for that kernel), the ratio to the
+task's library yardstick where it has one, and the gain of rounds 2-3 over round 1 (round 1's best over
+the final best). Needs no GPU.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+WAITING = 4          # optimize/resume exit code: a manual role has prompts to answer
+DEFAULT_RUNS = ROOT / "agent-runs"
+
+
+def _env(runs_dir: Path) -> dict[str, str]:
+    return {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""),
+            "CUDA_LLM_FEATURE_DB": str(runs_dir / "feature_stats.sqlite")}
+
+
+def cli(runs_dir: Path, *args: str, capture: bool = False) -> subprocess.CompletedProcess:
+    """One `cuda-llm` command with the bench's runs folder and statistics; its time and exit code printed."""
+    cmd = [sys.executable, "-m", "cuda_llm.cli", *args]
+    t0 = time.monotonic()
+    proc = subprocess.run(cmd, cwd=ROOT, env=_env(runs_dir), text=True,
+                          capture_output=capture)
+    print(f"$ cuda-llm {' '.join(args)}   # exit {proc.returncode}, {time.monotonic() - t0:.1f} s", flush=True)
+    return proc
+
+
+def runs_of(runs_dir: Path) -> dict[str, Path]:
+    """task name -> its run folder (the newest run of each task in the folder)."""
+    from cuda_llm.runs.rundir import recent_runs
+
+    out: dict[str, Path] = {}
+    for run_id in recent_runs(runs_dir, limit=1000):
+        root = runs_dir / run_id
+        try:
+            task = json.loads((root / "config.json").read_text()).get("task")
+        except (OSError, ValueError):
+            continue
+        name = Path(str(task)).name if task else run_id
+        out.setdefault(name, root)
+    return out
+
+
+def cmd_start(a: argparse.Namespace) -> int:
+    a.runs_dir.mkdir(parents=True, exist_ok=True)
+    have = runs_of(a.runs_dir)
+    rc = 0
+    for task in a.tasks.split(","):
+        if task in have:
+            print(f"{task}: already started ({have[task].name})")
+            continue
+        proc = cli(a.runs_dir, "optimize", task, "--coder", "manual", "--planner", "rules", "--critic", "rules",
+                   "--rounds", str(a.rounds), "--candidates", str(a.candidates), "--plateau-rounds", str(a.rounds),
+                   "--eval-time", str(a.eval_time), "--runs-dir", str(a.runs_dir), "--quiet")
+        if proc.returncode not in (0, WAITING):
+            rc = 1
+    return rc | cmd_pending(a)
+
+
+def cmd_pending(a: argparse.Namespace) -> int:
+    from cuda_llm.graph.manual import pending_prompts
+
+    for task, root in sorted(runs_of(a.runs_dir).items()):
+        waiting = pending_prompts(root)
+        for w in waiting:
+            print(f"{task}: {w.prompt}  ->  {w.answer}")
+        if not waiting:
+            print(f"{task}: nothing waiting")
+    return 0
+
+
+def cmd_step(a: argparse.Namespace) -> int:
+    """Resume each run that waits on answers it now has; stop at the next wait or the end."""
+    from cuda_llm.graph.manual import pending_prompts
+
+    rc = 0
+    for task, root in sorted(runs_of(a.runs_dir).items()):
+        if not (root / "pending").is_dir() or not any((root / "pending").glob("*.md")):
+            print(f"{task}: nothing to resume")
+            continue
+        if pending_prompts(root):
+            print(f"{task}: still waiting for {', '.join(w.name for w in pending_prompts(root))}")
+            continue
+        proc = cli(a.runs_dir, "resume", root.name, "--runs-dir", str(a.runs_dir), "--quiet")
+        if proc.returncode not in (0, WAITING):
+            rc = 1
+    cmd_pending(a)
+    return rc
+
+
+def _report(runs_dir: Path, root: Path) -> dict[str, Any]:
+    proc = cli(runs_dir, "report", root.name, "--runs-dir", str(runs_dir), "--json", capture=True)
+    if proc.returncode != 0:
+        raise RuntimeError(f"cuda-llm report {root.name}: exit {proc.returncode}: {proc.stderr.strip()[-400:]}")
+    return json.loads(proc.stdout)
+
+
+def round_rows(data: dict[str, Any]) -> list[dict[str, Any]]:
+    """Per round: the best passing time so far, with the candidate that holds it and its % of speed of light
+    (the bound the judge gave that kernel). Pure: reads `cuda-llm report --json`'s data."""
+    cands = data.get("candidates") or []
+    summary = data.get("summary") or {}
+    best: tuple[float, dict[str, Any]] | None = None
+    rows = []
+    for r in sorted({int(c.get("round") or 0) for c in cands if c.get("round")}):
+        mine = [c for c in cands if int(c.get("round") or 0) == r]
+        for c in mine:
+            ms = c.get("median_ms")
+            if c.get("status") == "ok" and ms and (best is None or ms < best[0]):
+                best = (float(ms), c)
+        timing = (best[1].get("timing") or {}) if best else {}
+        rows.append({"round": r, "best_ms": best[0] if best else None, "best": best[1].get("id") if best else None,
+                     "sol_pct": timing.get("pct_of_sol"), "library_ms": summary.get("library_ms"),
+                     "naive_ms": summary.get("baseline_ms"),
+                     "passed": sum(1 for c in mine if c.get("status") == "ok"), "candidates": len(mine)})
+    return rows
+
+
+def _fmt(x: float | None, spec: str, unit: str = "") -> str:
+    return "-" if x is None else f"{x:{spec}}{unit}"
+
+
+def table_text(per_task: dict[str, list[dict[str, Any]]]) -> str:
+    """The Markdown table per task and round, then the gain of rounds 2-3 over round 1 per task. Pure."""
+    lines = ["| task | round | passed | best ms | best | % SOL | vs library | vs naive |",
+             "|---|---:|---:|---:|---|---:|---:|---:|"]
+    gains = ["", "| task | round 1 best ms | final best ms | gain after round 1 |", "|---|---:|---:|---:|"]
+    for task, rows in per_task.items():
+        for r in rows:
+            lib = r["library_ms"] / r["best_ms"] if r["best_ms"] and r["library_ms"] else None
+            naive = r["naive_ms"] / r["best_ms"] if r["best_ms"] and r["naive_ms"] else None
+            lines.append(f"| {task} | {r['round']} | {r['passed']}/{r['candidates']} | {_fmt(r['best_ms'], '.4f')} | "
+                         f"{r['best'] or '-'} | {_fmt(r['sol_pct'], '.1f')} | {_fmt(lib, '.2f', 'x')} | "
+                         f"{_fmt(naive, '.1f', 'x')} |")
+        first = rows[0]["best_ms"] if rows else None
+        last = rows[-1]["best_ms"] if rows else None
+        gain = (first / last - 1) * 100 if first and last else None
+        gains.append(f"| {task} | {_fmt(first, '.4f')} | {_fmt(last, '.4f')} | {_fmt(gain, '+.1f', '%')} |")
+    return "\n".join(lines + gains) + "\n"
+
+
+def cmd_table(a: argparse.Namespace) -> int:
+    per_task = {task: round_rows(_report(a.runs_dir, root)) for task, root in sorted(runs_of(a.runs_dir).items())}
+    text = table_text(per_task)
+    print(text)
+    if a.out:
+        a.out.parent.mkdir(parents=True, exist_ok=True)
+        a.out.write_text(text)
+    return 0
+
+
+def cmd_keep(a: argparse.Namespace) -> int:
+    """Every coder prompt and answer of the runs, per task, so the record outlives the runs folder."""
+    for task, root in sorted(runs_of(a.runs_dir).items()):
+        dest = a.into / task
+        for sub in ("prompts", "answers"):
+            for f in sorted((root / sub).glob("coder-*.md")):
+                (dest / sub).mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(f, dest / sub / f.name)
+        for f in ("report.md", "best.cu"):
+            if (root / f).is_file():
+                dest.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(root / f, dest / f)
+        print(f"{task}: kept in {dest}")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = p.add_subparsers(dest="cmd", required=True)
+    for name in ("start", "pending", "step", "table", "keep"):
+        s = sub.add_parser(name)
+        s.add_argument("--runs-dir", type=Path, default=DEFAULT_RUNS)
+        if name == "start":
+            s.add_argument("--tasks", required=True, help="built-in tasks, comma-separated")
+            s.add_argument("--rounds", type=int, default=3)
+            s.add_argument("--candidates", type=int, default=2)
+            s.add_argument("--eval-time", type=float, default=3.0)
+        if name == "table":
+            s.add_argument("--out", type=Path)
+        if name == "keep":
+            s.add_argument("--into", type=Path, default=ROOT / "benchmarks" / "agent_answers")
+    a = p.parse_args(argv)
+    a.runs_dir = a.runs_dir.resolve()
+    return {"start": cmd_start, "pending": cmd_pending, "step": cmd_step, "table": cmd_table, "keep": cmd_keep}[a.cmd](a)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
