@@ -277,7 +277,7 @@ def rank_features(
 
 def assign_features(
     ranked: Sequence[RankedFeature], n_candidates: int, per_candidate: int = 2, seed: int = 0,
-    blocked: Iterable[frozenset[str]] = (),
+    blocked: Iterable[frozenset[str]] = (), prefer: Iterable[str] = (),
 ) -> list[list[str]]:
     """Give each candidate of a round its own features, so one round explores several directions.
 
@@ -286,7 +286,8 @@ def assign_features(
     third of the candidates (never candidate 0) lead with the best-sampled untried ones. Remaining slots are
     filled from the ranking, skipping features already used this round and pairs that conflict. With
     fewer features than slots, features are reused, keeping the sets distinct where possible.
-    ``blocked``: feature sets not to give again (they failed or regressed on this parent): such a set has
+    ``prefer``: features to spread over the candidates (the family's untried known wins): a candidate whose
+    lead is not one gets the best remaining one as its next feature. ``blocked``: feature sets not to give again (they failed or regressed on this parent): such a set has
     its last feature swapped for the best one that makes it new. Deterministic for a given ranking and seed.
     """
     if n_candidates < 1:
@@ -323,9 +324,14 @@ def assign_features(
         return b in by_id[a].feature.conflicts_with or a in by_id[b].feature.conflicts_with
 
     seen: set[frozenset[str]] = set()
+    preferred = set(prefer)
+    wanted = [f for f in order if f in preferred]
     for plan in plans:
         for _ in range(per_candidate - 1):
             fresh = [f for f in order if f not in used and f not in plan and not any(conflicts(f, p) for p in plan)]
+            if wanted:   # a plan without a preferred feature takes one; one that has one leaves them to the others
+                has = any(f in wanted for f in plan)
+                fresh = sorted(fresh, key=lambda f: (f in wanted) == has)
             reuse = [f for f in order if f not in plan and not any(conflicts(f, p) for p in plan)
                      and frozenset(plan + [f]) not in seen]
             pick = (fresh or reuse or [None])[0]

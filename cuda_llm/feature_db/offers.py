@@ -38,7 +38,7 @@ KNOWN_WIN_PRIOR = 0.15            # prior mean of the headroom share an untried 
 SUGGESTED_PRIOR = 0.25            # ... and a feature the diagnosis or the critic suggests for this parent
 
 Fact = Literal[
-    "multi_kernel", "allocates", "shared_memory", "atomics", "math_functions", "tiled",
+    "multi_kernel", "allocates", "shared_memory", "scatter", "math_functions", "tiled",
     "reduces", "rows", "softmax", "prefix", "sorting", "distances", "matrix_product", "input_reuse", "transposes",
     "long_reduction", "few_outputs",
 ]
@@ -47,12 +47,12 @@ FACTS: dict[str, str] = {
     "multi_kernel": "solve() launches two kernels or more (the profile's count, else the source's launch sites)",
     "allocates": "solve() calls cudaMalloc/cudaFree (or a managed or host allocation)",
     "shared_memory": "the parent declares shared memory",
-    "atomics": "the parent uses atomic operations, or the task counts into bins (histogram)",
+    "scatter": "the outputs are counts or sums scattered by key (histogram): contended atomics",
     "math_functions": "the parent calls float math functions that have fast approximate forms (exp, log, sqrt, tanh, ...; rsqrtf is one already)",
     "tiled": "the parent already stages tiles (shared-memory tiling, cp.async, TMA or tensor cores)",
     "reduces": "an output sums (or maxes, counts, scans) many inputs: a reducing family or tag, or a long reduction",
     "rows": "each row of the output comes from a reduction along that row (row-reduction tag, matvec, sparse, "
-            "normalization, loss, attention)",
+            "normalization, loss)",
     "softmax": "the task computes a softmax (tag) or attention",
     "prefix": "the task scans (prefix sums), or sorts by digits whose offsets are a scan",
     "sorting": "the task sorts",
@@ -64,7 +64,7 @@ FACTS: dict[str, str] = {
     "few_outputs": "at the benchmark shape there are fewer outputs than the GPU has resident threads",
 }
 REDUCING_FAMILIES = frozenset({"reduction", "normalization", "loss", "matvec", "histogram", "scan", "sparse"})
-ROW_FAMILIES = frozenset({"normalization", "loss", "matvec", "sparse", "attention"})
+ROW_FAMILIES = frozenset({"normalization", "loss", "matvec", "sparse"})
 REUSE_FAMILIES = frozenset({"matmul", "convolution", "attention", "stencil", "matvec", "nbody", "clustering"})
 # staged tiles of a matrix product or stencil (a per-thread accumulator array alone is not a tile)
 TILED_FEATURES = frozenset({"smem_tiling", "cp_async", "tma_bulk_copy", "tensor_cores_3xtf32", "tensor_cores_mma",
@@ -72,7 +72,6 @@ TILED_FEATURES = frozenset({"smem_tiling", "cp_async", "tma_bulk_copy", "tensor_
 
 _ALLOC = re.compile(r"\bcuda(?:Malloc|Free|MallocManaged|MallocHost|FreeHost|HostAlloc)\s*\(")
 _SHARED = re.compile(r"\b__shared__\b")
-_ATOMIC = re.compile(r"\batomic[A-Z]\w*\s*\(|\bcuda::atomic_ref\b|\.fetch_add\s*\(")
 _MATH = re.compile(r"(?<![\w.])(?:std::)?(?:exp|exp2|expm1|exp10|log|log2|log10|log1p|sqrt|cbrt|tanh|erf|erfc|"
                    r"pow|sin|cos|tan|sincos|sinh|cosh|atan|atan2|normcdf)f?\s*\(")
 _LOOP_HEAD = re.compile(r"\b(?:for|while|do)\b")
@@ -84,6 +83,7 @@ class OfferRules(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
     needs: list[Fact] = Field(default_factory=list, description="facts that must all hold")
     needs_any: list[Fact] = Field(default_factory=list, description="facts of which one must hold")
+    excludes: list[Fact] = Field(default_factory=list, description="facts of which none may hold")
     refinement: str | None = Field(default=None, description="offered again to a parent that uses it, as this")
 
 
@@ -237,7 +237,7 @@ def task_facts(task: Any, sm_count: int | None = None) -> set[str]:
     if family == "transpose":
         out.add("transposes")
     if family == "histogram":
-        out.add("atomics")
+        out.add("scatter")
     return out
 
 
@@ -259,8 +259,6 @@ def parent_facts(task: Any, source: str, *, n_kernels: int | None = None, detect
         facts.add("allocates")
     if _SHARED.search(code) or shared_bytes > 0:
         facts.add("shared_memory")
-    if _ATOMIC.search(code):
-        facts.add("atomics")
     if _MATH.search(code):
         facts.add("math_functions")
     found = frozenset(detected)
@@ -283,6 +281,9 @@ def why_not(feature: Feature, facts: ParentFacts, offers: OffersFile | None = No
         return "needs: " + "; ".join(FACTS[f] for f in missing)
     if rules.needs_any and not any(facts.has(f) for f in rules.needs_any):
         return "needs one of: " + "; ".join(FACTS[f] for f in rules.needs_any)
+    present = [f for f in rules.excludes if facts.has(f)]
+    if present:
+        return "not where: " + "; ".join(FACTS[f] for f in present)
     return None
 
 
@@ -328,10 +329,13 @@ def cold_prior(known: Sequence[str], suggested: Sequence[str]) -> dict[str, floa
 
 def ranked_offer(catalogue: Sequence[Feature], stats: Any, *, task: Any, facts: ParentFacts, arch: str, seed: int = 0,
                  recommended: Sequence[str] = (), model: str | None = None, top: int | None = None,
-                 offers: OffersFile | None = None) -> list[Any]:
+                 slots: int | None = None, offers: OffersFile | None = None) -> list[Any]:
     """The bandit's ranking (RankedFeature) of the features that can help this parent, in the order the
-    planner gets them: the features recommended for it now (the diagnosis's, the critic's), then the
-    family's known wins while untried, then the rest by the bandit's draw. Both lists are the cold-start
+    planner gets them: the features recommended for it now (the diagnosis's, the critic's) alternating with
+    the family's known wins while untried (a recommended one first), then the rest by the bandit's draw.
+    ``slots``: the candidates the list is for (bandit.assign_features leads them with the first ``slots``
+    features and seconds them with the next): then the first ``slots`` recommended features come first and
+    the first ``slots`` known wins next, so each candidate gets one of each. Both lists are the cold-start
     prior (cold_prior); measured rewards update it. ``top`` keeps the first ``top``, and the best proven
     features by posterior mean (a quarter of the list) whatever their place."""
     from cuda_llm.feature_db.bandit import rank_features, task_filters
@@ -343,14 +347,18 @@ def ranked_offer(catalogue: Sequence[Feature], stats: Any, *, task: Any, facts: 
     ranked = rank_features(catalogue, stats, arch=arch, task_tags=list(task.tags), seed=seed, exclude=excluded,
                            model=model, prior=cold_prior(known, rec), **task_filters(task))
 
-    def group(r: Any) -> tuple[int, int]:
-        fid = r.feature.id
-        if fid in rec:
-            return 0, rec.index(fid)
-        if r.untried and fid in known:
-            return 1, known.index(fid)
-        return 2, 0
-    ordered = sorted(ranked, key=group)   # stable: within a group, the bandit's order
+    # the recommended and the untried known wins alternate, so that each candidate of a round can get one of
+    # each; then the rest in the bandit's order
+    by_id = {r.feature.id: r for r in ranked}
+    recs = [f for f in rec if f in by_id]
+    wins = [f for f in known if f in by_id and by_id[f].untried and f not in recs]
+    first: list[str] = []
+    if slots:
+        first = recs[:slots] + wins[:slots]
+        recs, wins = recs[slots:], wins[slots:]
+    for i in range(max(len(recs), len(wins))):
+        first += recs[i:i + 1] + wins[i:i + 1]
+    ordered = [by_id[f] for f in first] + [r for r in ranked if r.feature.id not in set(first)]
     if top is None or top >= len(ordered):
         return ordered
     if top < 1:
@@ -363,3 +371,10 @@ def ranked_offer(catalogue: Sequence[Feature], stats: Any, *, task: Any, facts: 
             break
         keep.add(r.feature.id)
     return [r for r in ordered if r.feature.id in keep]
+
+
+def untried_wins(ranked: Sequence[Any], task: Any, offers: OffersFile | None = None) -> list[str]:
+    """The family's known wins among ``ranked`` that were never tried here: what assign_features spreads
+    over a round's candidates (``prefer``)."""
+    wins = set(known_wins(task, offers))
+    return [r.feature.id for r in ranked if r.feature.id in wins and r.untried]

@@ -121,7 +121,7 @@ def free_slots(n: int, free: int, round_: int) -> set[int]:
     return set(range(n - k, n))
 
 
-def ranked_for(deps: Any, round_: int, parent_id: str, *, top: int | None) -> list[Any]:
+def ranked_for(deps: Any, round_: int, parent_id: str, *, top: int | None, slots: int | None = None) -> list[Any]:
     """The bandit's ranking of the features that can help this parent, recommended ones and the family's
     untried known wins first (feature_db.offers.ranked_offer)."""
     from cuda_llm.feature_db.offers import ranked_offer
@@ -131,11 +131,11 @@ def ranked_for(deps: Any, round_: int, parent_id: str, *, top: int | None) -> li
     recs = list(recommendations(deps, parent_id))
     try:   # pass rates are keyed by the coder's model
         return ranked_offer(deps.catalogue, _stats(deps), task=deps.task, facts=facts, arch=deps.arch, seed=round_,
-                            recommended=recs, model=coder_model(deps), top=top)
+                            recommended=recs, model=coder_model(deps), top=top, slots=slots)
     except Exception as exc:  # noqa: BLE001 - a broken statistics file must not stop the run
         deps.event("warning", where="rank_features", error=short(str(exc), 300))
         return ranked_offer(deps.catalogue, [], task=deps.task, facts=facts, arch=deps.arch, seed=round_,
-                            recommended=recs, top=top)
+                            recommended=recs, top=top, slots=slots)
 
 
 def offer(deps: Any, round_: int, parent_id: str) -> list[Any]:
@@ -166,6 +166,7 @@ def bandit_plan(deps: Any, round_: int, per_candidate: int, parents: list[dict[s
     (feature_db.offers.ranked_offer), never a feature set that already failed or regressed on that parent.
     ``parents``: per slot, the program database's choice (search.choose_parents)."""
     from cuda_llm.feature_db.bandit import assign_features
+    from cuda_llm.feature_db.offers import untried_wins
 
     failed = run_failed_ideas(deps, round_)
     by_parent: dict[str, list[int]] = {}
@@ -173,8 +174,9 @@ def bandit_plan(deps: Any, round_: int, per_candidate: int, parents: list[dict[s
         by_parent.setdefault(par.get("parent") or evidence.BASELINE, []).append(slot)
     out: list[list[str]] = [[] for _ in parents]
     for pid, slots in by_parent.items():
-        ranked = ranked_for(deps, round_, pid, top=max(BANDIT_OFFER, len(slots) * per_candidate))
-        sets = assign_features(ranked, len(slots), per_candidate, seed=round_, blocked=failed.get(pid, ()))
+        ranked = ranked_for(deps, round_, pid, top=max(BANDIT_OFFER, len(slots) * per_candidate), slots=len(slots))
+        sets = assign_features(ranked, len(slots), per_candidate, seed=round_, blocked=failed.get(pid, ()),
+                               prefer=untried_wins(ranked, deps.task))
         for slot, feats in zip(slots, sets):
             out[slot] = feats
     return out
