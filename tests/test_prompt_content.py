@@ -64,7 +64,9 @@ def run(tmp_path_factory) -> tuple[Any, ScriptedChatModel]:
     try:
         model = ScriptedChatModel(respond=respond)
         ev = FakeGpuEvaluator(TIMINGS, device=H100, profiles={"baseline": fake_profile(), "v5": fake_profile(dram_pct=58)})
-        opts = RunOptions(limits=Limits(n_candidates=2, max_rounds=2, plateau_rounds=5, compile_fix_turns=1, max_repairs=1),
+        # both candidates planned (no free slot): the prompts of planned candidates are what is checked here
+        opts = RunOptions(limits=Limits(n_candidates=2, max_rounds=2, plateau_rounds=5, compile_fix_turns=1, max_repairs=1,
+                                        free_slots=0),
                           runs_dir=work / "runs", stats_path=work / "stats.sqlite")
         # one earlier measured try of warp_shuffle (the scripted kernels use none): the offer shows its statistics
         from cuda_llm.feature_db.stats import StatsStore
@@ -195,6 +197,7 @@ def test_the_planner_may_pick_any_feature_and_sees_the_recommendations(run):
                      r"failures counted\); tried 1, passed 1",
                      features)
     assert "`persistent_kernel`" in features and "untried" in features               # more than a top 10
-    assert len(re.findall(r"^- `", features, re.M)) >= 20
+    # every feature that can help the parent (feature_db/offers.py), more than a top 10
+    assert len(re.findall(r"^- `", features, re.M)) > 10
     assert "score" not in features                                                   # no random draw shown
     assert "Recommended change: one warp per row" in text and "Speed of light" in text
