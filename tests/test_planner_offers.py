@@ -219,3 +219,14 @@ def test_a_broken_offers_file_names_itself(tmp_path):
     p.write_text("[features.split_k]\nneeds = [\"nope\"]\n")
     with pytest.raises(ValueError, match=str(p)):
         load_offers(p)
+
+
+def test_the_timeline_shows_free_slots_and_recommendations_not_offered():
+    from cuda_llm.report.timeline import describe
+
+    line = describe({"event": "decision", "kind": "features", "round": 1, "by": "bandit (rules planner)",
+                     "candidates": {"r1c0": ["smem_tiling"], "r1c1": []}})
+    assert "r1c0 smem_tiling" in line and "r1c1 free" in line
+    line = describe({"event": "decision", "kind": "not_offered", "parent": "baseline",
+                     "features": {"programmatic_dependent_launch": why_not(PDL, facts_of("gelu"))}})
+    assert line.startswith("recommended but not offered to baseline: programmatic_dependent_launch (needs")

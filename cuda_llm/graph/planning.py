@@ -127,8 +127,15 @@ def ranked_for(deps: Any, round_: int, parent_id: str, *, top: int | None, slots
     from cuda_llm.feature_db.offers import ranked_offer
     from cuda_llm.graph.stages import coder_model
 
+    from cuda_llm.feature_db.offers import not_offered
+
     facts = parent_facts(deps, parent_id)
     recs = list(recommendations(deps, parent_id))
+    catalogue = {f.id: f for f in deps.catalogue}
+    dropped = not_offered([catalogue[f] for f in recs if f in catalogue], facts)
+    if dropped:   # the trace says why a recommendation is not offered (PDL for one kernel, ...)
+        deps.event("decision", kind="not_offered", round=round_, parent=parent_id or evidence.BASELINE,
+                   features=dropped)
     try:   # pass rates are keyed by the coder's model
         return ranked_offer(deps.catalogue, _stats(deps), task=deps.task, facts=facts, arch=deps.arch, seed=round_,
                             recommended=recs, model=coder_model(deps), top=top, slots=slots)

@@ -99,8 +99,11 @@ def describe(ev: dict[str, Any], root: str | None = None) -> str:
 def _decision(ev: dict[str, Any]) -> str:
     kind = ev.get("kind")
     if kind == "features":
-        per = "; ".join(f"{cid} {', '.join(f)}" for cid, f in (ev.get("candidates") or {}).items())
+        per = "; ".join(f"{cid} {', '.join(f) or 'free'}" for cid, f in (ev.get("candidates") or {}).items())
         return f"features for round {ev.get('round')} (by {ev.get('by')}): {per}"
+    if kind == "not_offered":
+        why = "; ".join(f"{f} ({_short(w, 60)})" for f, w in (ev.get("features") or {}).items())
+        return f"recommended but not offered to {ev.get('parent')}: {why}"
     if kind == "selection":
         if not ev.get("candidate"):
             return f"best unchanged: {_short(ev.get('why'), 100)}"
