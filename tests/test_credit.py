@@ -260,8 +260,8 @@ def test_the_graph_credits_what_the_code_introduced(tmp_path, monkeypatch):
 
     model = ScriptedChatModel(respond=respond)
     ev = FakeGpuEvaluator({"baseline": 10.0, "warp": 2.0, "v6": 6.0})
-    opts = RunOptions(limits=Limits(n_candidates=2, max_rounds=1), runs_dir=tmp_path / "runs",
-                      stats_path=tmp_path / "stats.sqlite")
+    opts = RunOptions(limits=Limits(n_candidates=2, max_rounds=1, free_slots=0), runs_dir=tmp_path / "runs",
+                      stats_path=tmp_path / "stats.sqlite")   # both planned: r1c1's asked features are misses
     out = start_run("softmax", None, opts, evaluator=ev, model_factory=lambda role: model, handle_signals=False)
     assert out.finished
     store = StatsStore(tmp_path / "stats.sqlite")
@@ -286,3 +286,46 @@ def test_the_graph_credits_what_the_code_introduced(tmp_path, monkeypatch):
     for f in asked["r1c1"]:
         assert (rows[(f, model.model_name)].asked, rows[(f, model.model_name)].complied) >= (1, 0)
     assert sum(r.asked for r in rows.values()) == len(asked["r1c0"]) + len(asked["r1c1"])
+
+
+def test_a_free_candidate_is_credited_with_what_its_code_introduced(tmp_path, monkeypatch):
+    """The free slot (r1c1: no assigned features) writes the warp-per-row softmax: its new features are
+    detected and credited, and nothing counts as asked."""
+    import json as _json
+
+    from fake_gpu_evaluator import FakeGpuEvaluator, coder_answer, critic_answer, plan_answer, softmax_source
+    from scripted_chat_model import ScriptedChatModel, detect_role
+
+    from cuda_llm.graph.run import RunOptions, start_run
+    from cuda_llm.graph.state import Limits
+
+    monkeypatch.setenv("CUDA_LLM_CACHE", str(tmp_path / "cache"))
+    prompts: dict[str, str] = {}
+
+    def respond(messages):
+        role = detect_role(messages)
+        if role == "planner":
+            return plan_answer(1)
+        if role == "critic":
+            return critic_answer()
+        text = "\n".join(str(m.content) for m in messages)
+        cid = "r1c1" if "`r1c1`" in text else "r1c0"
+        prompts[cid] = text
+        return coder_answer(WARP_SOFTMAX if cid == "r1c1" else softmax_source("v6"))
+
+    model = ScriptedChatModel(respond=respond)
+    ev = FakeGpuEvaluator({"baseline": 10.0, "warp": 2.0, "v6": 6.0})
+    opts = RunOptions(limits=Limits(n_candidates=2, max_rounds=1), runs_dir=tmp_path / "runs",
+                      stats_path=tmp_path / "stats.sqlite")
+    out = start_run("softmax", None, opts, evaluator=ev, model_factory=lambda role: model, handle_signals=False)
+    assert out.finished
+    assert "No features are assigned to this candidate" in prompts["r1c1"]
+    assert "No features are assigned" not in prompts["r1c0"]
+    events = [_json.loads(line) for line in (out.root / "trace.jsonl").read_text().splitlines() if line.strip()]
+    asked = {e["candidate"]: e["features"] for e in events if e["event"] == "candidate"}
+    assert asked["r1c1"] == [] and asked["r1c0"]
+    credit = next(e for e in events if e["event"] == "credit" and e["candidate"] == "r1c1")
+    assert {"warp_shuffle", "warp_per_row"} <= set(credit["credited"]) and credit["absent"] == []
+    rows = {r.feature: r for r in StatsStore(tmp_path / "stats.sqlite").all()}
+    # one try, by the free candidate (r1c0 may have been asked for it: a compliance miss, not a try)
+    assert (rows["warp_shuffle"].tries, rows["warp_shuffle"].passed, rows["warp_shuffle"].n_rewards) == (1, 1, 1)

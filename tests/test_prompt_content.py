@@ -197,7 +197,10 @@ def test_the_planner_may_pick_any_feature_and_sees_the_recommendations(run):
                      r"failures counted\); tried 1, passed 1",
                      features)
     assert "`persistent_kernel`" in features and "untried" in features               # more than a top 10
-    # every feature that can help the parent (feature_db/offers.py), more than a top 10
+    # every feature that can help the parent (feature_db/offers.py), more than a top 10; a one-kernel softmax
+    # is offered no dependent launch, graph or fusion
     assert len(re.findall(r"^- `", features, re.M)) > 10
+    for fid in ("programmatic_dependent_launch", "cuda_graphs", "kernel_fusion", "stream_ordered_alloc"):
+        assert f"`{fid}`" not in features
     assert "score" not in features                                                   # no random draw shown
     assert "Recommended change: one warp per row" in text and "Speed of light" in text
