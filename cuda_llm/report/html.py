@@ -122,7 +122,8 @@ def latency_figure(data: ReportData) -> Any:
         for status in sorted({c.status for c in untimed}):
             cs = [c for c in untimed if c.status == status]
             fig.add_trace(go.Scatter(
-                x=[c.round for c in cs], y=[top] * len(cs), mode="markers", name=f"{status} (not timed)",
+                x=[c.round + _spread(c, untimed) for c in cs], y=[top] * len(cs), mode="markers",
+                name=f"{status} (not timed)",
                 marker=dict(size=11, symbol="x", color=STATUS_COLORS.get(status, "#6e7781")),
                 text=[f"{c.id} ({', '.join(c.features) or '-'}): {_short(c.note) or status}" for c in cs],
                 hovertemplate="%{text}<extra></extra>"))
@@ -133,6 +134,12 @@ def latency_figure(data: ReportData) -> Any:
                       legend=dict(orientation="h", y=-0.2))
     fig.update_xaxes(dtick=1)
     return fig
+
+
+def _spread(c: CandidateView, row: list[CandidateView], step: float = 0.07) -> float:
+    """A small offset along the round axis, so that several untimed candidates of one round stay apart."""
+    same = [x.id for x in row if x.round == c.round]
+    return step * (same.index(c.id) - (len(same) - 1) / 2)
 
 
 def _short(text: str, limit: int = 100) -> str:

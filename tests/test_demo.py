@@ -1,0 +1,151 @@
+"""`cuda-llm demo` on a machine with no GPU and no endpoint: it installs the recorded run under a new id, and
+`runs`, `report` (Markdown, HTML, JSON), `show`, `trace` and `export` work on it and say it is a replay.
+The recorded run carries the H100's figures (cuda_llm/runs/recorded/softmax/recording.json says where each
+comes from); nothing here measures anything."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from cuda_llm.cli import main
+
+ROOT = Path(__file__).resolve().parents[1]
+MAX_PAGE_BYTES = 2_000_000
+
+
+@pytest.fixture
+def demo(tmp_path, capsys, monkeypatch):
+    """The demo run, installed into tmp_path/runs (no GPU is looked for: CUDA_VISIBLE_DEVICES is empty)."""
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    runs = tmp_path / "runs"
+    t0 = time.monotonic()
+    assert main(["demo", "--runs-dir", str(runs)]) == 0
+    seconds = time.monotonic() - t0
+    out = capsys.readouterr().out
+    (run_id,) = [p.name for p in runs.iterdir()]
+    assert f"installed run {run_id}" in out and "REPLAY" in out and f"cuda-llm report {run_id}" in out
+    return runs, run_id, seconds
+
+
+def _cli(capsys, *args: str) -> tuple[int, str]:
+    rc = main(list(args))
+    return rc, capsys.readouterr().out
+
+
+def test_the_demo_is_a_finished_run_under_its_own_id(demo, capsys):
+    from cuda_llm.runs.run_info import run_info
+    from cuda_llm.runs.rundir import RunDir
+
+    runs, run_id, seconds = demo
+    assert seconds < 30 and "-replay-" in run_id
+    info = run_info(RunDir(runs / run_id))
+    assert info.state == "finished" and info.rounds == 3 and info.best_id == "r3c0"
+    assert info.best_ms == pytest.approx(0.19) and info.baseline_ms == pytest.approx(1.8737)   # the H100's figures
+    assert info.replay.startswith("REPLAY") and "NVIDIA H100" in info.replay
+    with sqlite3.connect(runs / run_id / "checkpoint.sqlite") as con:     # the checkpoint answers to the new id
+        assert {r[0] for r in con.execute("SELECT thread_id FROM checkpoints")} == {run_id}
+    config = json.loads((runs / run_id / "config.json").read_text())
+    assert config["replay"]["sources"] and config["options"]["runs_dir"] == str(runs)
+    # a second demo is a second run; the first is untouched
+    assert main(["demo", "--runs-dir", str(runs)]) == 0
+    capsys.readouterr()
+    assert len(list(runs.iterdir())) == 2
+
+
+def test_runs_report_show_and_trace_say_replay(demo, capsys):
+    runs, run_id, _ = demo
+    rd = ["--runs-dir", str(runs)]
+    rc, out = _cli(capsys, "runs", *rd)
+    assert rc == 0 and "softmax (REPLAY)" in out and "nothing here was measured on this machine" in out
+    rc, out = _cli(capsys, "report", run_id, *rd)
+    assert rc == 0 and out.startswith("Replay:") and "9.86x" in out
+    assert "**Replay**: REPLAY" in (runs / run_id / "report.md").read_text()
+    rc, out = _cli(capsys, "report", run_id, *rd, "--json")
+    assert rc == 0 and json.loads(out)["summary"]["replay"].startswith("REPLAY")
+    rc, out = _cli(capsys, "show", run_id, "baseline", *rd)
+    assert rc == 0 and out.startswith("REPLAY")
+    profile = out.split("== profile", 1)[1].split("== ", 1)[0]
+    assert "DRAM throughput" in profile and "17.2%" in profile and " MB" in profile and " us" in profile
+    assert "{" not in profile                                              # a table, not JSON
+    rc, out = _cli(capsys, "show", run_id, "r3c0", *rd, "--json")
+    assert rc == 0 and json.loads(out)["replay"].startswith("REPLAY")
+    rc, out = _cli(capsys, "trace", run_id, *rd)
+    assert rc == 0 and out.splitlines()[0].startswith("# REPLAY") and "r3c0" in out
+
+
+def test_the_html_report_of_the_demo(demo, capsys):
+    runs, run_id, _ = demo
+    rc, _ = _cli(capsys, "report", run_id, "--runs-dir", str(runs), "--html")
+    page_path = runs / run_id / "report.html"
+    page = page_path.read_text()
+    assert rc == 0 and page_path.stat().st_size < MAX_PAGE_BYTES
+    assert 'id="replay"' in page and "plotly.js (basic - minified)" in page
+    assert '<table class="prof">' in page and "<td>DRAM throughput</td><td>17.2%</td>" in page
+    assert '"available": true' not in page                                  # the profile is no JSON dump
+    # the critic a sentence a line: the verdict, then what to try next, never run together
+    assert "<div>Next: " in page and "unused Next:" not in page
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None and not Path("/usr/local/bin/nvcc").exists(), reason="needs nvcc")
+def test_export_of_the_demo_says_replay(demo, tmp_path, capsys):
+    runs, run_id, _ = demo
+    rc, out = _cli(capsys, "export", run_id, "--runs-dir", str(runs), "--torch", str(tmp_path / "exp"), "--arch", "sm_90")
+    assert rc == 0 and "REPLAY" in out
+    assert "REPLAY" in (tmp_path / "exp" / "README.md").read_text()
+    assert (tmp_path / "exp" / "kernel.so").is_file()
+
+
+def test_an_unknown_recording_is_one_line(tmp_path, capsys):
+    assert main(["demo", "--runs-dir", str(tmp_path / "runs"), "--recording", "nope"]) == 2
+    err = capsys.readouterr().err
+    assert "no recorded run 'nope'" in err and "softmax" in err and len(err.strip().splitlines()) == 1
+
+
+def test_the_recording_names_where_each_figure_comes_from():
+    from cuda_llm.runs.replay import RECORDED_DIR, RECORDING_FILE
+
+    rec = json.loads((RECORDED_DIR / "softmax" / RECORDING_FILE).read_text())
+    assert rec["device"].startswith("NVIDIA H100") and rec["sources"] and rec["not_recorded"]
+    for cand in ("r1c0", "r2c0", "r3c0"):
+        res = json.loads((RECORDED_DIR / "softmax" / "candidates" / f"{cand}.json").read_text())
+        assert "recorded" in res["message"]                      # each result says it is a recorded figure
+    for name in rec["sources"].values():
+        for path in ("docs/results-h100.md", "tests/fixtures/ncu/softmax.csv", "benchmarks/manual_answers/softmax"):
+            if path in name:
+                assert (ROOT / path).exists(), path
+
+
+def test_the_recorder_trims_a_run_folder(demo, tmp_path):
+    """benchmarks/record_demo.py from-run: what every view reads, the newest checkpoint only."""
+    runs, run_id, _ = demo
+    (runs / run_id / "cache" / "eval").mkdir(parents=True)
+    (runs / run_id / "cache" / "eval" / "x.json").write_text("{}")
+    out = tmp_path / "rec"
+    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "record_demo.py"), "from-run", str(runs / run_id),
+                           "--out", str(out), "--device", "NVIDIA H100 80GB HBM3"], capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert (out / "checkpoint.sqlite").is_file() and (out / "trace.jsonl").is_file() and not (out / "cache").exists()
+    assert (out / "candidates" / "r3c0.cu").is_file() and (out / "prompts" / "coder-r3c0.md").is_file()
+    rec = json.loads((out / "recording.json").read_text())
+    assert rec["kind"] == "recorded run" and rec["run_id"] == run_id and rec["root"] == str((runs / run_id).resolve())
+    with sqlite3.connect(out / "checkpoint.sqlite") as con:
+        assert con.execute("SELECT count(*) FROM checkpoints").fetchone()[0] == 1
+
+
+def test_critique_lines_keep_sentences_apart():
+    from cuda_llm.report.candidate_view import critique_lines
+
+    lines = critique_lines("memory-bound", "one thread per row leaves bandwidth unused", ["vector_loads"])
+    assert lines == ["memory-bound: one thread per row leaves bandwidth unused.", "Next: vector_loads."]
+    lines = critique_lines("latency-bound", "Stalls on loads. Occupancy is 6%.", [])
+    assert lines == ["latency-bound: Stalls on loads.", "Occupancy is 6%."]
+    assert critique_lines(None, "", ["a", "b"]) == ["Next: a, b."]
