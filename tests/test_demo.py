@@ -103,6 +103,13 @@ def test_export_of_the_demo_says_replay(demo, tmp_path, capsys):
     assert (tmp_path / "exp" / "kernel.so").is_file()
 
 
+def test_a_replay_cannot_be_resumed(demo, capsys):
+    runs, run_id, _ = demo
+    assert main(["resume", run_id, "--runs-dir", str(runs), "--rounds", "+1"]) == 2
+    err = capsys.readouterr().err
+    assert "is a replay" in err and "cuda-llm optimize softmax" in err and len(err.strip().splitlines()) == 1
+
+
 def test_an_unknown_recording_is_one_line(tmp_path, capsys):
     assert main(["demo", "--runs-dir", str(tmp_path / "runs"), "--recording", "nope"]) == 2
     err = capsys.readouterr().err
