@@ -74,6 +74,8 @@ def trim_run(src: Path, out: Path, recording: dict[str, Any]) -> Path:
     src = Path(src).resolve()
     if not (src / "checkpoint.sqlite").is_file() or not (src / "trace.jsonl").is_file():
         raise SystemExit(f"record_demo: {src} is not a run folder with a checkpoint and a trace")
+    if "replay" in json.loads((src / "config.json").read_text()):
+        raise SystemExit(f"record_demo: {src} is itself a replay (`cuda-llm demo`), not a run measured on a GPU")
     if out.exists():
         shutil.rmtree(out)
     for pattern in KEPT:

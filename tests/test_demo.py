@@ -6,6 +6,7 @@ comes from); nothing here measures anything."""
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import sqlite3
 import subprocess
@@ -40,15 +41,30 @@ def _cli(capsys, *args: str) -> tuple[int, str]:
     return rc, capsys.readouterr().out
 
 
+def _recorded():
+    """The shipped recording as a run folder of its own: what the installed copy must show."""
+    from cuda_llm.runs.replay import RECORDED_DIR
+    from cuda_llm.runs.run_info import run_info
+    from cuda_llm.runs.rundir import RunDir
+
+    class Recorded(RunDir):    # the recording keeps the recorded run's id in its checkpoint
+        def __init__(self, root):
+            super().__init__(root)
+            self.run_id = json.loads((Path(root) / "recording.json").read_text())["run_id"]
+
+    return run_info(Recorded(RECORDED_DIR / "softmax"))
+
+
 def test_the_demo_is_a_finished_run_under_its_own_id(demo, capsys):
     from cuda_llm.runs.run_info import run_info
     from cuda_llm.runs.rundir import RunDir
 
     runs, run_id, seconds = demo
     assert seconds < 30 and "-replay-" in run_id
-    info = run_info(RunDir(runs / run_id))
-    assert info.state == "finished" and info.rounds == 3 and info.best_id == "r3c0"
-    assert info.best_ms == pytest.approx(0.19) and info.baseline_ms == pytest.approx(1.8737)   # the H100's figures
+    info, recorded = run_info(RunDir(runs / run_id)), _recorded()
+    assert info.state == "finished" and info.rounds == recorded.rounds >= 1 and info.best_id == recorded.best_id
+    assert info.best_id not in (None, "baseline") and info.best_ms == recorded.best_ms > 0
+    assert info.baseline_ms == recorded.baseline_ms > info.best_ms            # the recorded GPU's figures
     assert info.replay.startswith("REPLAY") and "NVIDIA H100" in info.replay
     with sqlite3.connect(runs / run_id / "checkpoint.sqlite") as con:     # the checkpoint answers to the new id
         assert {r[0] for r in con.execute("SELECT thread_id FROM checkpoints")} == {run_id}
@@ -65,20 +81,22 @@ def test_runs_report_show_and_trace_say_replay(demo, capsys):
     rd = ["--runs-dir", str(runs)]
     rc, out = _cli(capsys, "runs", *rd)
     assert rc == 0 and "softmax (REPLAY)" in out and "nothing here was measured on this machine" in out
+    best = _recorded().best_id
     rc, out = _cli(capsys, "report", run_id, *rd)
-    assert rc == 0 and out.startswith("Replay:") and "9.86x" in out
+    assert rc == 0 and out.startswith("Replay:") and f"{best} *" in out
     assert "**Replay**: REPLAY" in (runs / run_id / "report.md").read_text()
     rc, out = _cli(capsys, "report", run_id, *rd, "--json")
     assert rc == 0 and json.loads(out)["summary"]["replay"].startswith("REPLAY")
     rc, out = _cli(capsys, "show", run_id, "baseline", *rd)
     assert rc == 0 and out.startswith("REPLAY")
     profile = out.split("== profile", 1)[1].split("== ", 1)[0]
-    assert "DRAM throughput" in profile and "17.2%" in profile and " MB" in profile and " us" in profile
+    assert re.search(r"DRAM throughput +[\d.]+%", profile) and re.search(r"DRAM bytes +[\d.]+ MB", profile)
+    assert re.search(r"duration +[\d.]+ us", profile)
     assert "{" not in profile                                              # a table, not JSON
-    rc, out = _cli(capsys, "show", run_id, "r3c0", *rd, "--json")
+    rc, out = _cli(capsys, "show", run_id, best, *rd, "--json")
     assert rc == 0 and json.loads(out)["replay"].startswith("REPLAY")
     rc, out = _cli(capsys, "trace", run_id, *rd)
-    assert rc == 0 and out.splitlines()[0].startswith("# REPLAY") and "r3c0" in out
+    assert rc == 0 and out.splitlines()[0].startswith("# REPLAY") and best in out
 
 
 def test_the_html_report_of_the_demo(demo, capsys):
@@ -88,7 +106,7 @@ def test_the_html_report_of_the_demo(demo, capsys):
     page = page_path.read_text()
     assert rc == 0 and page_path.stat().st_size < MAX_PAGE_BYTES
     assert 'id="replay"' in page and "plotly.js (basic - minified)" in page
-    assert '<table class="prof">' in page and "<td>DRAM throughput</td><td>17.2%</td>" in page
+    assert '<table class="prof">' in page and re.search(r"<td>DRAM throughput</td><td>[\d.]+%</td>", page)
     assert '"available": true' not in page                                  # the profile is no JSON dump
     # the critic a sentence a line: the verdict, then what to try next, never run together
     assert "<div>Next: " in page and "unused Next:" not in page
@@ -121,9 +139,9 @@ def test_the_recording_names_where_each_figure_comes_from():
 
     rec = json.loads((RECORDED_DIR / "softmax" / RECORDING_FILE).read_text())
     assert rec["device"].startswith("NVIDIA H100") and rec["sources"] and rec["not_recorded"]
-    for cand in ("r1c0", "r2c0", "r3c0"):
-        res = json.loads((RECORDED_DIR / "softmax" / "candidates" / f"{cand}.json").read_text())
-        assert "recorded" in res["message"]                      # each result says it is a recorded figure
+    if rec["kind"] == "replayed figures":     # figures driven through the graph: each result names its source
+        for res in (RECORDED_DIR / "softmax" / "candidates").glob("r*c*.json"):
+            assert "recorded: docs/results-h100.md" in json.loads(res.read_text())["message"], res.name
     for name in rec["sources"].values():
         for path in ("docs/results-h100.md", "tests/fixtures/ncu/softmax.csv", "benchmarks/manual_answers/softmax"):
             if path in name:
@@ -133,15 +151,20 @@ def test_the_recording_names_where_each_figure_comes_from():
 def test_the_recorder_trims_a_run_folder(demo, tmp_path):
     """benchmarks/record_demo.py from-run: what every view reads, the newest checkpoint only."""
     runs, run_id, _ = demo
+    out = tmp_path / "rec"
+    cmd = [sys.executable, str(ROOT / "benchmarks" / "record_demo.py"), "from-run", str(runs / run_id), "--out", str(out)]
+    refused = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    assert refused.returncode != 0 and "is itself a replay" in refused.stderr
+    config = json.loads((runs / run_id / "config.json").read_text())
+    del config["replay"]                       # from here on, as a run folder the GPU machine left
+    (runs / run_id / "config.json").write_text(json.dumps(config))
     (runs / run_id / "cache" / "eval").mkdir(parents=True)
     (runs / run_id / "cache" / "eval" / "x.json").write_text("{}")
-    out = tmp_path / "rec"
-    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "record_demo.py"), "from-run", str(runs / run_id),
-                           "--out", str(out), "--device", "NVIDIA H100 80GB HBM3"], capture_output=True, text=True,
-                          timeout=120)
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert (out / "checkpoint.sqlite").is_file() and (out / "trace.jsonl").is_file() and not (out / "cache").exists()
-    assert (out / "candidates" / "r3c0.cu").is_file() and (out / "prompts" / "coder-r3c0.md").is_file()
+    best = _recorded().best_id
+    assert (out / "candidates" / f"{best}.cu").is_file() and (out / "prompts" / f"coder-{best}.md").is_file()
     rec = json.loads((out / "recording.json").read_text())
     assert rec["kind"] == "recorded run" and rec["run_id"] == run_id and rec["root"] == str((runs / run_id).resolve())
     with sqlite3.connect(out / "checkpoint.sqlite") as con:
