@@ -348,6 +348,7 @@ class HistoryItem(BaseModel):
     note: str = ""  # one line: the error, or what the critic said
     parent: str = ""
     repair_of: str | None = None
+    cause: str = ""  # the post-mortem of a regression or a benchmark-only failure: why it ended so
 
     def render(self) -> str:
         feats = ",".join(self.features) or "-"
@@ -360,7 +361,9 @@ class HistoryItem(BaseModel):
         if self.repair_of:
             origin += f", repair of {self.repair_of}"
         note = " ".join(self.note.split())
-        return f"- r{self.round} {self.candidate}{origin} [{feats}]: {res}" + (f" — {note[:200]}" if note else "")
+        line = f"- r{self.round} {self.candidate}{origin} [{feats}]: {res}" + (f" — {note[:200]}" if note else "")
+        cause = " ".join(self.cause.split())
+        return line + (f"\n  post-mortem: {cause}" if cause else "")
 
 
 def render_history(items: Iterable[HistoryItem], max_items: int = MAX_HISTORY_ITEMS, max_chars: int = MAX_HISTORY_CHARS) -> str:
