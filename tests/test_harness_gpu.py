@@ -253,6 +253,9 @@ def test_a_hanging_kernel_is_killed_at_the_limit_of_one_call(tmp_path: Path) -> 
     naive = baseline_result(loaded, "naive", EvalOptions(**QUICK_TIMING))     # cached per device, as a run's setup
     assert naive is not None and naive.status == Status.ok and naive.timing is not None, naive
     limit = call_limit_s(naive.timing.median_ms)
+    from cuda_llm.tools.compile import compile_source, resolve_arch
+
+    assert compile_source(HANGS_IN_THE_TIMED_LOOP, arch=resolve_arch(None)).ok     # built before the clock starts
     t0 = time.perf_counter()
     res = evaluate_candidate(loaded, HANGS_IN_THE_TIMED_LOOP, candidate="hangs_in_loop", work_dir=tmp_path,
                              options=EvalOptions(**QUICK_TIMING, timeout_s=120.0))
