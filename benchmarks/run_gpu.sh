@@ -16,6 +16,9 @@
 #                       run as report.html + report.json (bench-out/; screenshot it with benchmarks/report_shot.py)
 #                       audit: benchmarks/prompt_audit.py with the GPU's own timings and profiles (--evaluator gpu);
 #                       manual: benchmarks/manual_run.py, a 3-round softmax run whose coder answers are hand-written
+#                       demo (only when named): the manual softmax run kept whole, trimmed by
+#                       benchmarks/record_demo.py from-run into bench-out/recorded-demo/ (what `cuda-llm demo` ships:
+#                       copy it over cuda_llm/runs/recorded/softmax/)
 #                       hopper (only when named): tensor peaks with wgmma, the wgmma hgemm and the TMA transpose
 #                       through the harness, cuBLAS below 100% of speed of light
 #                       transport (only when named): the CPU transport measurement; cache (only when named):
@@ -138,6 +141,12 @@ if wants audit && [ -f benchmarks/prompt_audit.py ]; then
 fi
 if wants manual && [ -f benchmarks/manual_run.py ]; then
   step manual "$BENCH/manual.log" python3 benchmarks/manual_run.py --out "$BENCH"
+fi
+if wants demo; then
+  rm -rf /tmp/cuda-llm-demo-runs
+  step demo "$BENCH/demo.log" sh -c "python3 benchmarks/manual_run.py --out '$BENCH/demo-manual' \
+    --runs-dir /tmp/cuda-llm-demo-runs && python3 benchmarks/record_demo.py from-run \
+    \"\$(ls -d /tmp/cuda-llm-demo-runs/*/ | tail -n 1)\" --out '$BENCH/recorded-demo'"
 fi
 if wants hopper; then
   step hopper "$BENCH/hopper.log" python3 -m pytest -m gpu_long -q -rA -s tests/test_hopper_gpu.py

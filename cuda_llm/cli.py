@@ -31,6 +31,7 @@ COMMANDS: dict[str, str] = {
     "import": "cuda_llm.commands.import_cmd",
     "export": "cuda_llm.commands.export_cmd",
     "batch": "cuda_llm.commands.batch_cmd",
+    "demo": "cuda_llm.commands.demo_cmd",
 }
 
 

@@ -166,6 +166,26 @@ class EvalResult(BaseModel):
         return None
 
 
+CHALLENGER, CHAMPION = "challenger", "champion"
+# the order of a head-to-head's legs: interleaved and symmetric, so a drift of the GPU (clocks, temperature,
+# another tenant) during the job weighs on both kernels alike
+HEAD_TO_HEAD_ORDER = (CHALLENGER, CHAMPION, CHAMPION, CHALLENGER)
+
+
+class HeadToHead(BaseModel):
+    """A challenger and the champion timed in turns (HEAD_TO_HEAD_ORDER) in one job on one GPU, each leg a
+    whole judged evaluation on fresh inputs: the two are compared under the same conditions, not with a time
+    of the champion measured hours earlier."""
+
+    challenger: str                # candidate ids
+    champion: str
+    order: list[str]               # CHALLENGER / CHAMPION per leg, as measured
+    legs: list[EvalResult]
+
+    def of(self, who: str) -> list[EvalResult]:
+        return [r for w, r in zip(self.order, self.legs) if w == who]
+
+
 class DeviceInfo(BaseModel):
     """Facts about the GPU, read from the device; peaks measured once and cached."""
 

@@ -85,7 +85,7 @@ class FakeGpuEvaluator(ToolsMixin):
             import time
 
             time.sleep(self.delay_s)
-        variant = variant_of(source) or ("baseline" if candidate == "baseline" else None)
+        variant = variant_of(source) or ("baseline" if candidate.split("-")[0] == "baseline" else None)
         base = dict(task=task.name, candidate=candidate, source_hash=source_hash(source), compile=comp, device="fake-gpu")
         if not comp.ok:
             self._log(kind, candidate, variant, "compile_error")
@@ -124,6 +124,17 @@ class FakeGpuEvaluator(ToolsMixin):
         confirm = candidate_id.endswith("-confirm")
         return self._measure(loaded, source, candidate_id, "confirm" if confirm else "evaluate",
                              self.confirm_timings if confirm else {})
+
+    def head_to_head(self, loaded: Any, challenger: str, champion: str, challenger_id: str, champion_id: str,
+                     work_dir: Path) -> Any:
+        """The legs in turns (each logged as kind ``head_to_head``), timed from the same table as ``evaluate``;
+        the challenger's legs from ``confirm_timings`` where it has the variant (what it measures head to head)."""
+        from cuda_llm.graph.evaluator import interleaved
+
+        def leg(src: str, cid: str, work: Path) -> EvalResult:
+            mine = cid.startswith(f"{challenger_id}-h2h")
+            return self._measure(loaded, src, cid, "head_to_head", self.confirm_timings if mine else {})
+        return interleaved(leg, challenger, champion, challenger_id, champion_id, work_dir)
 
     def baseline(self, loaded: Any) -> EvalResult:
         source = Path(loaded.task.baseline_path).read_text()

@@ -108,6 +108,14 @@ class ParametricTimingEvaluator:
     def profile(self, loaded: Any, source: str, candidate_id: str, work_dir: Path, result: EvalResult) -> Any:
         return None
 
+    def head_to_head(self, loaded: Any, challenger: str, champion: str, challenger_id: str, champion_id: str,
+                     work_dir: Path) -> Any:
+        """The legs in turns, each timed (and counted in ``measured``) like an evaluation."""
+        from cuda_llm.graph.evaluator import interleaved
+
+        return interleaved(lambda src, cid, work: self.evaluate(loaded, src, cid, work),
+                           challenger, champion, challenger_id, champion_id, work_dir)
+
     def final_check(self, loaded: Any, source: str, candidate_id: str, work_dir: Path) -> tuple[EvalResult, EvalResult]:
         cand = self.result(source, candidate_id, loaded.task.name)
         base = self.baseline(loaded)

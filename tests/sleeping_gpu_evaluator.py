@@ -90,7 +90,7 @@ class SleepingGpuEvaluator(FakeGpuEvaluator):
                 pass
         else:
             time.sleep(wait)
-        variant = variant_of(source) or ("baseline" if candidate == "baseline" else None)
+        variant = variant_of(source) or ("baseline" if candidate.split("-")[0] == "baseline" else None)
         if variant is not None and variant not in self.timings and variant not in table:
             ms = self.ms_of(variant) if self.ms_of is not None else self.default_ms
             if ms is not None:

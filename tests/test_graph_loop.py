@@ -85,9 +85,10 @@ def offered_ids(messages: list[Any]) -> tuple[str, ...]:
     return tuple(ids) or ("coalesced_access",)
 
 
-def run(tmp_path: Path, kernels: list[str], *, n: int = 2, timings: dict | None = None, **limits: Any):
+def run(tmp_path: Path, kernels: list[str], *, n: int = 2, timings: dict | None = None,
+        head_to_head: dict | None = None, **limits: Any):
     model = scripted(kernels, n=n)
-    ev = FakeGpuEvaluator(timings or TIMINGS, log_path=tmp_path / "evals.log")
+    ev = FakeGpuEvaluator(timings or TIMINGS, log_path=tmp_path / "evals.log", confirm_timings=head_to_head)
     opts = RunOptions(limits=Limits(n_candidates=n, **limits), runs_dir=tmp_path / "runs",
                       stats_path=tmp_path / "stats.sqlite")
     out = start_run("softmax", None, opts, evaluator=ev, model_factory=lambda role: model, handle_signals=False)
@@ -109,8 +110,9 @@ def test_keeps_the_fastest_and_ignores_wins_inside_the_noise(tmp_path):
     sel = [e for e in events if e["event"] == "decision" and e.get("kind") == "selection"]
     assert [e["replaced"] for e in sel] == [True, True, False]
     assert "within noise" in sel[2]["why"]
-    confirms = [c for c in ev.calls if c["kind"] == "confirm"]
-    assert [c["variant"] for c in confirms] == ["v5", "v2"]   # each new best confirmed by a re-run
+    h2h = [c["variant"] for c in ev.calls if c["kind"] == "head_to_head"]
+    assert h2h == ["v5", "baseline", "baseline", "v5", "v2", "v5", "v5", "v2"]   # each new best head to head, in turns
+    assert "won head to head" in sel[0]["why"] and "won head to head" in sel[1]["why"]
     assert {"planner", "coder", "critic"} <= set(out.tokens)
     assert out.tokens["coder"]["calls"] == 6
     assert any(e["event"] == "node_end" and e.get("node") == "critique" for e in events) or \
@@ -134,6 +136,21 @@ def test_keeps_the_fastest_and_ignores_wins_inside_the_noise(tmp_path):
     assert sum(r.tries for r in rows) == 0 and not any(r.n_rewards for r in rows)
     # the free candidates were asked nothing and introduced nothing: nothing to credit
     assert sum(1 for e in events if e["event"] == "credit") == 3
+
+
+@pytest.mark.parametrize("challenger_ms, kept", [(4.885, True), (4.985, False)], ids=["2.3pct-kept", "0.3pct-not"])
+def test_a_challenger_is_kept_when_it_wins_head_to_head_against_the_best(tmp_path, challenger_ms, kept):
+    """r2c0 (v2) first measures far below the best r1c0 (v5, 5 ms), then head to head in one job it runs at
+    ``challenger_ms``: 2.3% faster than the champion is kept, 0.3% is noise and is not."""
+    k = [softmax_source(v) for v in ("v5", "v6", "v2", "v3")]
+    out, model, ev = run(tmp_path, k, max_rounds=2, plateau_rounds=5, head_to_head={"v2": challenger_ms})
+    sel = [e for e in trace(out) if e["event"] == "decision" and e.get("kind") == "selection"]
+    assert sel[1]["candidate"] == "r2c0" and sel[1]["replaced"] is kept, sel[1]["why"]
+    assert out.best["id"] == ("r2c0" if kept else "r1c0")
+    legs = [(c["candidate"], c["variant"]) for c in ev.calls if c["kind"] == "head_to_head"][4:]
+    assert legs == [("r2c0-h2h1", "v2"), ("r1c0-h2h2", "v5"), ("r1c0-h2h3", "v5"), ("r2c0-h2h4", "v2")]
+    stored = json.loads((out.root / "head_to_head" / "r2c0-vs-r1c0.json").read_text())
+    assert stored["order"] == ["challenger", "champion", "champion", "challenger"] and len(stored["legs"]) == 4
 
 
 def test_repairs_after_a_compile_error(tmp_path):

@@ -59,6 +59,34 @@ def test_interval_and_noise_rule():
     assert not decide(_timed([0.1, 0.1], Status.suspect), best)[0]     # suspect timings never win
 
 
+def _h2h(challenger: list[float], champion: list[float], status: Status = Status.ok):
+    """A head-to-head in HEAD_TO_HEAD_ORDER with these leg medians (each leg a small spread around it)."""
+    from cuda_llm.results import CHALLENGER, HEAD_TO_HEAD_ORDER, HeadToHead
+
+    mine, theirs = iter(challenger), iter(champion)
+    legs = []
+    for who in HEAD_TO_HEAD_ORDER:
+        m = next(mine) if who == CHALLENGER else next(theirs)
+        legs.append(_timed([m * 0.998, m, m * 1.004], status if who == CHALLENGER else Status.ok))
+    return HeadToHead(challenger="r3c0", champion="r2c1", order=list(HEAD_TO_HEAD_ORDER), legs=legs)
+
+
+def test_the_head_to_head_keeps_a_2_3_percent_faster_challenger_and_not_a_0_3_percent_one():
+    from cuda_llm.graph.selection import head_to_head_decision
+
+    # the sgemm case: the challenger at 2.326 and 2.335 ms, the champion at 2.380 ms: 2.1% faster in one job
+    ok, why = head_to_head_decision(_h2h([2.326, 2.335], [2.380, 2.379]))
+    assert ok and "won head to head" in why and "2.1% faster" in why, why
+    ok, why = head_to_head_decision(_h2h([2.373, 2.374], [2.380, 2.381]))       # 0.3%: inside the noise
+    assert not ok and "within noise" in why, why
+    ok, why = head_to_head_decision(_h2h([2.30, 2.39], [2.38, 2.385]))           # a leg of the champion as fast
+    assert not ok and "not won" in why, why
+    ok, why = head_to_head_decision(_h2h([2.00, 2.20], [2.40, 2.41]))           # 9% spread: the gain must exceed it
+    assert ok and "noise 9.5%" in why, why
+    ok, why = head_to_head_decision(_h2h([1.0, 1.0], [2.0, 2.0], Status.suspect))
+    assert not ok and "not a trusted pass (suspect)" in why
+
+
 def test_pick_fastest_ignores_failures():
     a, b = _timed([2.0, 2.0]), _timed([1.0, 1.0])
     bad = EvalResult(task="t", candidate="x", source_hash="h", status=Status.wrong_answer)

@@ -150,9 +150,30 @@ def test_the_tune_stage_makes_a_candidate_its_best_point(tmp_path):
     untuned = json.loads((out.root / "candidates" / "r1c0-untuned.json").read_text())
     assert untuned["timing"]["median_ms"] == pytest.approx(3.0)
     # measured once each: the baseline, the written point (its evaluation reused by the tuner) and three
-    # other points; then the confirming re-run, and the final check of the best and of the baseline
-    assert len(set(ev.measured)) == 5 and len(ev.measured) == 8
+    # other points; then the head-to-head of the tuned best and the baseline (four turns), and the final check
+    # of the best and of the baseline
+    assert len(set(ev.measured)) == 5 and len(ev.measured) == 11
     assert ProgramDB(out.root / "programs.sqlite").get("r1c0").tuned == "THREADS=64"
+
+
+def test_only_candidates_within_1_3x_of_the_best_are_tuned():
+    from cuda_llm.graph.tune_stage import reference_ms, worth_tuning
+
+    assert reference_ms(2.0, [2.5, 1.8]) == 1.8 and reference_ms(None, [3.0]) == 3.0 and reference_ms(None, []) is None
+    assert worth_tuning(2.6, 2.0) and not worth_tuning(2.61, 2.0)          # 1.3x is the edge
+    assert not worth_tuning(20.0, 2.0)                                      # a 10x slower design: no sweep
+    assert worth_tuning(5.0, None) and worth_tuning(None, 2.0)              # nothing to compare with: tuned
+
+
+def test_a_candidate_far_slower_than_the_best_is_not_tuned(tmp_path):
+    # the naive kernel (the best so far) takes 1 ms; the candidate as written 3 ms: 3x, no point is measured
+    ev = ParametricTimingEvaluator(lambda p: 2.0 + abs(p["THREADS"] - 64) / 64, baseline_ms=1.0)
+    model = scripted({"*": TUNABLE}, n=1)
+    out = _run(tmp_path, model, ev, n_candidates=1, max_rounds=1, tune_evals=10)
+    assert out.finished and not (out.root / "tuning" / "r1c0.json").exists()
+    skipped = next(e for e in trace(out) if e["event"] == "tune")
+    assert skipped["skipped"] == "not tuned: 3.00x the best 1 ms (tuned only within 1.3x)"
+    assert len(set(ev.measured)) == 2          # the baseline and the candidate as written: no tuning point
 
 
 def test_the_run_stops_at_speed_of_light(tmp_path):

@@ -208,3 +208,61 @@ def test_the_worker_is_pinned_to_the_gpu_it_was_given(tmp_path: Path) -> None:
     assert res.status == Status.ok, res.message
     with pytest.raises(ValueError, match="not visible"):
         evaluate_candidate(loaded, loaded.task.baseline_path.read_text(), options=EvalOptions(gpu=last + 1))
+
+
+HANGS_IN_THE_TIMED_LOOP = """\
+#include <cuda_runtime.h>
+
+__global__ void gelu_kernel(const float* x, float* y, int n) {
+    long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) {
+        float v = x[i];
+        y[i] = 0.5f * v * (1.0f + tanhf(0.7978845608028654f * (v + 0.044715f * v * v * v)));
+    }
+}
+
+__global__ void spin(float* y) {
+    volatile float* p = y;
+    for (;;) {
+        p[0] = p[0] + 1.0f;
+    }
+}
+
+int calls_at_the_largest_size = 0;
+int largest_size = 0;
+
+extern "C" void solve(const float* x, float* y, int n) {
+    if (n <= 0) return;
+    if (n > largest_size) { largest_size = n; calls_at_the_largest_size = 0; }
+    if (n == largest_size && ++calls_at_the_largest_size == 6) { spin<<<1, 1>>>(y); return; }
+    gelu_kernel<<<(n - 1) / 256 + 1, 256>>>(x, y, n);
+}
+"""
+
+
+def test_a_hanging_kernel_is_killed_at_the_limit_of_one_call(tmp_path: Path) -> None:
+    """A kernel correct on every case that never ends on a later call at the benchmark shape (in the timed
+    loop) is killed at max(2 s, 50x the naive kernel's time there), not at the evaluation's 120 s, and the
+    message names that limit; the next evaluation works."""
+    import time
+
+    from cuda_llm.tools.eval_options import call_limit_s
+    from cuda_llm.tools.evaluate import baseline_result
+
+    loaded = load_task("gelu")
+    naive = baseline_result(loaded, "naive", EvalOptions(**QUICK_TIMING))     # cached per device, as a run's setup
+    assert naive is not None and naive.status == Status.ok and naive.timing is not None, naive
+    limit = call_limit_s(naive.timing.median_ms)
+    from cuda_llm.tools.compile import compile_source, resolve_arch
+
+    assert compile_source(HANGS_IN_THE_TIMED_LOOP, arch=resolve_arch(None)).ok     # built before the clock starts
+    t0 = time.perf_counter()
+    res = evaluate_candidate(loaded, HANGS_IN_THE_TIMED_LOOP, candidate="hangs_in_loop", work_dir=tmp_path,
+                             options=EvalOptions(**QUICK_TIMING, timeout_s=120.0))
+    wall = time.perf_counter() - t0
+    print(f"limit {limit:.3g} s (naive {naive.timing.median_ms:.4g} ms); {wall:.1f} s: {res.status.value}: {res.message}")
+    assert res.status == Status.timeout, res.message
+    assert f"the limit for one call, {limit:.3g} s, max(2 s, 50x the naive kernel's" in res.message
+    assert "during the timed calls" in res.message
+    assert wall < limit + 30, wall          # start-up, compile and validation, then the limit: far below 120 s
+    _naive_still_works()

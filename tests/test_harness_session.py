@@ -240,3 +240,25 @@ def test_input_sets_are_copied_from_the_host_when_the_device_is_full(gelu_small,
     assert res.status == Status.wrong_answer, res.message
     res = judge(gelu_small, "gelu_ok", tmp_path, worker=[*WORKER, "--free-memory", "0"])
     assert res.status == Status.ok, res.message
+
+
+def test_a_hang_is_killed_at_the_limit_of_one_call_and_the_message_names_it(gelu_small, tmp_path):
+    """The evaluation's limit is 60 s; one call may run 1.5 s: the hang in validation costs seconds, not 60."""
+    res = judge(gelu_small, "gelu_hang", tmp_path, timeout_s=60.0, call_limit_s=1.5)
+    assert res.status == Status.timeout, res.message
+    assert "ran longer than the limit for one call, 1.5 s" in res.message
+    assert "in solve() during validation, the case at sizes n=31" in res.message
+    assert res.seconds < 20, res.seconds
+
+
+def test_a_hang_inside_the_timed_loop_is_killed_at_the_limit_derived_from_the_naive_kernel(gelu_small, tmp_path):
+    """No explicit limit: the naive kernel's 10 ms at the benchmark shape gives max(2 s, 50 x 10 ms) = 2 s."""
+    res = judge(gelu_small, "gelu_hang_timed", tmp_path, timeout_s=60.0, naive_ms=10.0)
+    assert res.status == Status.timeout, res.message
+    assert "2 s, max(2 s, 50x the naive kernel's 10 ms at the benchmark shape)" in res.message
+    assert "during the timed calls" in res.message and res.seconds < 25, (res.seconds, res.message)
+
+
+def test_an_honest_kernel_passes_under_the_limit_of_one_call(gelu_small, tmp_path):
+    res = judge(gelu_small, "gelu_ok", tmp_path, call_limit_s=2.0)
+    assert res.status == Status.ok, res.message

@@ -442,3 +442,35 @@ def test_a_large_failed_check_reports_the_same_counts_block_by_block_and_over_th
             assert serial["reason"].startswith(f"y: {count} ")
             finite = np.isfinite(got)
             assert serial["max_abs_err"] == pytest.approx(float(np.abs(got[finite].astype(np.float64) - exp[finite]).max()))
+
+
+def test_the_limit_of_one_call_is_max_2_s_and_50x_the_naive_kernel():
+    from cuda_llm.tools.eval_options import call_limit_s, call_limit_text
+
+    assert call_limit_s(None) is None and call_limit_s(0.0) is None        # unknown: only the evaluation's limit
+    assert call_limit_s(0.5) == 2.0                                       # 25 ms: the floor
+    assert call_limit_s(100.0) == pytest.approx(5.0)                      # 50 x 100 ms
+    assert call_limit_text(5.0, 100.0) == "5 s, max(2 s, 50x the naive kernel's 100 ms at the benchmark shape)"
+
+
+def test_the_limit_of_one_call_comes_from_the_cached_naive_baseline_of_this_device(tmp_path, monkeypatch):
+    from cuda_llm.results import EvalResult
+    from cuda_llm.tools.eval_options import EvalOptions
+    from cuda_llm.tools.evaluate import _baseline_path, with_call_limit
+
+    monkeypatch.setenv("CUDA_LLM_CACHE", str(tmp_path))
+    loaded = load_task("gelu")
+    dev = DeviceInfo(name="NVIDIA H100 80GB HBM3", arch="sm_90", compute_capability=(9, 0), sm_count=132)
+    other = dev.model_copy(update={"name": "NVIDIA A100"})
+    assert with_call_limit(loaded, EvalOptions(), dev).call_limit_s is None          # not measured yet
+    naive = EvalResult(task="gelu", candidate="naive", source_hash="x", status=Status.ok,
+                       timing=TimingResult(sizes={"n": 1}, median_ms=80.0, min_ms=79.0, mean_ms=80.0, iqr_ms=1.0, rse=0.01,
+                                           samples_ms=[80.0], repetitions=1, stop_reason="rse"))
+    path = _baseline_path(loaded, "naive", loaded.task.baseline_path.read_text(), dev.name)
+    path.parent.mkdir(parents=True)
+    path.write_text(naive.model_dump_json())
+    got = with_call_limit(loaded, EvalOptions(), dev)
+    assert got.call_limit_s == pytest.approx(4.0) and got.naive_ms == 80.0
+    assert with_call_limit(loaded, EvalOptions(), other).call_limit_s is None        # another GPU's time: not used
+    assert with_call_limit(loaded, EvalOptions(call_limit_s=9.0), dev).call_limit_s == 9.0   # a caller's own
+    assert with_call_limit(loaded, EvalOptions(naive_ms=1.0), None).call_limit_s == 2.0

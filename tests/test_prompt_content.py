@@ -204,3 +204,16 @@ def test_the_planner_may_pick_any_feature_and_sees_the_recommendations(run):
         assert f"`{fid}`" not in features
     assert "score" not in features                                                   # no random draw shown
     assert "Recommended change: one warp per row" in text and "Speed of light" in text
+
+
+def test_the_parent_source_and_the_build_line_are_shown_once_and_the_harness_facts_are_said(run):
+    """The parent's source whole and once (no second copy as an inspiration, no cut); the nvcc line once;
+    on which stream solve() runs and what runs before it; whether scratch memory may persist across calls."""
+    out, model = run
+    text = coder_call(model, "r2c0")
+    parent = softmax_source("v5").strip()
+    assert text.count(parent) == 1 and "cut" not in text.split("Source of `r1c0`", 1)[1].split("```", 2)[1]
+    assert len(re.findall(r"nvcc -gencode=\S+ -O3 -shared", text)) == 1
+    assert "legacy default stream (stream 0)" in text and "synchronizes the whole device" in text
+    assert "programmatic dependent launch can only overlap kernels that solve() itself launches" in text
+    assert "persists between calls" in text and "cudaMalloc/cudaFree inside every call is timed" in text

@@ -61,6 +61,9 @@ def test_the_report_renders_offline_in_chromium(finished, tmp_path, capsys):  # 
             page.goto(page_path.as_uri())
             page.wait_for_selector("#latency-plot .main-svg", timeout=30_000)
             assert page.locator("#latency-plot .scatterlayer .point").count() >= 4   # candidates and the best line
+            legend = page.locator("#latency-plot .legendtext").all_text_contents()
+            assert "wrong_answer (not timed)" in legend                            # a failed candidate is marked
+            assert page.locator("#latency-plot .annotation-text", has_text="not timed").count() == 1
             assert page.locator("#tree li").count() == 7   # baseline, 4 candidates, 2 repairs
             assert page.locator("#scripted").is_visible()
             source = page.locator("#cand-r2c0 > details.source pre")
@@ -84,7 +87,7 @@ def test_the_latency_axis_reads_as_numbers_across_decades(finished, tmp_path):  
     import plotly.io as pio
     from playwright.sync_api import sync_playwright
 
-    from cuda_llm.report.html import build_report_data, latency_figure
+    from cuda_llm.report.html import build_report_data, latency_figure, plotly_js
     from cuda_llm.report.summary import build_summary
     from cuda_llm.runs.run_info import read_values
     from cuda_llm.runs.rundir import RunDir
@@ -94,7 +97,8 @@ def test_the_latency_axis_reads_as_numbers_across_decades(finished, tmp_path):  
     data = build_report_data(rd, values, build_summary(rd, values))
     data = data.model_copy(update={"sol_ms": data.summary.baseline_ms / 12})
     page_path = tmp_path / "latency.html"
-    page_path.write_text(pio.to_html(latency_figure(data), include_plotlyjs=True, div_id="latency-plot"))
+    page_path.write_text(f"<script>{plotly_js()}</script>" +    # the report's own (basic) bundle
+                         pio.to_html(latency_figure(data), include_plotlyjs=False, div_id="latency-plot"))
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
         try:

@@ -110,7 +110,9 @@ def test_report_html_is_self_contained(finished, capsys):
 
     tags = re.findall(r"<(?:script|link|img)\b([^>]*)>", page)
     assert tags and not [t for t in tags if "src=" in t or "href=" in t]     # nothing fetched from the network
-    assert "plotly.js v" in page and 'id="latency-plot"' in page
+    assert "plotly.js (basic - minified) v" in page and 'id="latency-plot"' in page
+    assert path.stat().st_size < 2_000_000                                     # the basic bundle, not all of plotly.js
+    assert "wrong_answer (not timed)" in page                                 # r1c1 has no time and is still plotted
     assert page.count('<li data-candidate=') == 7 and 'id="scripted"' in page
     assert "variant: v2" in page and "## human" in page                       # code and prompts on click
 

@@ -144,7 +144,7 @@ class BuildBrief(BaseModel):
         lines = []
         if self.cuda_version or self.ptx_isa:
             lines.append(f"Toolchain: CUDA {self.cuda_version or '?'} (nvcc), PTX ISA {self.ptx_isa or '?'}")
-        if self.command:
+        if self.command and self.command not in self.rules:   # the compile tool's rules usually give it already
             lines.append(f"Every candidate is compiled alone with:\n```\n{self.command}\n```")
         if self.rules.strip():
             lines.append(self.rules.strip())
@@ -348,6 +348,7 @@ class HistoryItem(BaseModel):
     note: str = ""  # one line: the error, or what the critic said
     parent: str = ""
     repair_of: str | None = None
+    cause: str = ""  # the post-mortem of a regression or a benchmark-only failure: why it ended so
 
     def render(self) -> str:
         feats = ",".join(self.features) or "-"
@@ -360,7 +361,9 @@ class HistoryItem(BaseModel):
         if self.repair_of:
             origin += f", repair of {self.repair_of}"
         note = " ".join(self.note.split())
-        return f"- r{self.round} {self.candidate}{origin} [{feats}]: {res}" + (f" — {note[:200]}" if note else "")
+        line = f"- r{self.round} {self.candidate}{origin} [{feats}]: {res}" + (f" — {note[:200]}" if note else "")
+        cause = " ".join(self.cause.split())
+        return line + (f"\n  post-mortem: {cause}" if cause else "")
 
 
 def render_history(items: Iterable[HistoryItem], max_items: int = MAX_HISTORY_ITEMS, max_chars: int = MAX_HISTORY_CHARS) -> str:
@@ -394,6 +397,8 @@ def make_diff(parent_source: str | None, source: str, *, parent: str = "parent",
 HARNESS_RULES = """\
 - Every pointer argument is a device pointer already allocated by the harness with cudaMalloc (so 256-byte aligned at the start; rows inside a buffer are aligned only as far as the sizes make them), arrays contiguous and row-major; never cudaMalloc/cudaMemcpy the inputs or outputs to/from the host.
 - The entry point is called from the host and may launch any number of kernels with any configuration (it may also allocate and free scratch device memory; that time counts).
+- Stream: solve() is called from one host thread on the legacy default stream (stream 0) of the primary context, and the timer's events are recorded on that stream. Before every timed call the harness switches the input set, poisons the outputs, flushes the L2 with a memset and then synchronizes the whole device, so nothing of the harness is running when solve() starts: programmatic dependent launch can only overlap kernels that solve() itself launches back to back on one stream, never the harness's work. Work on another stream must be joined to stream 0 before solve() returns.
+- Scratch memory: the file is loaded once per evaluation and solve() is called many times (correctness cases at several sizes, then untimed calls and the timed calls at the benchmark size). Device memory kept in a static pointer or a __device__ array persists between calls, so scratch allocated on the first call at a size (and grown when a larger size comes) costs nothing in the timed calls, while cudaMalloc/cudaFree inside every call is timed every time. Scratch may hold workspace only, never results: the input contents change between timed calls and a remembered result is caught as wrong.
 - The timer measures the whole call of the entry point, host work inside it included (launches, allocations, host-side loops), with the whole device synchronized after it and the L2 flushed before it; results below the speed-of-light bound are rejected as suspect.
 - No cuBLAS, cuDNN, cuFFT, thrust, or device-wide CUB (cub::Device*); block- and warp-level CUB are allowed. No host-side computation of the result.
 - Outputs are poisoned with NaN before each call: write every output element. Inputs must not be modified.

@@ -98,7 +98,10 @@ def run(args: argparse.Namespace) -> int:
     except OSError as exc:
         return _err(f"cannot create {out}: {exc.strerror}")
     command = " ".join(shlex.quote(c) for c in _rebuild_command(comp.command))
-    origin = f"run {rundir.run_id}, kernel {where}, task {task.name}"
+    from cuda_llm.runs.replay import replay_line
+
+    replay = replay_line(rundir)
+    origin = f"run {rundir.run_id}, kernel {where}, task {task.name}" + (f" ({replay})" if replay else "")
     export = export_files(task, arch=arch, command=command, origin=origin)
     (out / "kernel.cu").write_text(source)
     shutil.copyfile(comp.so_path, out / "kernel.so")
@@ -111,6 +114,8 @@ def run(args: argparse.Namespace) -> int:
     for name, text in export.files.items():
         (out / name).write_text(text)
     print(f"exported {where} of run {rundir.run_id} ({task.name}) to {out}/")
+    if replay:
+        print(replay)
     for name in ["kernel.cu", "kernel.so", *export.files]:
         print(f"  {out / name}")
     print(f"use it:  see {out / 'README.md'}\ntest it: pytest -q {out / (task.name + '_test.py')}")

@@ -71,60 +71,10 @@ def _parse_sizes(items: list[str], benchmark: dict[str, int]) -> dict[str, int]:
     return sizes
 
 
-def _fmt(v: float | None, unit: str = "", digits: int = 4) -> str:
-    if v is None:
-        return "-"
-    return f"{v:.{digits}g}{unit}"
-
-
-def metrics_rows(profile) -> tuple[list[str], list[list[str]]]:
-    """The metrics table: one row per metric, one column per kernel (kernels in launch order)."""
-    from cuda_llm.tools.ncu_parse import short_name
-
-    kernels = profile.kernels
-    headers = ["metric", *[short_name(k.name) + (f" x{k.launches}" if k.launches > 1 else "") for k in kernels]]
-
-    def row(label, fn):
-        return [label, *[fn(k) for k in kernels]]
-
-    def stall(i):
-        def f(k):
-            if len(k.stalls) <= i:
-                return "-"
-            s = k.stalls[i]
-            return f"{s.reason} {s.share_pct:.0f}%"
-        return f
-
-    rows = [
-        row("duration", lambda k: _fmt(k.duration_ns / 1e3 if k.duration_ns is not None else None, " us")),
-        row("SM throughput", lambda k: _fmt(k.sm_throughput_pct, "%", 3)),
-        row("memory throughput", lambda k: _fmt(k.memory_throughput_pct, "%", 3)),
-        row("DRAM throughput", lambda k: _fmt(k.dram_throughput_pct, "%", 3)),
-        row("DRAM bytes", lambda k: _fmt(k.dram_bytes / 1e6 if k.dram_bytes is not None else None, " MB")),
-        row("L1 / L2 hit rate", lambda k: f"{_fmt(k.l1_hit_rate_pct, '%', 3)} / {_fmt(k.l2_hit_rate_pct, '%', 3)}"),
-        row("L1 / L2 throughput", lambda k: f"{_fmt(k.l1_throughput_pct, '%', 3)} / {_fmt(k.l2_throughput_pct, '%', 3)}"),
-        row("sectors/request ld/st", lambda k: f"{_fmt(k.load_sectors_per_request, '', 3)} / "
-                                               f"{_fmt(k.store_sectors_per_request, '', 3)}"),
-        row("occupancy achieved/theor.", lambda k: f"{_fmt(k.achieved_occupancy_pct, '%', 3)} / "
-                                                   f"{_fmt(k.theoretical_occupancy_pct, '%', 3)}"),
-        row("occupancy limiter", lambda k: k.occupancy_limiter or "none"),
-        row("grid x block", lambda k: f"{k.grid_size or '-'} x {k.block_size or '-'}"),
-        row("waves per SM", lambda k: _fmt(k.waves_per_sm, "", 3)),
-        row("registers/thread", lambda k: _fmt(k.registers_per_thread, "", 3)),
-        row("shared bytes/block", lambda k: _fmt(k.shared_bytes_per_block, "", 6)),
-        row("local (spill) bytes", lambda k: _fmt(k.local_bytes, "", 4)),
-        row("bank conflicts", lambda k: "-" if k.bank_conflicts is None else
-            f"{k.bank_conflicts:.0f}" + (f" ({k.bank_conflict_pct:.0f}%)" if k.bank_conflict_pct is not None else "")),
-        row("threads per instruction", lambda k: _fmt(k.threads_per_inst, " / 32", 3)),
-        row("top stall", stall(0)),
-        row("2nd stall", stall(1)),
-        row("3rd stall", stall(2)),
-    ]
-    return headers, rows
-
-
 def render(report: ProfileReport, profile, diagnosis) -> str:
     from cuda_llm.report.formats import render_table
+    from cuda_llm.report.profile_table import fmt as _fmt
+    from cuda_llm.report.profile_table import metrics_rows
 
     out = [f"task {report.task}, kernel {report.kernel_file}, sizes " +
            ", ".join(f"{k}={v}" for k, v in report.sizes.items())]

@@ -91,6 +91,10 @@ def run(args: argparse.Namespace) -> int:
     except (RunNotFoundError, FileNotFoundError, ValueError) as exc:
         print(f"cuda-llm resume: {exc}", file=sys.stderr)
         return 2
+    if config.get("replay"):   # recorded figures and new measurements must never mix in one run
+        print(f"cuda-llm resume: run {rundir.run_id} is a replay of a recorded run (`cuda-llm demo`) and cannot go "
+              f"on; start a run of your own with `cuda-llm optimize {config.get('task') or 'TASK'}`", file=sys.stderr)
+        return 2
     changes = overrides(args)
     try:
         settings = settings_from_config(config.get("llm") or {}, api_key=args.api_key, overrides=changes)

@@ -89,12 +89,15 @@ def run(args: argparse.Namespace) -> int:
     if not runs:
         print(f"no runs in {args.runs_dir}; start one with `cuda-llm optimize TASK`")
         return 0
-    rows = [[r.run_id, r.task or "?", r.state, one_line(r.detail, DETAIL_CHARS), r.rounds,
+    rows = [[r.run_id, (r.task or "?") + (" (REPLAY)" if r.replay else ""), r.state, one_line(r.detail, DETAIL_CHARS), r.rounds,
              f"{r.baseline_label} {fmt_ms(r.baseline_ms)}",
              f"{r.best_id}: {fmt_ms(r.best_ms)}" if r.best_id else "-", fmt_x(r.speedup), fmt_duration(r.elapsed_s)]
             for r in runs]
     print(render_table(["run", "task", "state", "detail", "rounds", "baseline ms", "best ms", "speedup", "time"], rows,
                        align="lllllrlrr"))
+    replays = [r for r in runs if r.replay]
+    if replays:
+        print(f"\n(REPLAY): {replays[0].replay}")
     waiting = [r.run_id for r in runs if r.resumable]
     if waiting:
         print(f"\n{len(waiting)} run(s) can continue: `cuda-llm resume {waiting[0]}`")

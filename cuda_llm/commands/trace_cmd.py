@@ -48,6 +48,10 @@ def run(args: argparse.Namespace) -> int:
     except RunNotFoundError as exc:
         print(f"cuda-llm trace: {exc}", file=sys.stderr)
         return 2
+    from cuda_llm.runs.replay import replay_line
+
+    if replay_line(rundir):
+        print(f"# {replay_line(rundir)}", flush=True)
     filters = dict(kinds=kinds, round_=args.round, candidate=args.candidate, nodes=args.nodes,
                    root=str(rundir.root))
     shown = 0

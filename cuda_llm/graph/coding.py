@@ -68,6 +68,8 @@ def coder_context(deps: Any, job: dict) -> Any:
         parent = parent.model_copy(update={"role": search.parent_role(job["parent_kind"], job.get("parent_why", ""))})
     inspirations = [evidence.parent_kernel(deps, pid).model_copy(update={"label": "Inspiration", "role": search.INSPIRATION_ROLE})
                     for pid in job.get("inspirations") or () if not job.get("repair_of")]
+    # the parent's source is shown once: an inspiration that is the same kernel under another id is left out
+    inspirations = [k for k in inspirations if k.source.strip() != parent.source.strip()]
     return CoderContext(
         task=evidence.task_brief(deps), device=deps.device, build=evidence.build_brief(deps), candidate=job["cid"],
         features=evidence.feature_briefs(deps, job["features"]), free=bool(job.get("free")) and not job["features"],

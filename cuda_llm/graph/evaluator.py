@@ -1,7 +1,8 @@
 """How the graph measures and builds candidates: the Evaluator seam, the real GPU one, and a run-directory cache.
 
 The graph never talks to the tools directly; it calls an Evaluator: to measure (``evaluate``,
-``baseline``, ``profile``, ``final_check``), to build a source for the coder's compile-fix turns
+``baseline``, ``profile``, ``final_check``, and ``head_to_head``: a challenger and the champion in turns
+in one job), to build a source for the coder's compile-fix turns
 (``build``), to turn a profile into a roofline point and a diagnosis (``analyze``) and to say how
 candidates are built (``toolchain``). ``GpuEvaluator`` is the real one (nvcc, the GPU worker, Nsight
 Compute); its ``build``, ``analyze`` and ``toolchain`` come from ``ToolsMixin``, which a test double can
@@ -25,7 +26,7 @@ from collections.abc import Collection, Iterator, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 from cuda_llm.paths import atomic_write
-from cuda_llm.results import DeviceInfo, EvalResult, Status
+from cuda_llm.results import CHALLENGER, HEAD_TO_HEAD_ORDER, DeviceInfo, EvalResult, HeadToHead, Status
 
 
 def content_hash(source: str, *parts: str) -> str:
@@ -63,6 +64,10 @@ class Evaluator(Protocol):
     def final_check(self, loaded: Any, source: str, candidate_id: str, work_dir: Path) -> tuple[EvalResult, EvalResult]:
         """(candidate, naive baseline) validated on fresh inputs and timed back to back in one go."""
 
+    def head_to_head(self, loaded: Any, challenger: str, champion: str, challenger_id: str, champion_id: str,
+                     work_dir: Path) -> HeadToHead:
+        """The two sources timed in turns (HEAD_TO_HEAD_ORDER) in one job on one GPU, each leg a whole evaluation."""
+
     def build(self, loaded: Any, source: str, candidate_id: str) -> EvalResult:
         """Static check and compile only (no device): status static_error, compile_error, or ok (it builds)."""
 
@@ -73,6 +78,18 @@ class Evaluator(Protocol):
 
     def toolchain(self) -> dict[str, str]:
         """How candidates are built: cuda_version, ptx_isa, command (the nvcc line) and rules (text)."""
+
+
+def interleaved(evaluate: Any, challenger: str, champion: str, challenger_id: str, champion_id: str,
+                work_dir: Path) -> HeadToHead:
+    """A head-to-head made of ``evaluate(source, id, work_dir)`` calls in HEAD_TO_HEAD_ORDER, one after another
+    in the caller's thread (so on the caller's GPU). Leg ids are ``<id>-h2h<leg>``."""
+    legs = []
+    for i, who in enumerate(HEAD_TO_HEAD_ORDER):
+        source, cid = (challenger, challenger_id) if who == CHALLENGER else (champion, champion_id)
+        leg = f"{cid}-h2h{i + 1}"
+        legs.append(evaluate(source, leg, Path(work_dir) / leg))
+    return HeadToHead(challenger=challenger_id, champion=champion_id, order=list(HEAD_TO_HEAD_ORDER), legs=legs)
 
 
 _PTX_VERSION = re.compile(r"^\s*\.version\s+(\d+\.\d+)", re.M)
@@ -127,6 +144,12 @@ class ToolsMixin:
                 roof = None
         return Analysis(roofline=roof, diagnosis=diagnose(profile, roof, result.compile,
                                                           allowed_features=allowed_features))
+
+    def head_to_head(self, loaded: Any, challenger: str, champion: str, challenger_id: str, champion_id: str,
+                     work_dir: Path) -> HeadToHead:
+        """The legs in turns through this evaluator's own ``evaluate``: one GPU, one job, nothing else between."""
+        return interleaved(lambda src, cid, work: self.evaluate(loaded, src, cid, work),  # type: ignore[attr-defined]
+                           challenger, champion, challenger_id, champion_id, work_dir)
 
     def toolchain(self) -> dict[str, str]:
         from cuda_llm.tools import compile as comp
@@ -305,6 +328,23 @@ class CachedEvaluator(ToolsMixin):
                 j = first[content_hash(source)]
                 got = futs[j].result()
                 yield got if j == i else Cached(got.value.model_copy(update={"candidate": cid}), False)
+
+    def head_to_head(self, loaded: Any, challenger: str, champion: str, challenger_id: str, champion_id: str,
+                     work_dir: Path) -> Cached:
+        """The inner evaluator's head-to-head (one job on one GPU), kept by the pair of sources: a resumed run
+        reads the verdict back. An inner evaluator without one gets the legs in turns through its ``evaluate``."""
+        key = content_hash(challenger, champion)
+        hit = self._load("h2h", key, HeadToHead)
+        if hit is not None:
+            return Cached(hit, False)
+        own = getattr(self.inner, "head_to_head", None)
+        got = own(loaded, challenger, champion, challenger_id, champion_id, work_dir) if callable(own) else None
+        if got is None:
+            got = interleaved(lambda src, cid, work: self.inner.evaluate(loaded, src, cid, work),
+                              challenger, champion, challenger_id, champion_id, work_dir)
+        if all(r.status != Status.no_device for r in got.legs):
+            atomic_write(self._path("h2h", key), got.model_dump_json())
+        return Cached(got, True)
 
     def baseline(self, loaded: Any) -> Cached:
         hit = self._load("baseline", "naive")

@@ -180,7 +180,7 @@ def parent_kernel(deps: Any, parent_id: str, *, features: Iterable[str] = (), me
 def history_item(c: Candidate, base_ms: float | None) -> HistoryItem:
     return HistoryItem(candidate=c.id, round=c.round, features=c.features, status=c.status or "not_run",
                        median_ms=c.ms, speedup=(base_ms / c.ms) if base_ms and c.ms else None, note=short(c.note, 160),
-                       parent=c.parent, repair_of=c.repair_of)
+                       parent=c.parent, repair_of=c.repair_of, cause=c.cause)
 
 
 def past_history(deps: Any, before_round: int) -> list[HistoryItem]:

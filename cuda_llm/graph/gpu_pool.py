@@ -31,11 +31,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Protocol
 
-from cuda_llm.graph.evaluator import Analysis, ToolsMixin
+from cuda_llm.graph.evaluator import Analysis, ToolsMixin, interleaved
 from cuda_llm.graph.stop_rules import WORKERS_LOST, RunHalted
-from cuda_llm.results import DeviceInfo, EvalResult
+from cuda_llm.results import DeviceInfo, EvalResult, HeadToHead
 
-JOB_KINDS = ("evaluate", "baseline", "library", "profile", "final_check")
+JOB_KINDS = ("evaluate", "baseline", "library", "profile", "final_check", "head_to_head")
 EventFn = Callable[..., None]
 MAX_REQUEUES = 1          # a job whose worker was lost goes back to the queue this many times
 RETIRE_AFTER = 2          # a slot that failed this many jobs in a row takes no more
@@ -292,6 +292,16 @@ class PoolClient(ToolsMixin):
 
     def final_check(self, loaded: Any, source: str, candidate_id: str, work_dir: Path) -> tuple[EvalResult, EvalResult]:
         return self._run("final_check", loaded, source, candidate_id, work_dir, candidate=candidate_id)
+
+    def head_to_head(self, loaded: Any, challenger: str, champion: str, challenger_id: str, champion_id: str,
+                     work_dir: Path) -> HeadToHead:
+        """One job: every leg on the GPU that takes it, nothing else on that GPU in between."""
+        got = self._run("head_to_head", loaded, challenger, champion, challenger_id, champion_id, work_dir,
+                        candidate=challenger_id)
+        if got is None:       # a slot's evaluator without one: the legs in turns, each a job of its own
+            got = interleaved(lambda src, cid, work: self.evaluate(loaded, src, cid, work),
+                              challenger, champion, challenger_id, champion_id, work_dir)
+        return got
 
     # -- on this machine
     def build(self, loaded: Any, source: str, candidate_id: str) -> EvalResult:

@@ -319,7 +319,10 @@ def make_select(deps: Deps) -> Callable[[GraphState], dict]:
                 return update
             ok, why = decide(res, best_iv)
             confirm_iv = None
-            if ok:
+            if ok and best_iv is not None and best.hash:     # the best is a kernel: confirmed head to head
+                ok, why, confirm_iv, n = _head_to_head(deps, c, best)
+                update["evaluations"] = int(state.get("evaluations", 0)) + n
+            elif ok:                                         # nothing timed to compare with: a re-run
                 got = deps.evaluator.evaluate(deps.loaded, deps.source(c.hash), f"{c.id}-confirm",
                                               Path(deps.rundir.root) / "work" / f"{c.id}-confirm", kind="confirm")
                 confirm = got.value
@@ -344,6 +347,25 @@ def make_select(deps: Deps) -> Callable[[GraphState], dict]:
                 deps.rundir.write_text("best_so_far.cu", deps.source(c.hash))
             return update
     return select
+
+
+def _head_to_head(deps: Deps, c: Candidate, best: BestSummary) -> tuple[bool, str, tuple[float, float] | None, int]:
+    """Challenger ``c`` and the best timed in turns in one job (graph/selection.py): (kept, why, the interval of
+    the challenger's legs, how many evaluations). Every leg is in the trace and the whole in head_to_head/."""
+    from cuda_llm.graph.selection import head_to_head_decision
+    from cuda_llm.results import CHALLENGER
+
+    work = Path(deps.rundir.root) / "work" / f"{c.id}-vs-{best.id}"
+    got = deps.evaluator.head_to_head(deps.loaded, deps.source(c.hash), deps.source(best.hash), c.id, best.id, work)
+    h2h = got.value
+    deps.rundir.write_text(f"head_to_head/{c.id}-vs-{best.id}.json", h2h.model_dump_json(indent=1))
+    for who, leg in zip(h2h.order, h2h.legs):
+        deps.event("evaluation", candidate=leg.candidate, round=c.round, status=leg.status.value, cached=not got.fresh,
+                   median_ms=leg.median_ms, purpose="head-to-head", side=who)
+    ok, why = head_to_head_decision(h2h)
+    ours = [interval(r.timing) for r in h2h.of(CHALLENGER) if r.timing is not None]
+    iv = (min(lo for lo, _ in ours), max(hi for _, hi in ours)) if ours else None
+    return ok, why, iv, len(h2h.legs) if got.fresh else 0
 
 
 def _pct_of(res: EvalResult | None) -> float | None:

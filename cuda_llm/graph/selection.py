@@ -1,15 +1,22 @@
-"""Whether a candidate replaces the best: faster beyond the measurement noise, confirmed by a re-run.
+"""Whether a candidate replaces the best: faster beyond the measurement noise, confirmed head to head.
 
 Each timing gives an interval [min, q75] of its samples. A candidate is clearly faster when its whole
 interval lies below the best's (its q75 under the best's minimum): a lucky median inside the noise
-never wins. A clear win is then timed again, and must be clear again, before it becomes the best.
+never wins. A clear win is then confirmed against the best kernel itself: both are timed in turns in one
+job on one GPU (results.HeadToHead), and the challenger is kept when every one of its legs is faster than
+every leg of the champion and its median gain exceeds the legs' own spread (at least 1%). Comparing with
+the champion's interval from an earlier session would let the drift between sessions decide (a 2.3%
+faster sgemm was once rejected that way). Where the best is not a kernel (a PyTorch eager baseline), the
+win is confirmed by a re-run that must be clear again.
 """
 
 from __future__ import annotations
 
 from typing import Sequence
 
-from cuda_llm.results import EvalResult, Status, TimingResult
+from cuda_llm.results import CHALLENGER, CHAMPION, EvalResult, HeadToHead, Status, TimingResult
+
+HEAD_TO_HEAD_MIN_GAIN = 0.01     # a head-to-head win must be at least this large (and larger than the legs' spread)
 
 
 def _q(samples: Sequence[float], q: float) -> float:
@@ -62,3 +69,31 @@ def decide(candidate: EvalResult, best: tuple[float, float] | None, confirm: Eva
     if not clearly_faster(again, best):
         return False, f"not confirmed: re-run [{again[0]:.4g}, {again[1]:.4g}] ms overlaps the best's"
     return True, f"confirmed: [{first[0]:.4g}, {first[1]:.4g}] then [{again[0]:.4g}, {again[1]:.4g}] ms"
+
+
+def _median(xs: Sequence[float]) -> float:
+    return _q(xs, 0.5)
+
+
+def head_to_head_decision(h2h: HeadToHead, min_gain: float = HEAD_TO_HEAD_MIN_GAIN) -> tuple[bool, str]:
+    """(keep the challenger, why), from the legs of one head-to-head job (see the module doc). Pure."""
+    ours, theirs = h2h.of(CHALLENGER), h2h.of(CHAMPION)
+    if not ours or not theirs:
+        return False, "head-to-head incomplete: a side has no leg"
+    for who, legs in ((h2h.challenger, ours), (h2h.champion, theirs)):
+        bad = next((r for r in legs if not is_win(r)), None)
+        if bad is not None:
+            return False, f"head-to-head: a leg of {who} is not a trusted pass ({bad.status.value}): {bad.message[:120]}"
+    a = [r.timing.median_ms for r in ours]
+    b = [r.timing.median_ms for r in theirs]
+    ma, mb = _median(a), _median(b)
+    spread = max((max(a) - min(a)) / ma, (max(b) - min(b)) / mb)
+    need = max(min_gain, spread)
+    gain = 1.0 - ma / mb
+    legs = (f"{h2h.challenger} {', '.join(f'{x:.4g}' for x in a)} ms vs {h2h.champion} "
+            f"{', '.join(f'{x:.4g}' for x in b)} ms in one job")
+    if max(a) >= min(b):
+        return False, f"head-to-head not won: {legs} (a leg of the champion was as fast)"
+    if gain <= need:
+        return False, f"head-to-head within noise: {legs}, {100 * gain:.1f}% faster, needs more than {100 * need:.1f}%"
+    return True, f"won head to head: {legs}, {100 * gain:.1f}% faster (noise {100 * spread:.1f}%)"

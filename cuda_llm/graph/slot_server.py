@@ -16,7 +16,7 @@ from typing import Any, Callable
 
 from pydantic import BaseModel
 
-WORK_ARG = {"evaluate": 2, "profile": 2, "final_check": 2}    # where the work folder sits after ``loaded``
+WORK_ARG = {"evaluate": 2, "profile": 2, "final_check": 2, "head_to_head": 4}    # where the work folder sits after ``loaded``
 JOB_TIMEOUT_S = 3 * 3600.0         # a job not answered by then counts as lost (a hung slot process or node)
 MAX_TASK_BYTES = 64 << 20
 Factory = Callable[[], Any]

@@ -209,7 +209,7 @@ def _parent_source(deps: Deps, c: Candidate) -> str | None:
 
 class ProfileStage:
     """Nsight Compute on the round's fastest passing candidate, then the roofline and the rule-based
-    diagnosis, all through the Evaluator seam."""
+    diagnosis, all through the Evaluator seam; and post-mortems of the round's regressions."""
 
     name = "profile"
 
@@ -219,15 +219,56 @@ class ProfileStage:
 
         deps = ctx.deps
         passing = [c for c in ctx.passed() if c.status == Status.ok.value and c.ms is not None]
-        if not passing:
-            return {}
-        c = min(passing, key=lambda x: x.ms)
-        res = ctx.result(c.id)
-        if res is None:
-            return {}
-        record = profile_and_diagnose(deps, c.id, deps.source(c.hash), res)
-        summary = ProfileResult.model_validate(record["profile"]).summary()
-        return ctx.patch(c.id, profile=short(summary), bottleneck=str(record["diagnosis"].get("bottleneck", "")))
+        update: dict[str, Any] = {}
+        records: dict[str, dict[str, Any]] = {}
+        if passing:
+            c = min(passing, key=lambda x: x.ms)
+            res = ctx.result(c.id)
+            if res is not None:
+                record = records[c.id] = profile_and_diagnose(deps, c.id, deps.source(c.hash), res)
+                summary = ProfileResult.model_validate(record["profile"]).summary()
+                update = ctx.patch(c.id, profile=short(summary),
+                                   bottleneck=str(record["diagnosis"].get("bottleneck", "")))
+        return ctx.merge(update, self._postmortems(ctx, records))
+
+    @staticmethod
+    def _postmortems(ctx: StageContext, records: dict[str, dict[str, Any]]) -> dict[str, Any]:
+        """Post-mortems of this round's regressions and benchmark-only failures (graph/postmortem.py): the
+        worst ``MAX_PER_ROUND`` profiled like the fastest, every one explained in postmortems/<cid>.json."""
+        from cuda_llm.graph import postmortem as pm
+        from cuda_llm.graph.review import profile_and_diagnose
+
+        deps = ctx.deps
+        todo = []
+        for c in ctx.candidates():
+            if c.cause or c.status is None:
+                continue
+            res = ctx.result(c.id)
+            outcome = pm.outcome_of(c, res)
+            if outcome is not None:
+                ratio = c.ms / c.parent_ms if c.ms and c.parent_ms else None
+                todo.append((ratio or 0.0, c, res, outcome))
+        update: dict[str, Any] = {}
+        profiled = 0
+        for ratio, c, res, outcome in sorted(todo, key=lambda t: -t[0]):
+            record = records.get(c.id)
+            if record is None and profiled < pm.MAX_PER_ROUND and pm.worth_profiling(outcome, res):
+                try:
+                    record = profile_and_diagnose(deps, c.id, deps.source(c.hash), res)
+                    profiled += 1
+                except Exception as exc:  # noqa: BLE001 - an explanation is a bonus: the round goes on
+                    ctx.event("warning", where="postmortem", candidate=c.id, error=short(str(exc), 300))
+            diag = (record or {}).get("diagnosis") or {}
+            cause = pm.cause_text(outcome, parent=c.parent, ratio=ratio or None, diagnosis=diag,
+                                  failure=failure_text.note(res) if outcome == pm.BENCHMARK_FAILURE and res else "")
+            done = pm.PostMortem(candidate=c.id, round=c.round, parent=c.parent, features=c.features, outcome=outcome,
+                                 status=c.status or "", ms=c.ms, parent_ms=c.parent_ms, ratio=ratio or None,
+                                 bottleneck=str(diag.get("bottleneck") or ""), profiled=record is not None, cause=cause)
+            pm.write(deps.rundir, done)
+            ctx.event("postmortem", candidate=c.id, round=c.round, parent=c.parent, outcome=outcome,
+                      ratio=done.ratio, profiled=done.profiled, cause=cause)
+            update = ctx.merge(update, ctx.patch(c.id, cause=cause))
+        return update
 
 
 def applicable_feature_ids(deps: Deps) -> set[str] | None:

@@ -102,6 +102,7 @@ class Candidate(BaseModel):
     bottleneck: str = ""
     pct_sol: float | None = None         # % of the speed-of-light bound at the benchmark shape
     tuned: str = ""                      # the tuned point ("BLOCK=256 ITEMS=8"), when the tune stage ran
+    cause: str = ""                      # the post-mortem's cause (graph/postmortem.py), when one was made
 
 
 class BestSummary(BaseModel):

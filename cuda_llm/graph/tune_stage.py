@@ -1,7 +1,7 @@
 """The tune stage: a passing candidate that declares tunable constants is searched without any model.
 
-For every candidate of the round that passed and declares ``// cuda-llm: tune NAME v1 v2 ...``
-(tools/tuning.py), the stage searches its points within the run's per-candidate budget
+For every candidate of the round that passed, declares ``// cuda-llm: tune NAME v1 v2 ...``
+(tools/tuning.py) and runs within 1.3x of the best (the run's or this round's fastest), the stage searches its points within the run's per-candidate budget
 (``tune_evals`` timed points, ``tune_seconds``): points are compiled in parallel, then each is judged by
 the Evaluator seam like any candidate (cached by source, so a resumed run pays nothing twice), as many at
 once as the evaluator has GPUs (a GPU pool: one point per GPU at a time, each job in the trace as a
@@ -24,6 +24,21 @@ if TYPE_CHECKING:
     from cuda_llm.graph.stages import StageContext
 
 AS_WRITTEN = "as written"
+TUNE_WITHIN = 1.3        # only candidates at most this many times slower than the best are tuned
+
+
+def reference_ms(best_ms: float | None, round_ms: list[float]) -> float | None:
+    """What a candidate must be near to be tuned: the faster of the run's best and this round's fastest."""
+    known = [m for m in [best_ms, *round_ms] if m is not None and m > 0]
+    return min(known) if known else None
+
+
+def worth_tuning(ms: float | None, ref_ms: float | None, within: float = TUNE_WITHIN) -> bool:
+    """Whether a passing candidate is promising enough to spend GPU time on its tunables: within ``within``
+    times the reference (a 10x slower design gains nothing from a block-size sweep). Pure."""
+    if ms is None or ref_ms is None:
+        return True
+    return ms <= within * ref_ms
 
 
 def compile_points(deps: Any, sources: list[str]) -> list[Any]:
@@ -56,8 +71,16 @@ class TuneStage:
         lim = Limits(**ctx.state.get("limits", {}))
         update: dict[str, Any] = {}
         n_eval = int(ctx.state.get("evaluations", 0))
+        passing = [c for c in ctx.candidates() if c.status == Status.ok.value and c.hash]
+        ref = reference_ms((ctx.state.get("best") or {}).get("ms"), [c.ms for c in passing if c.ms is not None])
         for c in ctx.candidates():
             if c.status != Status.ok.value or c.tuned or not c.hash:
+                continue
+            if not worth_tuning(c.ms, ref):
+                assert c.ms is not None and ref is not None
+                why = f"not tuned: {c.ms / ref:.2f}x the best {ref:.4g} ms (tuned only within {TUNE_WITHIN:g}x)"
+                ctx.event("tune", candidate=c.id, round=c.round, skipped=why)
+                update = ctx.merge(update, ctx.patch(c.id, tuned=why))
                 continue
             source = deps.source(c.hash)
             try:

@@ -158,7 +158,9 @@ border-radius:6px}.head td{border:none;text-align:left;padding:2px 16px 2px 0}""
 def render_page(state: Any, rows: list[BatchRow], reports: dict[str, str]) -> str:
     """The batch page: headline, the plot, the table with each task linked to its run's report."""
     fig = speedup_figure(rows)
-    plot = fig.to_html(full_html=False, include_plotlyjs=True, div_id="speedup-plot",
+    from cuda_llm.report.html import plotly_js
+
+    plot = fig.to_html(full_html=False, include_plotlyjs=False, div_id="speedup-plot",
                        config={"displaylogo": False, "responsive": True})
     banner = ('<div class="banner" id="scripted">These figures come from a <b>scripted model</b> (canned answers '
               'for tests and benchmarks), not from an LLM.</div>') if any(r.scripted for r in rows) else ""
@@ -174,7 +176,8 @@ def render_page(state: Any, rows: list[BatchRow], reports: dict[str, str]) -> st
     th = "".join(f"<th>{_e(h)}</th>" for h in HEADERS)
     return f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>cuda-llm batch {_e(state.batch_id)}</title>
-<meta name="viewport" content="width=device-width, initial-scale=1"><style>{CSS}</style></head>
+<meta name="viewport" content="width=device-width, initial-scale=1"><style>{CSS}</style>
+<script>{plotly_js()}</script></head>
 <body>
 <h1>cuda-llm batch {_e(state.batch_id)}</h1>
 {banner}

@@ -8,13 +8,13 @@ Held-out shapes stay redacted: per-case text comes only from the one failure for
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, Field
 
+from cuda_llm.runs.replay import replay_line
 from cuda_llm.runs.rundir import read_json
 from cuda_llm.tools import failure_text
 
@@ -48,7 +48,8 @@ class CandidateView(BaseModel):
     timing: dict[str, Any] = Field(default_factory=dict)
     profile: dict[str, Any] = Field(default_factory=dict)
     diagnosis: dict[str, Any] = Field(default_factory=dict)
-    critique: str = ""                                  # the critic's words on this candidate
+    critique: str = ""                                  # the critic's words on this candidate, a sentence a line
+    replay: str = ""                                    # a run installed by `cuda-llm demo`: what it replays
 
 
 def candidate_rows(rundir: Any, values: dict[str, Any]) -> list[dict[str, Any]]:
@@ -105,9 +106,23 @@ def _critique(rundir: Any, cid: str) -> str:
 
     for ev in reversed(read_trace(rundir.trace_path)):
         if ev.get("event") == "decision" and ev.get("kind") == "critique" and ev.get("candidate") == cid:
-            nxt = ", ".join(ev.get("next_features") or [])
-            return f"{ev.get('bottleneck')}: {ev.get('summary') or ''}" + (f" Next: {nxt}." if nxt else "")
+            return "\n".join(critique_lines(ev.get("bottleneck"), ev.get("summary"), ev.get("next_features")))
     return ""
+
+
+_SENTENCE_END = re.compile(r"(?<=[.!?;])\s+(?=[A-Z(`'\"])")
+
+
+def critique_lines(bottleneck: Any, summary: Any, next_features: Any) -> list[str]:
+    """The critic's verdict a sentence a line: the bottleneck with the first sentence, the others, then what
+    to try next (run together they read as "...unused Next: vector_loads")."""
+    sentences = [s.strip() for s in _SENTENCE_END.split(str(summary or "").strip()) if s.strip()]
+    sentences = [s if s[-1] in ".!?;:" else s + "." for s in sentences]
+    first = f"{bottleneck}: {sentences[0]}" if bottleneck and sentences else (str(bottleneck or "") or
+                                                                               (sentences[0] if sentences else ""))
+    lines = [first, *sentences[1:]] if first else sentences[1:]
+    nxt = ", ".join(str(f) for f in next_features or [])
+    return [*lines, f"Next: {nxt}."] if nxt else lines
 
 
 def known_ids(rundir: Any, values: dict[str, Any]) -> list[str]:
@@ -168,6 +183,7 @@ def candidate_view(rundir: Any, values: dict[str, Any], cid: str, *, folder: Pat
         view.profile["roofline"] = prof["roofline"]
     view.diagnosis = prof.get("diagnosis") or {}
     view.critique = _critique(rundir, cid)
+    view.replay = replay_line(rundir)
     return view
 
 
@@ -175,7 +191,8 @@ def render_text(v: CandidateView) -> str:
     """`cuda-llm show`: the candidate's sections, in the order a person reads them."""
     from cuda_llm.report.formats import fmt_ms, fmt_x
 
-    head = [f"candidate {v.id}" + (f" (round {v.round})" if v.round else ""),
+    head = [f"{v.replay}\n"] if v.replay else []
+    head += [f"candidate {v.id}" + (f" (round {v.round})" if v.round else ""),
             f"status:    {v.status}" + (f", {fmt_ms(v.median_ms)} ms, {fmt_x(v.speedup)} over the baseline"
                                         if v.median_ms is not None else "") + (f": {v.note}" if v.note else ""),
             f"parent:    {v.parent or '-'}" + (f" (repair of {v.repair_of})" if v.repair_of else ""),
@@ -203,7 +220,13 @@ def render_text(v: CandidateView) -> str:
             body += f"; {t['pct_of_sol']:.1f}% of speed of light"
         section("timing", body + (f"\nsamples (ms): {samples}" if samples else ""))
     if v.profile:
-        section("profile", json.dumps(v.profile, indent=1)[:6000])
+        from cuda_llm.report.formats import render_table
+        from cuda_llm.report.profile_table import profile_tables, roofline_line
+
+        headline, headers, rows = profile_tables(v.profile)
+        body = [headline] + ([render_table(headers, rows, align="l" * len(headers))] if rows else [])
+        roof = roofline_line(v.profile.get("roofline"))
+        section("profile", "\n".join(body + ([f"roofline: {roof}"] if roof else [])))
     if v.diagnosis:
         d = v.diagnosis
         ev = "\n".join(f"- {e}" for e in d.get("evidence") or [])

@@ -1,16 +1,19 @@
 """The morning report as one self-contained HTML file (runs/<id>/report.html), and its data for scripts.
 
-Everything is inside the file: the styles, the Plotly library (inlined, so it opens with no network), the
-plot data, and every candidate's code, diff, prompts, answers, results, profile and diagnosis, each
-behind a click (<details>). The plot comes from Plotly: latency per round, every candidate and the best so
-far, against the naive baseline, the library and the speed-of-light bound. The candidate tree hangs each
+Everything is inside the file: the styles, the Plotly library (its basic bundle, vendor/plotly-basic.min.js,
+inlined so the page opens with no network and stays near 1.3 MB), the plot data, and every candidate's code, diff, prompts, answers, results, profile and diagnosis, each
+behind a click (<details>). The plot comes from Plotly: latency per round, every candidate by status (those
+with no time, such as wrong answers, on a row of their own above the others) and the best so far, against
+the naive baseline, the library and the speed-of-light bound. The candidate tree hangs each
 candidate under its parent (a repair under the candidate it repairs). A run whose answers came from a
-scripted model (tests, benchmarks) says so at the top.
+scripted model (tests, benchmarks) says so at the top, and so does a replay (`cuda-llm demo`).
 """
 
 from __future__ import annotations
 
+import functools
 import html
+import math
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +25,8 @@ from cuda_llm.report.markdown import RunSummary, _headline
 from cuda_llm.results import NAIVE_BASELINE
 
 PASSED = ("ok", "suspect")
+PLOTLY_JS = Path(__file__).resolve().parent / "vendor" / "plotly-basic.min.js"
+NOT_TIMED_ABOVE = 1.8      # the row of candidates with no time: this factor above the slowest line of the plot
 STATUS_COLORS = {"ok": "#1a7f37", "suspect": "#9a6700", "wrong_answer": "#cf222e", "compile_error": "#8250df",
                  "static_error": "#8250df", "runtime_error": "#cf222e", "timeout": "#cf222e", "no_code": "#6e7781",
                  "rejected": "#9a6700", "no_device": "#6e7781", "not_run": "#6e7781"}
@@ -83,12 +88,15 @@ def build_report_data(rundir: Any, values: dict[str, Any], summary: RunSummary, 
 
 # ------------------------------------------------------------------------------------------- plot
 def latency_figure(data: ReportData) -> Any:
-    """Latency per round: every candidate that was timed (by status), the best so far, and the yardsticks."""
+    """Latency per round: every candidate by status (timed ones at their median; those with no time, such as a
+    wrong answer or a compile error, on a "not timed" row above the rest), the best so far, and the yardsticks."""
     import plotly.graph_objects as go
 
     s = data.summary
     fig = go.Figure()
-    timed = [c for c in data.candidates if c.id != "baseline" and c.median_ms is not None]
+    cands = [c for c in data.candidates if c.id != "baseline"]
+    timed = [c for c in cands if c.median_ms is not None]
+    untimed = [c for c in cands if c.median_ms is None]
     for status in sorted({c.status for c in timed}):
         cs = [c for c in timed if c.status == status]
         fig.add_trace(go.Scatter(
@@ -101,19 +109,48 @@ def latency_figure(data: ReportData) -> Any:
         fig.add_trace(go.Scatter(x=[0, *rounds], y=[s.baseline_ms, *[data.round_best[r] for r in rounds]],
                                  mode="lines+markers", name="best so far", line=dict(color="#0969da", width=3),
                                  hovertemplate="round %{x}: best %{y:.4g} ms<extra></extra>"))
-    last = max([*rounds, *(c.round for c in timed), 1])
-    for label, ms, dash in ((f"{s.baseline_label} baseline", s.baseline_ms, "dash"),
-                            (s.library_label, s.library_ms, "dot"),
-                            ("speed of light", data.sol_ms, "dashdot")):
-        if ms:   # lines as traces, not shapes: shape annotations land off-scale on a log axis
-            fig.add_trace(go.Scatter(x=[0, last], y=[ms, ms], mode="lines", name=f"{label} {fmt_ms(ms)} ms",
-                                     line=dict(color="#57606a", dash=dash, width=1.5),
-                                     hovertemplate=f"{label}: %{{y:.4g}} ms<extra></extra>"))
+    last = max([*rounds, *(c.round for c in cands), 1])
+    lines = [(label, ms, dash) for label, ms, dash in ((f"{s.baseline_label} baseline", s.baseline_ms, "dash"),
+                                                       (s.library_label, s.library_ms, "dot"),
+                                                       ("speed of light", data.sol_ms, "dashdot")) if ms]
+    for label, ms, dash in lines:   # lines as traces, not shapes: shape annotations land off-scale on a log axis
+        fig.add_trace(go.Scatter(x=[0, last], y=[ms, ms], mode="lines", name=f"{label} {fmt_ms(ms)} ms",
+                                 line=dict(color="#57606a", dash=dash, width=1.5),
+                                 hovertemplate=f"{label}: %{{y:.4g}} ms<extra></extra>"))
+    if untimed:
+        top = NOT_TIMED_ABOVE * max([c.median_ms for c in timed] + [ms for _, ms, _ in lines] + [1e-3])
+        for status in sorted({c.status for c in untimed}):
+            cs = [c for c in untimed if c.status == status]
+            fig.add_trace(go.Scatter(
+                x=[c.round + _spread(c, untimed) for c in cs], y=[top] * len(cs), mode="markers",
+                name=f"{status} (not timed)",
+                marker=dict(size=11, symbol="x", color=STATUS_COLORS.get(status, "#6e7781")),
+                text=[f"{c.id} ({', '.join(c.features) or '-'}): {_short(c.note) or status}" for c in cs],
+                hovertemplate="%{text}<extra></extra>"))
+        fig.add_annotation(x=0, y=math.log10(top), text="not timed", showarrow=False, xanchor="left", yanchor="bottom",
+                           font=dict(color="#57606a", size=11))
     fig.update_layout(title="Latency per round (lower is better)", xaxis_title="round", yaxis_title="median ms",
                       yaxis_type="log", yaxis_tickformat="~g", yaxis_dtick="D2", template="plotly_white", height=460, margin=dict(l=60, r=20, t=60, b=50),
                       legend=dict(orientation="h", y=-0.2))
     fig.update_xaxes(dtick=1)
     return fig
+
+
+def _spread(c: CandidateView, row: list[CandidateView], step: float = 0.07) -> float:
+    """A small offset along the round axis, so that several untimed candidates of one round stay apart."""
+    same = [x.id for x in row if x.round == c.round]
+    return step * (same.index(c.id) - (len(same) - 1) / 2)
+
+
+def _short(text: str, limit: int = 100) -> str:
+    text = " ".join((text or "").split())
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+@functools.lru_cache(maxsize=1)
+def plotly_js() -> str:
+    """The basic plotly.js bundle (scatter is all the report draws), inlined so the page needs no network."""
+    return PLOTLY_JS.read_text()
 
 
 # ------------------------------------------------------------------------------------------- HTML
@@ -141,16 +178,35 @@ def _candidate_body(c: CandidateView) -> str:
         parts.append(_pre("timing", f"median {fmt_ms(t.get('median_ms'))} ms, min {fmt_ms(t.get('min_ms'))} ms, "
                                     f"{t.get('repetitions')} repetitions\nsamples (ms): {samples}"))
     if c.profile:
-        import json
-
-        parts.append(_pre("profile (Nsight Compute)", json.dumps(c.profile, indent=1)[:20000]))
+        parts.append(_profile_html(c.profile))
     if c.diagnosis:
         d = c.diagnosis
         ev = "\n".join(f"- {x}" for x in d.get("evidence") or [])
         parts.append(_pre("diagnosis", f"{d.get('bottleneck')}: {d.get('summary') or ''}\n{ev}"))
     if c.critique:
-        parts.append(f'<p class="critic"><b>critic:</b> {_e(c.critique)}</p>')
+        parts.append(f'<div class="critic"><b>critic:</b>{_lines(c.critique)}</div>')
     return "".join(parts)
+
+
+def _lines(text: str) -> str:
+    """Text kept a line a line (the critic's sentences)."""
+    return "".join(f"<div>{_e(line)}</div>" for line in text.splitlines() if line.strip())
+
+
+def _profile_html(record: dict[str, Any]) -> str:
+    """The profile as a table (a row per metric, a column per kernel, units in the cells) and the roofline."""
+    from cuda_llm.report.profile_table import profile_tables, roofline_line
+
+    headline, headers, rows = profile_tables(record)
+    table = ""
+    if rows:
+        head = "".join(f"<th>{_e(h)}</th>" for h in headers)
+        body = "".join("<tr>" + "".join(f"<td>{_e(v)}</td>" for v in row) + "</tr>" for row in rows)
+        table = f'<table class="prof"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
+    roof = roofline_line(record.get("roofline"))
+    roof_html = f"<p>roofline: {_e(roof)}</p>" if roof else ""
+    return (f'<details class="part profile"><summary>profile (Nsight Compute)</summary><p>{_e(headline)}</p>'
+            f"{table}{roof_html}</details>")
 
 
 def _node_label(c: CandidateView, best: str | None, baseline: str = NAIVE_BASELINE) -> str:
@@ -195,29 +251,36 @@ table.head td{padding:2px 12px 2px 0;vertical-align:top} table.head td:first-chi
 .best{background:#0969da;color:#fff;border-radius:10px;padding:0 8px;font-size:.85em} .feat{color:#57606a} .ms{font-variant-numeric:tabular-nums}
 .note{color:#cf222e;font-size:.85em} details.part{margin:4px 0 4px 16px} details.part>summary{cursor:pointer;color:#0969da}
 pre{background:#f6f8fa;border:1px solid #d0d7de;border-radius:6px;padding:8px;overflow:auto;max-height:480px;font-size:12px}
-.critic{margin-left:16px} table.tok td{padding:2px 16px 2px 0}
+.critic{margin-left:16px} .critic>div{margin:2px 0 2px 12px} table.tok td{padding:2px 16px 2px 0}
+table.prof{border-collapse:collapse;font-size:12px;margin:4px 0} table.prof th,table.prof td{border:1px solid #d0d7de;padding:2px 8px;text-align:left}
+table.prof td:not(:first-child){font-variant-numeric:tabular-nums} table.prof th{background:#f6f8fa}
+ul.critics>li{margin:6px 0} ul.critics>li>div{margin-left:16px}
 """
 
 
 def render_html(data: ReportData) -> str:
     s = data.summary
     fig = latency_figure(data)
-    plot = fig.to_html(full_html=False, include_plotlyjs=True, div_id="latency-plot",
+    plot = fig.to_html(full_html=False, include_plotlyjs=False, div_id="latency-plot",
                        config={"displaylogo": False, "responsive": True})
-    head = "".join(f"<tr><td>{_e(k)}</td><td>{_e(v)}</td></tr>" for k, v in _headline(s))
+    head = "".join(f"<tr><td>{_e(k)}</td><td>{_e(v)}</td></tr>" for k, v in _headline(s) if k != "Replay")
     if data.state:
         head += f"<tr><td>State</td><td>{_e(data.state)}</td></tr>"
     if data.models:
         head += f"<tr><td>Models</td><td>{_e(', '.join(f'{r}: {m}' for r, m in sorted(data.models.items())))}</td></tr>"
     banner = ('<div class="banner" id="scripted">These figures come from a <b>scripted model</b> (canned answers for '
               'tests and benchmarks), not from an LLM.</div>') if data.scripted else ""
+    if s.replay:
+        banner += f'<div class="banner" id="replay">{_e(s.replay)}</div>'
+
     tok = "".join(f"<tr><td>{_e(r)}</td><td>{n:,}</td></tr>" for r, n in sorted(s.tokens_by_role.items()))
     total = sum(s.tokens_by_role.values())
     critic = [c for c in data.candidates if c.critique]
-    critic_html = "".join(f"<li><b>{_e(c.id)}</b>: {_e(c.critique)}</li>" for c in critic) or "<li>none</li>"
+    critic_html = "".join(f"<li><b>{_e(c.id)}</b>{_lines(c.critique)}</li>" for c in critic) or "<li>none</li>"
     return f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>cuda-llm {_e(s.run_id)}: {_e(s.task)}</title>
-<meta name="viewport" content="width=device-width, initial-scale=1"><style>{CSS}</style></head>
+<meta name="viewport" content="width=device-width, initial-scale=1"><style>{CSS}</style>
+<script>{plotly_js()}</script></head>
 <body>
 <h1>cuda-llm run {_e(s.run_id)}: {_e(s.task)}</h1>
 {banner}
@@ -229,7 +292,7 @@ def render_html(data: ReportData) -> str:
 prompts and answers, results, profile and diagnosis.</p>
 {candidate_tree(data)}
 <h2>What the critic said</h2>
-<ul>{critic_html}</ul>
+<ul class="critics">{critic_html}</ul>
 <h2>LLM usage</h2>
 <table class="tok">{tok}<tr><td><b>total</b></td><td><b>{total:,}</b> ({fmt_tokens(total)}) in {fmt_duration(s.seconds)}</td></tr></table>
 </body></html>

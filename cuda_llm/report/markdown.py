@@ -53,6 +53,7 @@ class RunSummary(BaseModel):
     final_check: str = ""                 # outcome of the final re-validation and timing
     best_path: str | None = None
     state: str = ""                       # running, stopped... when known (a running run is not resumed)
+    replay: str = ""                      # a recorded run installed by `cuda-llm demo`: what it replays
 
     @property
     def best_speedup(self) -> float | None:
@@ -80,7 +81,8 @@ def _candidate_rows(summary: RunSummary, *, markdown: bool) -> list[list[str]]:
 
 def _headline(summary: RunSummary) -> list[tuple[str, str]]:
     best = summary.best_candidate or "none (no candidate beat the baseline)"
-    items = [
+    items = [("Replay", summary.replay)] if summary.replay else []
+    items += [
         ("Task", summary.task),
         ("Run", summary.run_id),
         ("Device", summary.device or "unknown"),

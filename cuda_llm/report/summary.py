@@ -58,8 +58,10 @@ def build_summary(rundir: Any, values: dict[str, Any]) -> RunSummary:
                  f"{_ms(final.get('ms'))} vs {baseline_label(base)} {_ms(final.get('baseline_ms'))} in the same run")
         if final.get("speedup"):
             check += f" ({final['speedup']:.2f}x)"
+    from cuda_llm.runs.replay import replay_line
+
     return RunSummary(
-        task=str(values.get("task") or "?"), run_id=rundir.run_id, device=values.get("device"), baseline_ms=base.get("ms"),
+        replay=replay_line(rundir), task=str(values.get("task") or "?"), run_id=rundir.run_id, device=values.get("device"), baseline_ms=base.get("ms"),
         best_candidate=best.get("id"), best_ms=final.get("ms") or best.get("ms"), stop_reason=values.get("stop_reason"),
         rounds=rounds, tokens_by_role=tokens, seconds=float(values.get("elapsed_s") or 0.0), final_check=check,
         best_path=_best_path(rundir, best, final), best_pct_of_sol=final.get("pct_of_sol"),

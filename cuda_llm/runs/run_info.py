@@ -33,6 +33,7 @@ class RunInfo(BaseModel):
     best_id: str | None = None
     best_ms: float | None = None
     elapsed_s: float = 0.0
+    replay: str = ""                         # a recorded run installed by `cuda-llm demo`: what it replays
 
     @property
     def speedup(self) -> float | None:
@@ -125,6 +126,8 @@ def run_info(rundir: Any) -> RunInfo:
     except (OSError, ValueError):
         events = []
     state, detail = session_state(events, lock_holder(rundir.root))
+    from cuda_llm.runs.replay import replay_line
+
     try:
         task = rundir.load_config().get("task")
     except (OSError, ValueError):
@@ -135,7 +138,8 @@ def run_info(rundir: Any) -> RunInfo:
                    detail=detail, rounds=int(values.get("round") or 0),
                    baseline_ms=(values.get("baseline") or {}).get("ms"),
                    baseline_label=baseline_label(values.get("baseline")), best_id=best.get("id"),
-                   best_ms=final.get("ms") or best.get("ms"), elapsed_s=float(values.get("elapsed_s") or 0.0))
+                   best_ms=final.get("ms") or best.get("ms"), elapsed_s=float(values.get("elapsed_s") or 0.0),
+                   replay=replay_line(rundir))
 
 
 def list_runs(runs_dir: Path) -> list[RunInfo]:

@@ -18,7 +18,7 @@ from pathlib import Path
 from cuda_llm.paths import cache_dir
 from cuda_llm.tasks.loader import LoadedTask
 from cuda_llm.tools import cache_store, failure_text, speed_of_light, timing_stats
-from cuda_llm.tools.eval_options import EvalOptions
+from cuda_llm.tools.eval_options import EvalOptions, call_limit_s
 from cuda_llm.tools.device_probe import has_cuda_device
 from cuda_llm.results import CompileResult, DeviceInfo, EvalResult, Status
 from cuda_llm.tools.worker_protocol import EvaluateResponse
@@ -97,6 +97,7 @@ def run_compiled(loaded: LoadedTask, so_path: str, *, source: str, options: Eval
                      baseline_ms=baseline_ms, compile=compile)
     device = _device_info_or_none(opts.gpu)
     res.device = device.name if device else None
+    opts = with_call_limit(loaded, opts, device)
     seed = opts.seed if opts.seed is not None else int.from_bytes(res.source_hash.encode()[:4], "little") ^ int(time.time())
     tmp = None
     if work_dir is None:
@@ -119,6 +120,31 @@ def run_compiled(loaded: LoadedTask, so_path: str, *, source: str, options: Eval
         _enforce_cap()
     out.seconds = time.perf_counter() - t0
     return out
+
+
+def with_call_limit(loaded: LoadedTask, opts: EvalOptions, device: DeviceInfo | None) -> EvalOptions:
+    """``opts`` with the limit of one call of solve() (eval_options.call_limit_s) where the naive kernel's time
+    is known: given in ``opts.naive_ms``, else the naive baseline's cached verdict on this device (the run's
+    setup measures it first, so every candidate of a run, on every GPU of the pool, gets the limit)."""
+    if opts.call_limit_s is not None:
+        return opts
+    naive = opts.naive_ms if opts.naive_ms is not None else cached_naive_ms(loaded, device)
+    limit = call_limit_s(naive)
+    return opts if limit is None else opts.model_copy(update={"call_limit_s": limit, "naive_ms": naive})
+
+
+def cached_naive_ms(loaded: LoadedTask, device: DeviceInfo | None) -> float | None:
+    """The naive baseline's median at the benchmark shape from its cached verdict on this device (None: not
+    measured yet here, or a PyTorch task whose baseline is not a kernel)."""
+    path = loaded.task.baseline_path
+    if device is None or loaded.task.torch is not None or path is None or not Path(path).exists():
+        return None
+    cache = _baseline_path(loaded, "naive", Path(path).read_text(), device.name)
+    try:
+        got = EvalResult.model_validate_json(cache.read_text())
+    except (OSError, ValueError):
+        return None
+    return got.timing.median_ms if got.status.passed and got.timing is not None else None
 
 
 def _judged(loaded: LoadedTask, so_path: str, source: str, opts: EvalOptions, seed: int, work: Path,

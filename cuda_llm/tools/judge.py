@@ -36,6 +36,7 @@ from cuda_llm.tasks.inputs import dims, make_case_inputs, reference_outputs
 from cuda_llm.tasks.loader import LoadedTask
 from cuda_llm.tools import bench_data, timing_plan, timing_stats, transport
 from cuda_llm.tools.checker import Checker, Expectation, check_call
+from cuda_llm.tools.eval_options import call_limit_text
 from cuda_llm.tools.runner import Event, WorkerGone, WorkerSession, describe_exit, device_lock, pinned_device
 from cuda_llm.tools.worker_protocol import (EXIT_CUDA_FAULT, EXIT_HARNESS, ClockCheck, EvaluateResponse, ServeRequest,
                                             TimeCommand, WorkerError)
@@ -114,6 +115,7 @@ class Judge:
         self._vkeys: list[str] = []
         self._vlabel: str | None = None
         self._again: Future | None = None
+        self._calls_since: tuple[float, int] | None = None   # (since when, how many calls) under opts.call_limit_s
         self.resp = EvaluateResponse()
         self.state = _State()
         self.pool = ThreadPoolExecutor(max_workers=max(2, min(8, os.cpu_count() or 2)), thread_name_prefix="judge")
@@ -142,10 +144,26 @@ class Judge:
             out.append(_Case(i, dict(sizes), held, folder, inputs, fut))
         return out
 
+    def _call_left(self) -> float | None:
+        """Time left to the calls of solve() in flight (opts.call_limit_s each), None when none is or no limit."""
+        if self.opts.call_limit_s is None or self._calls_since is None:
+            return None
+        at, calls = self._calls_since
+        return max(0.0, calls * self.opts.call_limit_s - (time.perf_counter() - at))
+
     def _event(self) -> Event:
         assert self.session is not None
-        ev = self.session.next_event()
+        ev = self.session.next_event(self._call_left())
         kind = ev.get("ev")
+        at = getattr(ev, "at", None) or time.perf_counter()
+        # the calls of solve() the worker makes before its next event: a checked call (calling -> returned), the
+        # warm-up calls (first -> timing-start), one timed call (timing-start or t or b -> t, b or timing-end)
+        if kind in ("calling", "timing-start", "t", "b"):
+            self._calls_since = (at, 1)
+        elif kind == "first":
+            self._calls_since = (at, max(1, WARMUP - 1))
+        elif kind in ("returned", "timing-end", "case"):
+            self._calls_since = None
         if kind == "calling":
             self.state.in_solve = True
         elif kind == "returned":
@@ -446,6 +464,16 @@ class Judge:
     def _gone(self, gone: WorkerGone) -> None:
         stage = "validation" if self.state.phase.startswith("validation") else (
             "revalidation" if self.state.phase.startswith("revalidation") else "timing")
+        if gone.timed_out and self.session is not None and self.session.call_timed_out:
+            assert self.opts.call_limit_s is not None
+            self.resp.error = WorkerError(
+                status=Status.timeout, stage=stage,
+                message=f"killed: a call of solve() ran longer than the limit for one call, "
+                        f"{call_limit_text(self.opts.call_limit_s, self.opts.naive_ms)} (last step: {self.state.place()}). "
+                        f"A kernel that never ends, or one far slower than the naive kernel: check loop bounds, "
+                        f"spin-waits on flags other blocks set (every block must be able to make progress) and "
+                        f"barriers that not every thread reaches. The next evaluation starts a fresh process.")
+            return
         if gone.timed_out:
             self.resp.error = WorkerError(status=Status.timeout, stage=stage,
                                           message=f"killed after {self.opts.timeout_s:g} s without finishing "

@@ -208,6 +208,7 @@ class WorkerSession:
         for t in self._threads:
             t.start()
         self.timed_out = False
+        self.call_timed_out = False          # killed by the limit of one call, not the session's
 
     # readers ------------------------------------------------------------------------------------
     def _read_events(self, channel: EventChannel) -> None:
@@ -242,12 +243,16 @@ class WorkerSession:
         except (BrokenPipeError, OSError, ValueError):
             return False
 
-    def next_event(self) -> Event:
-        """The next event; raises WorkerGone when the worker ended first or the time limit passed."""
+    def next_event(self, limit_s: float | None = None) -> Event:
+        """The next event; raises WorkerGone when the worker ended first, the session's time limit passed, or
+        ``limit_s`` (the time left to the call of solve() in flight) passed first (then ``call_timed_out``)."""
         t0 = time.perf_counter()
         ev: Event | None
         while True:
-            left = self.timeout_s - self.used_s - (time.perf_counter() - t0)
+            waited = time.perf_counter() - t0
+            session_left = self.timeout_s - self.used_s - waited
+            call_left = limit_s - waited if limit_s is not None else session_left
+            left = min(session_left, call_left)
             try:
                 ev = self._events.get(timeout=max(0.0, min(left, 0.5)))
                 break
@@ -263,6 +268,7 @@ class WorkerSession:
                 self.used_s += time.perf_counter() - t0
                 self.kill()
                 self.timed_out = True
+                self.call_timed_out = call_left < session_left
                 raise WorkerGone(None, True)
         self.used_s += time.perf_counter() - t0
         if ev is None:

@@ -1,0 +1,108 @@
+"""Recorded runs shipped with the package, installed as new runs that say they are replays.
+
+`cuda-llm demo` copies a recorded run folder (cuda_llm/runs/recorded/<name>/, made by
+benchmarks/record_demo.py from a run on a GPU) into --runs-dir under a new id, so that `runs`, `report`,
+`show`, `trace` and `export` can be tried on a machine with no GPU and no endpoint. The copy's config.json
+gets a ``replay`` entry (what was recorded, on which GPU, where each figure comes from), and every view
+shows ``replay_line`` with the run: nothing in such a run was measured on the machine that shows it.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+RECORDED_DIR = Path(__file__).resolve().parent / "recorded"
+RECORDING_FILE = "recording.json"    # in a recorded folder: what it is and where its figures come from
+REPLAY_KEY = "replay"                # in an installed run's config.json
+DEFAULT_RECORDING = "softmax"
+
+
+class RecordingError(RuntimeError):
+    """A recorded run that is missing or incomplete (a broken installation)."""
+
+
+def recordings() -> list[str]:
+    """The names of the recorded runs this installation ships."""
+    if not RECORDED_DIR.is_dir():
+        return []
+    return sorted(p.name for p in RECORDED_DIR.iterdir() if (p / RECORDING_FILE).is_file())
+
+
+def replay_text(replay: dict[str, Any] | None) -> str:
+    """One line that says a run is a replay and of what ('' for a run measured here)."""
+    if not replay:
+        return ""
+    device = replay.get("device") or "another machine"
+    kind = "figures recorded" if replay.get("kind") == "replayed figures" else "a run recorded"
+    return (f"REPLAY of {kind} on {device} (`cuda-llm demo`): nothing here was measured on this machine; "
+            f"where each figure comes from: {RECORDING_FILE} in the run folder")
+
+
+def replay_of(rundir: Any) -> dict[str, Any] | None:
+    """The run's replay entry, or None for a run of its own (or one whose config cannot be read)."""
+    try:
+        value = rundir.load_config().get(REPLAY_KEY)
+    except (OSError, ValueError):
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def replay_line(rundir: Any) -> str:
+    """``replay_text`` of a run folder."""
+    return replay_text(replay_of(rundir))
+
+
+def install(runs_dir: Path, name: str = DEFAULT_RECORDING) -> Any:
+    """Copy recorded run ``name`` into ``runs_dir`` as a new run (a new id ending in -replay-XXXX) marked as a
+    replay; returns its RunDir. The files get this user's umask, like any run's."""
+    from cuda_llm.runs.rundir import RunDir, new_run_id
+
+    src = RECORDED_DIR / name
+    meta_path = src / RECORDING_FILE
+    if not meta_path.is_file():
+        known = ", ".join(recordings()) or "none"
+        raise RecordingError(f"no recorded run {name!r} in {RECORDED_DIR} (recorded runs: {known})")
+    meta = json.loads(meta_path.read_text())
+    config = json.loads((src / "config.json").read_text())
+    runs_dir = Path(runs_dir)
+    runs_dir.mkdir(parents=True, exist_ok=True)
+    for _ in range(20):
+        root = runs_dir / new_run_id(f"{config.get('task') or name}-replay")
+        if not root.exists():
+            break
+    shutil.copytree(src, root, copy_function=shutil.copyfile)
+    rundir = RunDir(root)
+    _retarget_paths(root, str(meta.get("root") or ""))
+    _retarget_checkpoint(rundir.checkpoint_path, rundir.run_id)
+    config[REPLAY_KEY] = {k: meta.get(k) for k in ("kind", "summary", "device", "run_id", "sources", "not_recorded")}
+    config.setdefault("options", {})["runs_dir"] = str(runs_dir)
+    rundir.save_config(config)
+    return rundir
+
+
+def _retarget_checkpoint(db: Path, run_id: str) -> None:
+    """The recorded checkpoint under the new run's id (LangGraph keys a run's checkpoints by thread id)."""
+    con = sqlite3.connect(db)
+    try:
+        con.execute("UPDATE checkpoints SET thread_id = ?", (run_id,))
+        con.execute("UPDATE writes SET thread_id = ?", (run_id,))
+        con.commit()
+    except sqlite3.DatabaseError as exc:
+        raise RecordingError(f"the recorded checkpoint {db} cannot be read: {exc}") from None
+    finally:
+        con.close()
+
+
+def _retarget_paths(root: Path, old_root: str) -> None:
+    """Paths into the recorded run's folder, in its text files, as paths into the new one."""
+    if not old_root:
+        return
+    for f in root.rglob("*"):
+        if f.is_file() and f.suffix in (".json", ".jsonl", ".md", ".log"):
+            text = f.read_text()
+            if old_root in text:
+                f.write_text(text.replace(old_root, str(root)))

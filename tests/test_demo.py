@@ -1,0 +1,181 @@
+"""`cuda-llm demo` on a machine with no GPU and no endpoint: it installs the recorded run under a new id, and
+`runs`, `report` (Markdown, HTML, JSON), `show`, `trace` and `export` work on it and say it is a replay.
+The recorded run carries the H100's figures (cuda_llm/runs/recorded/softmax/recording.json says where each
+comes from); nothing here measures anything."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from cuda_llm.cli import main
+
+ROOT = Path(__file__).resolve().parents[1]
+MAX_PAGE_BYTES = 2_000_000
+
+
+@pytest.fixture
+def demo(tmp_path, capsys, monkeypatch):
+    """The demo run, installed into tmp_path/runs (no GPU is looked for: CUDA_VISIBLE_DEVICES is empty)."""
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    runs = tmp_path / "runs"
+    t0 = time.monotonic()
+    assert main(["demo", "--runs-dir", str(runs)]) == 0
+    seconds = time.monotonic() - t0
+    out = capsys.readouterr().out
+    (run_id,) = [p.name for p in runs.iterdir()]
+    assert f"installed run {run_id}" in out and "REPLAY" in out and f"cuda-llm report {run_id}" in out
+    return runs, run_id, seconds
+
+
+def _cli(capsys, *args: str) -> tuple[int, str]:
+    rc = main(list(args))
+    return rc, capsys.readouterr().out
+
+
+def _recorded():
+    """The shipped recording as a run folder of its own: what the installed copy must show."""
+    from cuda_llm.runs.replay import RECORDED_DIR
+    from cuda_llm.runs.run_info import run_info
+    from cuda_llm.runs.rundir import RunDir
+
+    class Recorded(RunDir):    # the recording keeps the recorded run's id in its checkpoint
+        def __init__(self, root):
+            super().__init__(root)
+            self.run_id = json.loads((Path(root) / "recording.json").read_text())["run_id"]
+
+    return run_info(Recorded(RECORDED_DIR / "softmax"))
+
+
+def test_the_demo_is_a_finished_run_under_its_own_id(demo, capsys):
+    from cuda_llm.runs.run_info import run_info
+    from cuda_llm.runs.rundir import RunDir
+
+    runs, run_id, seconds = demo
+    assert seconds < 30 and "-replay-" in run_id
+    info, recorded = run_info(RunDir(runs / run_id)), _recorded()
+    assert info.state == "finished" and info.rounds == recorded.rounds >= 1 and info.best_id == recorded.best_id
+    assert info.best_id not in (None, "baseline") and info.best_ms == recorded.best_ms > 0
+    assert info.baseline_ms == recorded.baseline_ms > info.best_ms            # the recorded GPU's figures
+    assert info.replay.startswith("REPLAY") and "NVIDIA H100" in info.replay
+    with sqlite3.connect(runs / run_id / "checkpoint.sqlite") as con:     # the checkpoint answers to the new id
+        assert {r[0] for r in con.execute("SELECT thread_id FROM checkpoints")} == {run_id}
+    config = json.loads((runs / run_id / "config.json").read_text())
+    assert config["replay"]["sources"] and config["options"]["runs_dir"] == str(runs)
+    # a second demo is a second run; the first is untouched
+    assert main(["demo", "--runs-dir", str(runs)]) == 0
+    capsys.readouterr()
+    assert len(list(runs.iterdir())) == 2
+
+
+def test_runs_report_show_and_trace_say_replay(demo, capsys):
+    runs, run_id, _ = demo
+    rd = ["--runs-dir", str(runs)]
+    rc, out = _cli(capsys, "runs", *rd)
+    assert rc == 0 and "softmax (REPLAY)" in out and "nothing here was measured on this machine" in out
+    best = _recorded().best_id
+    rc, out = _cli(capsys, "report", run_id, *rd)
+    assert rc == 0 and out.startswith("Replay:") and f"{best} *" in out
+    assert "**Replay**: REPLAY" in (runs / run_id / "report.md").read_text()
+    rc, out = _cli(capsys, "report", run_id, *rd, "--json")
+    assert rc == 0 and json.loads(out)["summary"]["replay"].startswith("REPLAY")
+    rc, out = _cli(capsys, "show", run_id, "baseline", *rd)
+    assert rc == 0 and out.startswith("REPLAY")
+    profile = out.split("== profile", 1)[1].split("== ", 1)[0]
+    assert re.search(r"DRAM throughput +[\d.]+%", profile) and re.search(r"DRAM bytes +[\d.]+ MB", profile)
+    assert re.search(r"duration +[\d.]+ us", profile)
+    assert "{" not in profile                                              # a table, not JSON
+    rc, out = _cli(capsys, "show", run_id, best, *rd, "--json")
+    assert rc == 0 and json.loads(out)["replay"].startswith("REPLAY")
+    rc, out = _cli(capsys, "trace", run_id, *rd)
+    assert rc == 0 and out.splitlines()[0].startswith("# REPLAY") and best in out
+
+
+def test_the_html_report_of_the_demo(demo, capsys):
+    runs, run_id, _ = demo
+    rc, _ = _cli(capsys, "report", run_id, "--runs-dir", str(runs), "--html")
+    page_path = runs / run_id / "report.html"
+    page = page_path.read_text()
+    assert rc == 0 and page_path.stat().st_size < MAX_PAGE_BYTES
+    assert 'id="replay"' in page and "plotly.js (basic - minified)" in page
+    assert '<table class="prof">' in page and re.search(r"<td>DRAM throughput</td><td>[\d.]+%</td>", page)
+    assert '"available": true' not in page                                  # the profile is no JSON dump
+    # the critic a sentence a line: the verdict, then what to try next, never run together
+    assert "<div>Next: " in page and "unused Next:" not in page
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None and not Path("/usr/local/bin/nvcc").exists(), reason="needs nvcc")
+def test_export_of_the_demo_says_replay(demo, tmp_path, capsys):
+    runs, run_id, _ = demo
+    rc, out = _cli(capsys, "export", run_id, "--runs-dir", str(runs), "--torch", str(tmp_path / "exp"), "--arch", "sm_90")
+    assert rc == 0 and "REPLAY" in out
+    assert "REPLAY" in (tmp_path / "exp" / "README.md").read_text()
+    assert (tmp_path / "exp" / "kernel.so").is_file()
+
+
+def test_a_replay_cannot_be_resumed(demo, capsys):
+    runs, run_id, _ = demo
+    assert main(["resume", run_id, "--runs-dir", str(runs), "--rounds", "+1"]) == 2
+    err = capsys.readouterr().err
+    assert "is a replay" in err and "cuda-llm optimize softmax" in err and len(err.strip().splitlines()) == 1
+
+
+def test_an_unknown_recording_is_one_line(tmp_path, capsys):
+    assert main(["demo", "--runs-dir", str(tmp_path / "runs"), "--recording", "nope"]) == 2
+    err = capsys.readouterr().err
+    assert "no recorded run 'nope'" in err and "softmax" in err and len(err.strip().splitlines()) == 1
+
+
+def test_the_recording_names_where_each_figure_comes_from():
+    from cuda_llm.runs.replay import RECORDED_DIR, RECORDING_FILE
+
+    rec = json.loads((RECORDED_DIR / "softmax" / RECORDING_FILE).read_text())
+    assert rec["device"].startswith("NVIDIA H100") and rec["sources"] and rec["not_recorded"]
+    if rec["kind"] == "replayed figures":     # figures driven through the graph: each result names its source
+        for res in (RECORDED_DIR / "softmax" / "candidates").glob("r*c*.json"):
+            assert "recorded: docs/results-h100.md" in json.loads(res.read_text())["message"], res.name
+    for name in rec["sources"].values():
+        for path in ("docs/results-h100.md", "tests/fixtures/ncu/softmax.csv", "benchmarks/manual_answers/softmax"):
+            if path in name:
+                assert (ROOT / path).exists(), path
+
+
+def test_the_recorder_trims_a_run_folder(demo, tmp_path):
+    """benchmarks/record_demo.py from-run: what every view reads, the newest checkpoint only."""
+    runs, run_id, _ = demo
+    out = tmp_path / "rec"
+    cmd = [sys.executable, str(ROOT / "benchmarks" / "record_demo.py"), "from-run", str(runs / run_id), "--out", str(out)]
+    refused = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    assert refused.returncode != 0 and "is itself a replay" in refused.stderr
+    config = json.loads((runs / run_id / "config.json").read_text())
+    del config["replay"]                       # from here on, as a run folder the GPU machine left
+    (runs / run_id / "config.json").write_text(json.dumps(config))
+    (runs / run_id / "cache" / "eval").mkdir(parents=True)
+    (runs / run_id / "cache" / "eval" / "x.json").write_text("{}")
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert (out / "checkpoint.sqlite").is_file() and (out / "trace.jsonl").is_file() and not (out / "cache").exists()
+    best = _recorded().best_id
+    assert (out / "candidates" / f"{best}.cu").is_file() and (out / "prompts" / f"coder-{best}.md").is_file()
+    rec = json.loads((out / "recording.json").read_text())
+    assert rec["kind"] == "recorded run" and rec["run_id"] == run_id and rec["root"] == str((runs / run_id).resolve())
+    with sqlite3.connect(out / "checkpoint.sqlite") as con:
+        assert con.execute("SELECT count(*) FROM checkpoints").fetchone()[0] == 1
+
+
+def test_critique_lines_keep_sentences_apart():
+    from cuda_llm.report.candidate_view import critique_lines
+
+    lines = critique_lines("memory-bound", "one thread per row leaves bandwidth unused", ["vector_loads"])
+    assert lines == ["memory-bound: one thread per row leaves bandwidth unused.", "Next: vector_loads."]
+    lines = critique_lines("latency-bound", "Stalls on loads. Occupancy is 6%.", [])
+    assert lines == ["latency-bound: Stalls on loads.", "Occupancy is 6%."]
+    assert critique_lines(None, "", ["a", "b"]) == ["Next: a, b."]
