@@ -109,7 +109,7 @@ def test_write_text_is_atomic_and_leaves_no_temporary_files(tmp_path):
     assert (folder / "history.json").read_text() == "new" and [p.name for p in folder.iterdir()] == ["history.json"]
 
 
-@pytest.mark.parametrize("umask, mode", [(0o022, 0o644), (0o027, 0o640), (0o077, 0o600)])
+@pytest.mark.parametrize("umask, mode", [(0o022, 0o644), (0o027, 0o640), (0o077, 0o600)], ids=["022", "027", "077"])
 def test_files_get_the_mode_the_umask_gives(tmp_path, umask, mode):
     """A teammate or a web server reads the morning report: written files follow the umask like `open` does
     (the atomic write's temporary file starts owner-only)."""
