@@ -31,6 +31,7 @@ COMMANDS: dict[str, str] = {
     "import": "cuda_llm.commands.import_cmd",
     "export": "cuda_llm.commands.export_cmd",
     "batch": "cuda_llm.commands.batch_cmd",
+    "stages": "cuda_llm.commands.stages_cmd",
 }
 
 

@@ -172,6 +172,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     o.add_argument("--quiet", action="store_true", help="no progress lines (the final table is still printed)")
     o.add_argument("--start-from", type=Path, metavar="KERNEL.cu",
                    help="start from your kernel instead of the naive baseline (evaluated first; refused if it fails)")
+    o.add_argument("--stage", action="append", default=[], type=parse_stage_arg, metavar="NAME[:POSITION]",
+                   help="add a tool stage an installed package declares (`cuda-llm stages` lists them) after the stage "
+                        "POSITION names, or at that index of the list (default: last); repeatable. Saved with the run")
 
 
 def add_budget_arguments(p: argparse.ArgumentParser, *, batch: bool = False) -> None:
@@ -217,6 +220,17 @@ def add_search_arguments(p: argparse.ArgumentParser) -> None:
                    help="timed points per candidate that declares tunables (default 16)")
     s.add_argument("--tune-time", type=parse_duration, default=300.0,
                    help="seconds of tuning per candidate that declares tunables (default 300s)")
+
+
+def parse_stage_arg(text: str) -> str:
+    """'NAME' or 'NAME:POSITION' as written (the stage is imported once the flags are read)."""
+    from cuda_llm.graph.stages import StageError, parse_stage_spec
+
+    try:
+        parse_stage_spec(text)
+    except StageError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return text.strip()
 
 
 def parse_gpus_arg(text: str) -> list[int] | None:
@@ -383,6 +397,12 @@ def run(args: argparse.Namespace) -> int:
         return _err(f"{exc} (list the tasks with `cuda-llm tasks`)")
     if args.start_from is not None and not args.start_from.is_file():
         return _err(f"--start-from {args.start_from}: no such file; give a .cu file defining {loaded.task.signature}")
+    from cuda_llm.graph.stages import StageError, with_plugins
+
+    try:
+        with_plugins(args.stage)      # each plugin imports and has its place, before anything is created
+    except StageError as exc:
+        return _err(f"--stage: {exc}")
     # 3. preflight: a GPU, nvcc, disk, the endpoint; nothing is created or spent when it fails
     if not preflight_ok("optimize", settings, runs_dir=args.runs_dir, arch=args.arch, profile=not args.no_profile):
         return 2
@@ -390,7 +410,7 @@ def run(args: argparse.Namespace) -> int:
 
     options = RunOptions(limits=limits, runs_dir=args.runs_dir, arch=args.arch, eval_time_budget_s=args.eval_time,
                          profile=not args.no_profile, learn=not args.no_learn, start_from=args.start_from,
-                         gpus=args.gpus)
+                         gpus=args.gpus, stages=args.stage)
     out = start_run(loaded, settings, options, progress=make_progress(args.quiet))
     print_outcome(out)
     return exit_code(out)

@@ -91,6 +91,14 @@ def run(args: argparse.Namespace) -> int:
     except (RunNotFoundError, FileNotFoundError, ValueError) as exc:
         print(f"cuda-llm resume: {exc}", file=sys.stderr)
         return 2
+    from cuda_llm.graph.run import saved_options
+    from cuda_llm.graph.stages import StageError, restore_stages
+
+    try:   # a stage the run was started with and that cannot be imported now: refused, never dropped
+        restore_stages(config.get("stages"), saved_options(config, args.runs_dir).stages, run_id=rundir.run_id)
+    except StageError as exc:
+        print(f"cuda-llm resume: {exc}", file=sys.stderr)
+        return 2
     changes = overrides(args)
     try:
         settings = settings_from_config(config.get("llm") or {}, api_key=args.api_key, overrides=changes)
@@ -98,7 +106,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"cuda-llm resume: {exc}", file=sys.stderr)
         return 2
     from cuda_llm.commands.optimize_cmd import preflight_ok, saved_gpus_problem
-    from cuda_llm.graph.run import RunBusyError, chosen_gpus, gpus_text, saved_options
+    from cuda_llm.graph.run import RunBusyError, chosen_gpus, gpus_text
 
     saved = saved_options(config, args.runs_dir).gpus
     bad_gpus = saved_gpus_problem(saved, args.gpus, "this run", f"cuda-llm resume {rundir.run_id}")
