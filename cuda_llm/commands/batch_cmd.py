@@ -8,6 +8,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from cuda_llm.commands import one_line_errors
+
 HELP = "optimize many tasks as one job on every GPU (a suite, a list, a folder), with one budget and one table"
 DESCRIPTION = """Run the optimization loop on every task of SUITE, as one job that can run all night:
 
@@ -37,6 +39,7 @@ model_factory_override: Any = None
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
+    one_line_errors(p)
     from cuda_llm.commands.optimize_cmd import (
         add_budget_arguments, add_gpu_arguments, add_llm_arguments, add_search_arguments,
     )

@@ -7,6 +7,8 @@ import json
 import sys
 from pathlib import Path
 
+from cuda_llm.commands import one_line_errors
+
 HELP = "check the GPU, nvcc, Nsight Compute, disk space and the LLM endpoint before a run"
 DESCRIPTION = """Check everything an overnight run needs, one line each, and say what to do about a problem:
 
@@ -22,6 +24,7 @@ or forbidden ncu is only a warning: candidates are still measured). Exit code 1 
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
+    one_line_errors(p)
     from cuda_llm.commands.optimize_cmd import add_llm_arguments
 
     add_llm_arguments(p)

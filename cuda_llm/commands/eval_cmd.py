@@ -15,6 +15,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from cuda_llm.commands import one_line_errors
+
 HELP = "compile, test and time one kernel for a task (the harness verdict)"
 DESCRIPTION = """Evaluate KERNEL.cu for TASK exactly as the optimization loop does:
 
@@ -66,6 +68,7 @@ _ADVICE: dict[str, str] = {
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
+    one_line_errors(p)
     p.add_argument("task", help="task name (see `cuda-llm tasks`) or a task folder")
     p.add_argument("kernel", type=Path, help="the CUDA source file defining the task's entry point")
     p.add_argument("--json", action="store_true", help="print the full result (and the baselines) as JSON")

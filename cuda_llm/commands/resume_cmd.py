@@ -6,6 +6,8 @@ import argparse
 import sys
 from pathlib import Path
 
+from cuda_llm.commands import one_line_errors
+
 HELP = "continue a stopped or killed optimize run from its last checkpoint"
 DESCRIPTION = """Continue RUN_ID (an id in --runs-dir, a unique prefix of one, "latest", or a run folder).
 
@@ -24,18 +26,19 @@ is the new total. The plateau count starts again, so the run goes on until a bud
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
+    one_line_errors(p)
     p.add_argument("run_id", help="run id, unique prefix, 'latest', or a run folder")
     p.add_argument("--runs-dir", type=Path, default=Path("runs"), help="where runs are kept (default ./runs)")
     p.add_argument("--api-key", help="API key when the environment has none")
     p.add_argument("--quiet", action="store_true", help="no progress lines")
-    from cuda_llm.commands.optimize_cmd import parse_gpus_arg
+    from cuda_llm.commands.optimize_cmd import parse_count, parse_gpus_arg
     from cuda_llm.graph.run import Keep
 
     p.add_argument("--gpus", type=parse_gpus_arg, default=Keep.SAVED, metavar="0,1,2,3",
                    help="the GPUs to measure on from now on (indices among the visible GPUs, or all; default: the "
                         "ones the run was started with)")
     b = p.add_argument_group("more budget for a finished run ('+N' adds to what was used; 'N' is the new total)")
-    b.add_argument("--rounds", type=_relative(int_arg), metavar="[+]N", help="e.g. +5")
+    b.add_argument("--rounds", type=_relative(parse_count("rounds")), metavar="[+]N", help="e.g. +5")
     b.add_argument("--time-budget", type=_relative("duration"), metavar="[+]DURATION", help="wall-clock, e.g. +2h")
     b.add_argument("--token-budget", type=_relative("tokens"), metavar="[+]TOKENS", help="e.g. +1M")
     from cuda_llm.commands.optimize_cmd import add_role_arguments
@@ -43,16 +46,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     add_role_arguments(p)
     for role in ("planner", "coder", "critic"):
         p.add_argument(f"--{role}-model", help=f"from now on, the {role}'s model (with --{role} llm)")
-
-
-def int_arg(text: str) -> int:
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of rounds; write e.g. +5") from None
-    if v <= 0:
-        raise argparse.ArgumentTypeError(f"{text!r}: give a positive number of rounds")
-    return v
 
 
 def _relative(kind):

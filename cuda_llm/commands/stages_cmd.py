@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 
+from cuda_llm.commands import one_line_errors
+
 HELP = "list the tool stages: the built-in ones and the plugins installed packages declare"
 DESCRIPTION = """List the tool stages, the nodes between the coders and selection: the built-in ones in order
 (evaluate, tune, profile), then every stage an installed package declares in the `cuda_llm.stages`
@@ -16,6 +18,7 @@ Exit code 1 when an installed stage cannot be imported."""
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
+    one_line_errors(p)
     p.add_argument("--no-import", action="store_true", help="list the declarations only, without importing them")
 
 

@@ -7,6 +7,7 @@ import sys
 import time
 from pathlib import Path
 
+from cuda_llm.commands import one_line_errors
 from cuda_llm.report.timeline import EVENTS as EVENT_NAMES
 
 HELP = "show a run's trace as a timeline: LLM calls, candidates, measurements, decisions"
@@ -21,6 +22,7 @@ watching; the run itself is not touched). For every field of every event, read t
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
+    one_line_errors(p)
     p.add_argument("run_id", help="run id, unique prefix, 'latest', or a run folder")
     p.add_argument("--runs-dir", type=Path, default=Path("runs"), help="where runs are kept (default ./runs)")
     p.add_argument("--round", type=int, help="only this round")

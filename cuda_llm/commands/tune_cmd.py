@@ -18,6 +18,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from cuda_llm.commands import one_line_errors
+
 HELP = "tune a kernel's declared constants (// cuda-llm: tune NAME values), no LLM needed"
 DESCRIPTION = """Search the tunable constants that KERNEL.cu declares and write the fastest correct point.
 
@@ -46,6 +48,7 @@ Examples:
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
+    one_line_errors(p)
     p.add_argument("task", help="task name (see `cuda-llm tasks`) or a task folder")
     p.add_argument("kernel", type=Path, help="the CUDA source with `// cuda-llm: tune NAME v1 v2 ...` directives")
     p.add_argument("--out", type=Path, default=None,
@@ -107,7 +110,7 @@ def run(args: argparse.Namespace) -> int:
         return 2
     from cuda_llm.commands.optimize_cmd import check_gpus_arg
 
-    bad_gpus = check_gpus_arg(args.gpus)
+    bad_gpus = check_gpus_arg(args.gpus, preflight=False)    # without a device the points are only compiled
     if bad_gpus:
         _err(bad_gpus)
         return 2
