@@ -85,7 +85,7 @@ FAKE_DRIVER = {
 
 @pytest.mark.parametrize("case, level, words", [
     ("missing", "fail", "pycuda is not installed (the GPU worker needs it): pip install -e '.[gpu]' (where its build "
-                        "says cuda.h is not found, name the toolkit: CUDA_ROOT="),
+                        "says cuda.h is not found, put the toolkit's own nvcc first: PATH="),
     ("no_libcuda", "fail", "pycuda is installed but does not load (ImportError: libcuda.so.1: cannot open"),
     ("no_device", "fail", "pycuda loads but cannot start the driver (RuntimeError: cuInit failed: no CUDA-capable"),
     ("ok", "ok", "pycuda 2099.1, driver supports CUDA 12.8, 2 device(s)"),

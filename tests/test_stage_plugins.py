@@ -24,6 +24,8 @@ from cuda_llm.graph.run import Extension, RunOptions, resume_run, start_run
 from cuda_llm.graph.stages import StageError, installed_stages, parse_stage_spec, with_plugins
 from cuda_llm.graph.state import Limits
 
+pytestmark = pytest.mark.slow     # whole graph runs / every suite build: `pytest -m "not slow"` leaves them out
+
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "examples" / "stage_plugin"
 

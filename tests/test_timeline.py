@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 import re
 
+import pytest
+
 from cuda_llm.cli import main
 from cuda_llm.report.timeline import DECISIONS, EVENTS as KNOWN_EVENTS, describe, render, select
 
@@ -70,6 +72,7 @@ def test_unknown_fields_and_events_do_not_break_the_line():
         "naive baseline ok 1.000 ms")
 
 
+@pytest.mark.slow
 def test_trace_command_on_a_finished_run(tmp_path, tmp_path_factory, monkeypatch, capsys):
     from fake_gpu_evaluator import softmax_source
     from test_graph_loop import run, shared_cache
@@ -92,6 +95,7 @@ def test_trace_command_on_a_finished_run(tmp_path, tmp_path_factory, monkeypatch
     assert capsys.readouterr().out.count("run_end") == 1
 
 
+@pytest.mark.slow
 def test_the_events_a_real_run_writes_read_truthfully(tmp_path, tmp_path_factory, monkeypatch):
     """A real graph run (scripted model, real nvcc, timings set by the test): r1c0 builds and passes; r1c1 does
     not build after its fix turn and is repaired. The timeline is read from the trace that run wrote, so a field

@@ -105,8 +105,8 @@ print(json.dumps(out))
 
 
 def cuda_toolkit_root() -> Path | None:
-    """The CUDA toolkit folder that holds include/cuda.h (what pycuda's build must be pointed at when it guesses
-    from an nvcc outside the toolkit, such as a wrapper in /usr/local/bin); None when none is found."""
+    """The CUDA toolkit folder that holds include/cuda.h (what pycuda's build must find when it guesses from an
+    nvcc outside the toolkit, such as a wrapper script in /usr/local/bin); None when none is found."""
     from cuda_llm.tools.compile import CompileSetupError, nvcc_path
 
     places = [Path(os.environ[k]) for k in ("CUDA_ROOT", "CUDA_HOME", "CUDA_PATH") if os.environ.get(k)]
@@ -118,11 +118,16 @@ def cuda_toolkit_root() -> Path | None:
     return next((p for p in places if (p / "include" / "cuda.h").is_file()), None)
 
 
-def _pycuda_install_hint() -> str:
+def _toolkit_bin() -> str:
     root = cuda_toolkit_root()
-    where = str(root) if root else "/path/to/cuda"
-    return (f"pip install -e '.[gpu]' (where its build says cuda.h is not found, name the toolkit: "
-            f"CUDA_ROOT={where} pip install -e '.[gpu]')")
+    return f"{root}/bin" if root else "/path/to/cuda/bin"
+
+
+def _pycuda_install_hint() -> str:
+    """pycuda's build takes CUDA_ROOT from the first nvcc on PATH (its folder's parent) and looks for
+    $CUDA_ROOT/include/cuda.h; a wrapper nvcc outside the toolkit (/usr/local/bin/nvcc) misleads it."""
+    return (f"pip install -e '.[gpu]' (where its build says cuda.h is not found, put the toolkit's own nvcc first: "
+            f"PATH={_toolkit_bin()}:$PATH pip install -e '.[gpu]')")
 
 
 def check_pycuda(python: str | None = None, timeout_s: float = 120.0) -> Check:
@@ -149,8 +154,8 @@ def check_pycuda(python: str | None = None, timeout_s: float = 120.0) -> Check:
     if stage == "import":
         return Check(name="pycuda", level="fail", detail=(
             f"pycuda is installed but does not load ({error}): without the NVIDIA driver (libcuda.so.1) it cannot; "
-            f"otherwise rebuild it for this toolkit: pip install --force-reinstall --no-cache-dir --no-deps pycuda, "
-            f"with CUDA_ROOT set as for {_pycuda_install_hint()}"))
+            f"otherwise rebuild it for this toolkit: PATH={_toolkit_bin()}:$PATH pip install --force-reinstall "
+            f"--no-cache-dir --no-deps pycuda"))
     if stage == "init":
         return Check(name="pycuda", level="fail", detail=(
             f"pycuda loads but cannot start the driver ({error}): check `nvidia-smi` and CUDA_VISIBLE_DEVICES"))
