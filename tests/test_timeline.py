@@ -121,3 +121,9 @@ def test_the_events_a_real_run_writes_read_truthfully(tmp_path, tmp_path_factory
     assert "r1c1 compile_error -" in text and "r1c0 ok 5.040 ms (2.00x over parent)" in text
     # decisions and all other events are sentences, never Python literals
     assert not re.search(r"[{}]|\['|': |None", text), text
+    # every file the run wrote has the mode the umask gives (report.md, config.json, best_so_far.cu... not 0600)
+    from cuda_llm.paths import current_umask
+
+    modes = {p.name: p.stat().st_mode & 0o777 for p in out.root.rglob("*") if p.is_file()}
+    assert {"config.json", "best_so_far.cu", "best.cu", "report.md", "trace.jsonl"} <= set(modes)
+    assert {n: oct(m) for n, m in modes.items() if m != 0o666 & ~current_umask()} == {}
