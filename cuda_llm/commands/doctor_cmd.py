@@ -9,10 +9,12 @@ from pathlib import Path
 
 from cuda_llm.commands import one_line_errors
 
-HELP = "check the GPU, nvcc, Nsight Compute, disk space and the LLM endpoint before a run"
+HELP = "check the GPU, pycuda, nvcc, Nsight Compute, disk space and the LLM endpoint before a run"
 DESCRIPTION = """Check everything an overnight run needs, one line each, and say what to do about a problem:
 
   gpu       the NVIDIA driver and a CUDA device
+  pycuda    pycuda imports (in a child interpreter, as the GPU worker's) and sees the driver; when it is
+            missing or built against the wrong toolkit, the install command with your toolkit's path
   nvcc      the CUDA compiler, and that it builds for the target architecture (--arch)
   ncu       Nsight Compute, and the permission to read GPU counters (ERR_NVGPUCTRPERM)
   disk      free space where runs (--runs-dir) and the cache ($CUDA_LLM_CACHE) are written
