@@ -32,6 +32,7 @@ COMMANDS: dict[str, str] = {
     "export": "cuda_llm.commands.export_cmd",
     "batch": "cuda_llm.commands.batch_cmd",
     "demo": "cuda_llm.commands.demo_cmd",
+    "stages": "cuda_llm.commands.stages_cmd",
 }
 
 

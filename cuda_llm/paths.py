@@ -23,11 +23,28 @@ def cache_dir() -> Path:
     return path
 
 
+def current_umask() -> int:
+    """The process's umask, read without changing it where Linux shows it (setting it to read it back would,
+    for a moment, change the mode of files other threads create)."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
 def atomic_write(path: Path, data: str | bytes) -> Path:
-    """Write ``data`` to ``path`` through a temporary file in the same folder and a rename."""
+    """Write ``data`` to ``path`` through a temporary file in the same folder and a rename. The file gets the
+    mode an ordinary write would (0644 under umask 022), not mkstemp's owner-only 0600, so a teammate or a
+    web server can read the reports."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
+        os.fchmod(fd, 0o666 & ~current_umask())
         with os.fdopen(fd, "wb") as f:
             f.write(data.encode() if isinstance(data, str) else data)
             f.flush()

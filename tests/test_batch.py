@@ -19,6 +19,8 @@ from typing import Any
 
 import pytest
 
+pytestmark = pytest.mark.slow     # whole graph runs / every suite build: `pytest -m "not slow"` leaves them out
+
 HERE = Path(__file__).resolve().parent
 TASKS = "softmax,gelu,layernorm"
 

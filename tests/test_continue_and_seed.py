@@ -16,6 +16,8 @@ from cuda_llm.cli import build_parser
 from cuda_llm.graph.run import Extension, NotExtendable, RunOptions, resume_run, start_run
 from cuda_llm.graph.state import Limits
 
+pytestmark = pytest.mark.slow     # whole graph runs / every suite build: `pytest -m "not slow"` leaves them out
+
 TIMINGS = {"baseline": 10.0, "seed": 4.0, "v5": 5.0, "v3": 3.0, "bad": "wrong_answer"}
 
 

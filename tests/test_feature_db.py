@@ -186,12 +186,14 @@ def compiled_exemplars(nvcc_path, tmp_path_factory):
         return dict(pool.map(build, _compile_jobs()))
 
 
+@pytest.mark.slow     # every exemplar built by nvcc
 def test_every_exemplar_and_its_check_compile(compiled_exemplars):
     failed = {job: log[-800:] for job, (rc, log) in compiled_exemplars.items() if job[2] != "below" and rc != 0}
     assert not failed
     assert {fid for fid, _, kind in compiled_exemplars if kind == "program"} == set(BY_ID)
 
 
+@pytest.mark.slow     # every exemplar built by nvcc
 def test_exemplars_need_their_minimum_architecture(compiled_exemplars):
     for fid, arch in _FAILS_BELOW.items():
         rc, log = compiled_exemplars[(fid, arch, "below")]

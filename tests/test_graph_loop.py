@@ -22,6 +22,8 @@ from scripted_chat_model import ScriptedChatModel, detect_role
 from cuda_llm.graph.run import RunOptions, start_run
 from cuda_llm.graph.state import Limits
 
+pytestmark = pytest.mark.slow     # whole graph runs / every suite build: `pytest -m "not slow"` leaves them out
+
 TIMINGS = {"baseline": 10.0, "v5": 5.0, "v6": 6.0, "v2": 2.0, "v199": 1.99, "v3": 3.0, "fixed": 4.0}
 
 

@@ -19,6 +19,8 @@ from typing import Any
 
 import pytest
 
+pytestmark = pytest.mark.slow     # whole graph runs / every suite build: `pytest -m "not slow"` leaves them out
+
 HERE = Path(__file__).resolve().parent
 N = 3
 # r2c1 is new (measured, not read from the cache): a kill right after r2c0's measurement lands in the

@@ -19,6 +19,8 @@ from cuda_llm.graph.program_db import ProgramDB
 from cuda_llm.graph.run import RunOptions, start_run
 from cuda_llm.graph.state import Limits
 
+pytestmark = pytest.mark.slow     # whole graph runs / every suite build: `pytest -m "not slow"` leaves them out
+
 
 @pytest.fixture(autouse=True)
 def _shared_compile_cache(tmp_path_factory, monkeypatch):

@@ -17,6 +17,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.slow     # whole graph runs / every suite build: `pytest -m "not slow"` leaves them out
+
 HERE = Path(__file__).resolve().parent
 TIMINGS = {"baseline": 10.0, "v5": 5.0, "v6": 6.0, "v3": 3.0, "v7": 7.0}
 NO_ENDPOINT_ENV = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "CUDA_LLM_MODEL"))}

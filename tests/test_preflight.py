@@ -74,6 +74,47 @@ def test_gpu_check_without_a_gpu_says_what_to_do():
     assert c.level == "fail" and "nvidia-smi" in c.detail
 
 
+FAKE_DRIVER = {
+    "missing": None,
+    "no_libcuda": "raise ImportError('libcuda.so.1: cannot open shared object file: No such file or directory')\n",
+    "no_device": "def init():\n    raise RuntimeError('cuInit failed: no CUDA-capable device is detected')\n",
+    "ok": ("def init():\n    pass\n\ndef get_driver_version():\n    return 12080\n\n"
+           "class Device:\n    @staticmethod\n    def count():\n        return 2\n"),
+}
+
+
+@pytest.mark.parametrize("case, level, words", [
+    ("missing", "fail", "pycuda is not installed (the GPU worker needs it): pip install -e '.[gpu]' (where its build "
+                        "says cuda.h is not found, put the toolkit's own nvcc first: PATH="),
+    ("no_libcuda", "fail", "pycuda is installed but does not load (ImportError: libcuda.so.1: cannot open"),
+    ("no_device", "fail", "pycuda loads but cannot start the driver (RuntimeError: cuInit failed: no CUDA-capable"),
+    ("ok", "ok", "pycuda 2099.1, driver supports CUDA 12.8, 2 device(s)"),
+])
+def test_pycuda_check_says_what_to_do(tmp_path, monkeypatch, case, level, words):
+    """The probe runs in a child interpreter (the GPU worker's way); a stand-in pycuda on its path plays each case."""
+    if case == "missing":
+        (tmp_path / "sitecustomize.py").write_text("import sys\nsys.modules['pycuda'] = None\n")
+    else:
+        (tmp_path / "pycuda").mkdir()
+        (tmp_path / "pycuda" / "__init__.py").write_text("VERSION_TEXT = '2099.1'\n")
+        (tmp_path / "pycuda" / "driver.py").write_text(FAKE_DRIVER[case])
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))
+    c = preflight.check_pycuda()
+    assert (c.name, c.level) == ("pycuda", level) and words in c.detail, c.detail
+    assert "\n" not in c.line()
+
+
+def test_the_toolkit_root_is_where_cuda_h_is(tmp_path, monkeypatch):
+    kit = tmp_path / "cuda-99.0"
+    (kit / "include").mkdir(parents=True)
+    (kit / "include" / "cuda.h").write_text("")
+    monkeypatch.setenv("CUDA_ROOT", str(kit))
+    assert preflight.cuda_toolkit_root() == kit
+    monkeypatch.setenv("CUDA_ROOT", str(tmp_path / "nothing"))
+    root = preflight.cuda_toolkit_root()
+    assert root is None or (root / "include" / "cuda.h").is_file()
+
+
 def test_ncu_counter_permission_explained(tmp_path, monkeypatch):
     fake = tmp_path / "ncu"
     fake.write_text("#!/bin/sh\necho 'NVIDIA (R) Nsight Compute Command Line Profiler'\necho 'Version 2025.3.1.0 (build 1)'\n")
@@ -104,6 +145,7 @@ def test_doctor_on_a_machine_without_gpu(capsys, tmp_path):
     assert rc == 1
     lines = {ln.split()[1]: ln.split()[0] for ln in out.splitlines() if ln[:4] in ("ok  ", "warn", "FAIL")}
     assert lines["gpu"] == "FAIL" and lines["nvcc"] == "ok" and lines["endpoint"] == "ok" and lines["disk"] == "ok"
+    assert lines["pycuda"] == "FAIL"          # not installed, or no driver for it to load
 
 
 def test_doctor_json_and_missing_model(capsys, monkeypatch, tmp_path):

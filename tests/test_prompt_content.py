@@ -21,6 +21,8 @@ from cuda_llm.graph.state import Limits
 from cuda_llm.results import DeviceInfo
 from cuda_llm.tasks import load_task
 
+pytestmark = pytest.mark.slow     # whole graph runs / every suite build: `pytest -m "not slow"` leaves them out
+
 H100 = DeviceInfo(name="NVIDIA H100 80GB HBM3", arch="sm_90", compute_capability=(9, 0), sm_count=132,
                   max_shared_per_block=49152, max_shared_per_block_optin=232448, max_shared_per_sm=233472,
                   registers_per_block=65536, registers_per_sm=65536, l2_bytes=50 * 2**20, memory_bytes=80 * 2**30,

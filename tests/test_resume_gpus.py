@@ -18,6 +18,8 @@ import cuda_llm.graph.run as run_mod
 from cuda_llm.graph.run import RunOptions, resume_run, start_run
 from cuda_llm.graph.state import Limits
 
+pytestmark = pytest.mark.slow     # whole graph runs / every suite build: `pytest -m "not slow"` leaves them out
+
 
 @pytest.fixture(autouse=True)
 def _cache(tmp_path_factory, monkeypatch):

@@ -21,6 +21,8 @@ from cuda_llm.graph.state import Limits
 from cuda_llm.runs.rundir import RunDir
 from cuda_llm.runs.run_info import run_info
 
+pytestmark = pytest.mark.slow     # whole graph runs / every suite build: `pytest -m "not slow"` leaves them out
+
 GOOD = {"baseline": 10.0, "v5": 5.0}
 
 

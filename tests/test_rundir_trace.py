@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import io
+import os
 import re
+import stat
 import subprocess
 import sys
 import threading
@@ -105,6 +107,26 @@ def test_write_text_is_atomic_and_leaves_no_temporary_files(tmp_path):
     rd.write_text("rounds/r1/history.json", "new")
     folder = rd.root / "rounds" / "r1"
     assert (folder / "history.json").read_text() == "new" and [p.name for p in folder.iterdir()] == ["history.json"]
+
+
+@pytest.mark.parametrize("umask, mode", [(0o022, 0o644), (0o027, 0o640), (0o077, 0o600)], ids=["022", "027", "077"])
+def test_files_get_the_mode_the_umask_gives(tmp_path, umask, mode):
+    """A teammate or a web server reads the morning report: written files follow the umask like `open` does
+    (the atomic write's temporary file starts owner-only)."""
+    from cuda_llm.paths import current_umask
+
+    old = os.umask(umask)
+    try:
+        assert current_umask() == umask
+        rd = RunDir.create(tmp_path, "softmax")
+        written = [rd.write_text("report.html", "<html></html>"), rd.save_config({"task": "softmax"}),
+                   rd.write_candidate("r1c0", "// kernel"), write_report(rd, summary())]
+        with open(tmp_path / "plain.txt", "w") as f:    # what an ordinary write gives, for comparison
+            f.write("x")
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE((tmp_path / "plain.txt").stat().st_mode) == mode
+    assert {p.name: oct(stat.S_IMODE(p.stat().st_mode)) for p in written} == {p.name: oct(mode) for p in written}
 
 
 # -- trace

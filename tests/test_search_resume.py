@@ -16,6 +16,10 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
+
+pytestmark = pytest.mark.slow     # whole graph runs / every suite build: `pytest -m "not slow"` leaves them out
+
 HERE = Path(__file__).resolve().parent
 N = 2
 KERNELS = {"r1c0": ("plain", "v3"), "r1c1": ("shfl", "v305"), "r2c0": ("plain", "v2"), "r2c1": ("shfl", "v205"),

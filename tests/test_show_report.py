@@ -15,6 +15,8 @@ from cuda_llm.cli import main
 from cuda_llm.graph.run import RunOptions, start_run
 from cuda_llm.graph.state import Limits
 
+pytestmark = pytest.mark.slow     # whole graph runs / every suite build: `pytest -m "not slow"` leaves them out
+
 KERNELS = {"r1c0": "v5", "r1c1": "vbad", "r2c0": "v2", "r2c1": "v6"}
 REPAIRED = "v6"   # a repair of r1c1 (its feature set is new to the run, so it is repaired though r1c0 passed)
 

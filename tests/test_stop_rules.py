@@ -74,7 +74,8 @@ def test_the_optimize_flags_for_speed_of_light_and_search(monkeypatch, capsys, t
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("CUDA_LLM_MODEL", "m")
     monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")
-    assert main(["optimize", "softmax", "--refine-turns", "9"]) == 2
-    assert "refine_turns" in capsys.readouterr().err
-    assert main(["optimize", "softmax", "--inspirations", "5"]) == 2
-    assert "inspirations" in capsys.readouterr().err
+    for flag, words in (("--refine-turns", "'9' is not a number of turns: give 0 to 3"),
+                        ("--inspirations", "'9' is not a number of kernels: give 0 to 2")):
+        with pytest.raises(SystemExit) as exc:
+            main(["optimize", "softmax", flag, "9"])
+        assert exc.value.code == 2 and f"argument {flag}: {words}" in capsys.readouterr().err

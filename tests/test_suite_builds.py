@@ -17,6 +17,8 @@ from cuda_llm.tools.symbols import check_build
 from cuda_llm.results import CompileResult
 from suite_checks import LIBRARY_TASKS, cublas_installed
 
+pytestmark = pytest.mark.slow     # whole graph runs / every suite build: `pytest -m "not slow"` leaves them out
+
 # Libraries a library.cu links: the names task.toml must list in library_links (CUB is header-only).
 LINK_HEADERS = {"cublas": "cublas_v2.h"}
 

@@ -117,7 +117,7 @@ def test_check_task_passes_a_good_task(tmp_path, capsys):
     rc = main(["check-task", str(make_task(tmp_path)), "--no-benchmark"])
     out = capsys.readouterr().out
     assert rc == 0, out
-    assert "ok    reference at shapes[4] n=4097" in out and "a held-out shape" in out and "n=333" not in out
+    assert "ok    reference at shapes[4] n=4097" in out and "ok    reference at held_out[0] n=333" in out
     assert "ok    naive.cu: compiled and passed the static checks" in out
 
 
@@ -132,6 +132,18 @@ def test_check_task_names_what_is_wrong_with_the_reference(tmp_path, capsys, bod
     rc = main(["check-task", str(make_task(tmp_path, body=body)), "--no-benchmark", "--no-compile"])
     out = capsys.readouterr().out
     assert rc == 1 and "FAIL  reference at shapes[" in out and words in out
+
+
+def test_check_task_names_the_held_out_shape_that_fails_to_its_author(tmp_path, capsys):
+    """The author wrote the held-out shapes: check-task names the one that fails and where the reference broke
+    (only the model never sees them; tools/failure_text.py words what it is told)."""
+    body = '{"k": 1}["cols"] if sizes["n"] == 333 else inputs["alpha"] * inputs["x"] + inputs["z"]'
+    rc = main(["check-task", str(make_task(tmp_path, body=body)), "--no-benchmark", "--no-compile"])
+    out = capsys.readouterr().out
+    assert rc == 1 and "ok    reference at shapes[0]" in out
+    line = next(ln for ln in out.splitlines() if "held_out[0]" in ln)
+    assert line.startswith("FAIL  reference at held_out[0] n=333 (")
+    assert """): KeyError: 'cols' (reference.py line 4: return {"y": {"k": 1}["cols"] if sizes""" in line
 
 
 def test_check_task_warns_about_a_small_benchmark_and_fails_a_broken_naive(tmp_path, capsys):

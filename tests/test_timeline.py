@@ -3,8 +3,13 @@ real finished run (scripted LLM, real nvcc, GPU timings set by the test)."""
 
 from __future__ import annotations
 
+import json
+import re
+
+import pytest
+
 from cuda_llm.cli import main
-from cuda_llm.report.timeline import describe, render, select
+from cuda_llm.report.timeline import DECISIONS, EVENTS as KNOWN_EVENTS, describe, render, select
 
 T = "2026-11-23T01:00:{:02d}.000000Z"
 EVENTS = [
@@ -61,12 +66,13 @@ def test_filters_by_round_candidate_and_event_name():
 
 
 def test_unknown_fields_and_events_do_not_break_the_line():
-    assert describe({"event": "something_new", "a": 1}) == "{'a': 1}"
-    assert "odd" in describe({"event": "decision", "kind": "odd", "x": 2})
+    assert describe({"event": "something_new", "a": 1, "b": {"c": [1, 2]}}) == "a 1; b c 1, 2"
+    assert describe({"event": "decision", "kind": "odd", "x": 2}) == "odd: x 2"
     assert render([{"event": "baseline", "status": "ok", "median_ms": 1.0, "timestamp": "garbage"}]).endswith(
         "naive baseline ok 1.000 ms")
 
 
+@pytest.mark.slow
 def test_trace_command_on_a_finished_run(tmp_path, tmp_path_factory, monkeypatch, capsys):
     from fake_gpu_evaluator import softmax_source
     from test_graph_loop import run, shared_cache
@@ -87,3 +93,37 @@ def test_trace_command_on_a_finished_run(tmp_path, tmp_path_factory, monkeypatch
     # --follow on a run nobody is driving prints what there is and returns
     assert main(["trace", "latest", "--runs-dir", runs, "--follow", "--events", "run_end"]) == 0
     assert capsys.readouterr().out.count("run_end") == 1
+
+
+@pytest.mark.slow
+def test_the_events_a_real_run_writes_read_truthfully(tmp_path, tmp_path_factory, monkeypatch):
+    """A real graph run (scripted model, real nvcc, timings set by the test): r1c0 builds and passes; r1c1 does
+    not build after its fix turn and is repaired. The timeline is read from the trace that run wrote, so a field
+    renamed on either side fails here."""
+    from fake_gpu_evaluator import softmax_source
+    from test_graph_loop import run, shared_cache
+
+    monkeypatch.setenv("CUDA_LLM_CACHE", str(shared_cache(tmp_path_factory)))
+    k = {"r1c0": softmax_source("v5"), "r1c1": softmax_source("v6", broken=True), "r1c1f1": softmax_source("v3")}
+    out, _, _ = run(tmp_path, k, max_rounds=1, max_repairs=1, compile_fix_turns=1)
+    events = [json.loads(line) for line in (out.root / "trace.jsonl").read_text().splitlines()]
+    assert {e["event"] for e in events} <= set(KNOWN_EVENTS)
+    assert {e["kind"] for e in events if e["event"] == "decision"} <= set(DECISIONS)
+    status = {e["candidate"]: e["status"] for e in events if e["event"] == "evaluation"}
+    assert status["r1c0"] == "ok" and status["r1c1"] == "compile_error" and status["r1c1f1"] == "ok"
+    lines = {e["candidate"]: describe(e) for e in events if e["event"] == "candidate"}
+    assert lines["r1c0"].startswith("r1c0 (parent baseline, ") and lines["r1c0"].endswith("): builds")
+    assert lines["r1c1"].endswith("): written after 1 fix turn")   # its last source was never checked
+    assert ", repair of r1c1): " in lines["r1c1f1"]
+    text = render(events, root=str(out.root), nodes=True)
+    assert "r1c1 compile_error, back to the coder: " in text and "repair attempt 1 for r1c1" in text
+    assert "r1c0 credited features: " in text and "parents for round 1: r1c0 from baseline (best: " in text
+    assert "r1c1 compile_error -" in text and "r1c0 ok 5.040 ms (2.00x over parent)" in text
+    # decisions and all other events are sentences, never Python literals
+    assert not re.search(r"[{}]|\['|': |None", text), text
+    # every file the run wrote has the mode the umask gives (report.md, config.json, best_so_far.cu... not 0600)
+    from cuda_llm.paths import current_umask
+
+    modes = {p.name: p.stat().st_mode & 0o777 for p in out.root.rglob("*") if p.is_file()}
+    assert {"config.json", "best_so_far.cu", "best.cu", "report.md", "trace.jsonl"} <= set(modes)
+    assert {n: oct(m) for n, m in modes.items() if m != 0o666 & ~current_umask()} == {}

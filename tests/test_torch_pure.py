@@ -353,7 +353,7 @@ def test_import_command_says_which_extra_without_torch(tmp_path, no_torch, capsy
     p = argparse.ArgumentParser()
     import_cmd.add_arguments(p)
     assert import_cmd.run(p.parse_args(["kernelbench", str(f), "--out", str(tmp_path / "out")])) == 2
-    assert "pip install 'cuda-llm[torch]'" in capsys.readouterr().err
+    assert "pip install -e '.[torch]' in the cuda-llm checkout" in capsys.readouterr().err
     assert not (tmp_path / "out").exists()
 
 
@@ -361,7 +361,7 @@ def test_module_file_as_task_says_which_extra_without_torch(tmp_path, no_torch, 
     monkeypatch.setenv("CUDA_LLM_CACHE", str(tmp_path / "cache"))
     f = tmp_path / "m.py"
     f.write_text(MODULE_TEXT)
-    with pytest.raises(TaskError, match=r"needs PyTorch: install PyTorch with: pip install 'cuda-llm\[torch\]'"):
+    with pytest.raises(TaskError, match=r"needs PyTorch: install PyTorch with: pip install -e '\.\[torch\]' in the cuda-llm checkout"):
         load_task(str(f))
 
 
@@ -369,7 +369,7 @@ def test_reference_without_torch_names_the_extra(tmp_path, no_torch):
     import numpy as np
 
     loaded = load_task_folder(write_folder(tmp_path))        # loading needs no torch
-    with pytest.raises(ImportError, match=r"cuda-llm\[torch\]"):
+    with pytest.raises(ImportError, match=r"pip install -e '\.\[torch\]'"):
         loaded.make_inputs(loaded.task.benchmark, np.random.default_rng(0))
 
 

@@ -53,7 +53,11 @@ def test_bad_input_is_refused_with_a_clear_error(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "broken.cu" in err and "no `#define BLOCK VALUE`" in err
     assert main(["tune", "no_such_task", str(broken)]) == 2
-    assert main(["tune", "reduce_sum", str(broken), "--max-evals", "0"]) == 2
+    for flag, value, words in (("--max-evals", "0", "'0' is not a number of points: give 1 or more"),
+                               ("--time-budget", "-1", "'-1' is not a duration; write e.g. 600, 45m or 8h")):
+        with pytest.raises(SystemExit) as exc:      # worded as optimize words it, in one line
+            main(["tune", "reduce_sum", str(broken), flag, value])
+        assert exc.value.code == 2 and f"cuda-llm tune: argument {flag}: {words}" in capsys.readouterr().err
 
 
 def test_without_a_device_every_point_is_compiled_and_listed(tmp_path, capsys, monkeypatch):

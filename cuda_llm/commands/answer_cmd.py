@@ -6,6 +6,8 @@ import argparse
 import sys
 from pathlib import Path
 
+from cuda_llm.commands import one_line_errors
+
 HELP = "answer a prompt that a run is waiting on (a role played manually), or list what it waits on"
 DESCRIPTION = """Store FILE as the answer to the pending prompt NAME of RUN_ID, then continue the run with
 `cuda-llm resume RUN_ID` (or pass --resume).
@@ -20,6 +22,7 @@ Without NAME and FILE, lists the prompts RUN_ID waits on."""
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
+    one_line_errors(p)
     p.add_argument("run_id", help="run id, unique prefix, 'latest', or a run folder")
     p.add_argument("name", nargs="?", help="the pending prompt, e.g. coder-r1c0")
     p.add_argument("file", nargs="?", help="the answer ('-' reads it from standard input)")

@@ -8,6 +8,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from cuda_llm.commands import one_line_errors
+
 HELP = "optimize many tasks as one job on every GPU (a suite, a list, a folder), with one budget and one table"
 DESCRIPTION = """Run the optimization loop on every task of SUITE, as one job that can run all night:
 
@@ -37,8 +39,9 @@ model_factory_override: Any = None
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
+    one_line_errors(p)
     from cuda_llm.commands.optimize_cmd import (
-        add_budget_arguments, add_gpu_arguments, add_llm_arguments, add_search_arguments,
+        add_budget_arguments, add_gpu_arguments, add_llm_arguments, add_search_arguments, parse_count,
     )
 
     p.add_argument("suite", nargs="?", help="`suite`, task names/folders/modules (comma-separated), a folder, or a list file")
@@ -50,7 +53,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     o = p.add_argument_group("run")
     o.add_argument("--runs-dir", type=Path, default=Path("runs"), help="where runs are kept (default ./runs)")
     add_gpu_arguments(o, resumable=True)
-    o.add_argument("--parallel", type=int, default=None, metavar="N",
+    o.add_argument("--parallel", type=parse_count("tasks"), default=None, metavar="N",
                    help="tasks optimized at once (default: one per GPU of the pool)")
     o.add_argument("--ray", metavar="ADDRESS",
                    help="measure on the GPUs of a Ray cluster (auto, HOST:6379, ray://HOST:10001; local: start one "
@@ -132,8 +135,6 @@ def run(args: argparse.Namespace) -> int:
         return 0
     if bool(args.suite) == bool(args.resume):
         return _err("give a SUITE to start a batch, or --resume BATCH_ID to continue one (see --help)")
-    if args.parallel is not None and args.parallel < 1:
-        return _err("--parallel: give at least 1")
     from cuda_llm.agents.errors import LLMConfigError
     from cuda_llm.agents.settings import load_settings
     from cuda_llm.commands.optimize_cmd import limits_from_args, llm_cli, preflight_ok, saved_gpus_problem

@@ -6,6 +6,8 @@ import argparse
 import json
 import sys
 
+from cuda_llm.commands import one_line_errors
+
 HELP = "show the cache's size per kind (builds, benchmark data, baselines...), or clear it"
 DESCRIPTION = """Show what the cache directory ($CUDA_LLM_CACHE, else the user cache folder) holds, per kind,
 against its cap; `cuda-llm cache clear [--kind KIND ...]` removes entries (never one in use).
@@ -18,6 +20,7 @@ statistics learned across runs are not a cache and are never removed."""
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
+    one_line_errors(p)
     p.add_argument("action", nargs="?", choices=["show", "clear"], default="show",
                    help="show (default) or clear")
     p.add_argument("--kind", action="append", default=None, metavar="KIND",

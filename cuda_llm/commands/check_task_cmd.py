@@ -6,6 +6,8 @@ import argparse
 import sys
 from pathlib import Path
 
+from cuda_llm.commands import one_line_errors
+
 HELP = "check a task folder: task.toml, the reference on the CPU for every shape, naive.cu compiled"
 DESCRIPTION = """Check a task folder (task.toml, reference.py, naive.cu) before spending GPU or LLM time on it:
 
@@ -20,6 +22,7 @@ Exit code 1 when something must be fixed. Held-out shapes are named only as such
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
+    one_line_errors(p)
     p.add_argument("folder", type=Path, help="the task folder (holding task.toml)")
     p.add_argument("--arch", help="compile for this architecture (default: the device's, else sm_90)")
     p.add_argument("--no-benchmark", action="store_true", help="skip the reference at the (large) benchmark shape")

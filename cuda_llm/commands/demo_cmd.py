@@ -7,6 +7,8 @@ import sys
 import time
 from pathlib import Path
 
+from cuda_llm.commands import one_line_errors
+
 HELP = "install a recorded run (measured on an H100) as a new run, to try runs, report, show, trace and export"
 DESCRIPTION = """Copy a run recorded on a real GPU (shipped with cuda-llm) into --runs-dir under a new id ending
 in -replay-XXXX, then try every command that reads runs on it: no GPU, no LLM endpoint, no compiler.
@@ -17,6 +19,7 @@ what was recorded and where each figure comes from. Delete it like any run: `cud
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
+    one_line_errors(p)
     p.add_argument("--runs-dir", type=Path, default=Path("runs"), help="where runs are kept (default ./runs)")
     p.add_argument("--recording", default=None, help="which recorded run (default: the softmax one)")
 

@@ -7,10 +7,14 @@ import json
 import sys
 from pathlib import Path
 
-HELP = "check the GPU, nvcc, Nsight Compute, disk space and the LLM endpoint before a run"
+from cuda_llm.commands import one_line_errors
+
+HELP = "check the GPU, pycuda, nvcc, Nsight Compute, disk space and the LLM endpoint before a run"
 DESCRIPTION = """Check everything an overnight run needs, one line each, and say what to do about a problem:
 
   gpu       the NVIDIA driver and a CUDA device
+  pycuda    pycuda imports (in a child interpreter, as the GPU worker's) and sees the driver; when it is
+            missing or built against the wrong toolkit, the install command with your toolkit's path
   nvcc      the CUDA compiler, and that it builds for the target architecture (--arch)
   ncu       Nsight Compute, and the permission to read GPU counters (ERR_NVGPUCTRPERM)
   disk      free space where runs (--runs-dir) and the cache ($CUDA_LLM_CACHE) are written
@@ -22,6 +26,7 @@ or forbidden ncu is only a warning: candidates are still measured). Exit code 1 
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
+    one_line_errors(p)
     from cuda_llm.commands.optimize_cmd import add_llm_arguments
 
     add_llm_arguments(p)

@@ -15,6 +15,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from cuda_llm.commands import one_line_errors
+
 HELP = "compile, test and time one kernel for a task (the harness verdict)"
 DESCRIPTION = """Evaluate KERNEL.cu for TASK exactly as the optimization loop does:
 
@@ -66,16 +68,19 @@ _ADVICE: dict[str, str] = {
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
+    one_line_errors(p)
     p.add_argument("task", help="task name (see `cuda-llm tasks`) or a task folder")
     p.add_argument("kernel", type=Path, help="the CUDA source file defining the task's entry point")
     p.add_argument("--json", action="store_true", help="print the full result (and the baselines) as JSON")
     p.add_argument("--arch", help="GPU architecture for nvcc, e.g. sm_90 (default: the local GPU, else sm_90)")
     p.add_argument("--library", "--allow-libraries", dest="library", action="store_true",
                    help="allow library calls (cuBLAS, CUB) and link the task's libraries: for yardsticks only")
-    p.add_argument("--eval-time", dest="time_budget", type=float, default=10.0, metavar="S",
-                   help="seconds of timing repetitions at most (default 10)")
-    p.add_argument("--timeout", type=float, default=120.0, metavar="S",
-                   help="seconds before a hanging evaluation is killed (default 120)")
+    from cuda_llm.commands.optimize_cmd import parse_duration
+
+    p.add_argument("--eval-time", dest="time_budget", type=parse_duration, default=10.0, metavar="DURATION",
+                   help="timing repetitions at most, e.g. 10s (default 10s)")
+    p.add_argument("--timeout", type=parse_duration, default=120.0, metavar="DURATION",
+                   help="time before a hanging evaluation is killed (default 120s)")
     p.add_argument("--seed", type=int, default=None, help="seed of the random inputs (default: fresh)")
     p.add_argument("--no-held-out", action="store_true", help="skip the held-out shapes (faster, weaker)")
     p.add_argument("--no-baselines", action="store_true",
@@ -100,9 +105,6 @@ def run(args: argparse.Namespace) -> int:
         source = read_kernel_argument(kernel, loaded)
     except ArgumentProblem as exc:
         _err(str(exc))
-        return 2
-    if args.time_budget <= 0 or args.timeout <= 0:
-        _err("--eval-time and --timeout must be positive numbers of seconds")
         return 2
 
     from cuda_llm.tools.compile import CompileSetupError, resolve_arch

@@ -8,6 +8,8 @@ import shutil
 import sys
 from pathlib import Path
 
+from cuda_llm.commands import one_line_errors
+
 HELP = "write a run's best kernel as a PyTorch module (ModelNew, or a function) with a test"
 DESCRIPTION = """Export RUN's best kernel for PyTorch into DIR:
 
@@ -27,6 +29,7 @@ Examples:
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
+    one_line_errors(p)
     p.add_argument("run_id", help="run id, unique prefix, 'latest', or a run folder")
     p.add_argument("--torch", dest="out", type=Path, required=True, metavar="DIR",
                    help="folder to write the PyTorch export into (created; files in it are replaced)")

@@ -9,6 +9,8 @@ import os
 import sys
 from pathlib import Path
 
+from cuda_llm.commands import one_line_errors
+
 HELP = "show the optimization feature catalogue with the statistics learned by runs"
 DESCRIPTION = """Show every GPU optimization feature the planner can ask for, and what past runs measured.
 
@@ -23,10 +25,13 @@ Statistics live in <cache dir>/feature_stats.sqlite ($CUDA_LLM_FEATURE_DB or --d
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
+    one_line_errors(p)
     p.add_argument("--arch", help="GPU architecture, e.g. sm_90 (default: $CUDA_LLM_ARCH, the local GPU, else sm_90)")
     p.add_argument("--category", help="task family (e.g. reduction, matmul): rank the features for it")
     p.add_argument("--bound", choices=["memory", "compute"], help="with --category: only features for this bound")
     p.add_argument("--task", help="rank for one task: its family, bound and tolerance (a suite name or a task folder)")
+    p.add_argument("--tasks-dir", type=Path, action="append", default=[],
+                   help="extra folder of tasks, for --task (as `cuda-llm tasks --tasks-dir`)")
     p.add_argument("--db", type=Path, help="statistics file (default: $CUDA_LLM_FEATURE_DB or the cache directory)")
     p.add_argument("--seed", type=int, default=0, help="seed of the bandit's draw (with --category)")
     p.add_argument("--show", metavar="ID", help="print one feature in full")
@@ -84,11 +89,11 @@ def run(args: argparse.Namespace) -> int:
     tolerance, float_inputs = None, None
     if args.task:
         from cuda_llm.feature_db import task_float_inputs, task_tolerance
-        from cuda_llm.tasks import TaskError, load_task
+        from cuda_llm.commands.task_kernel import ArgumentProblem, load_task_argument
 
         try:
-            task = load_task(args.task).task
-        except (TaskError, FileNotFoundError, KeyError, ValueError) as exc:
+            task = load_task_argument(args.task, args.tasks_dir).task
+        except ArgumentProblem as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 2
         args.category = args.category or task.family

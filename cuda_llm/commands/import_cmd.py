@@ -8,13 +8,15 @@ import sys
 import time
 from pathlib import Path
 
+from cuda_llm.commands import one_line_errors
+
 HELP = "make tasks from PyTorch modules in KernelBench's format (a file, or a folder of them)"
 DESCRIPTION = """Turn PyTorch modules into tasks. Each file defines `class Model(nn.Module)`, `get_inputs()` and
 `get_init_inputs()` (KernelBench's format). A dry run on the CPU derives the entry point the kernel
 implements: forward()'s inputs, then the module's parameters and buffers as const device pointers, then
 the outputs, then the sizes as ints, named after the file's int constants (batch_size, dim, ...). The
 reference is the module itself, run by PyTorch; PyTorch eager is the baseline (speedup 1.0) and
-torch.compile the yardstick. Needs PyTorch (pip install 'cuda-llm[torch]').
+torch.compile the yardstick. Needs PyTorch (pip install -e '.[torch]' in the cuda-llm checkout).
 
 Each task is tested at the file's own sizes over --seeds seeds. With --shape (and then at least one
 --held-out) it is also tested at other sizes: give the file's constants, e.g. --shape batch_size=7,dim=999.
@@ -29,6 +31,7 @@ Examples:
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
+    one_line_errors(p)
     p.add_argument("format", choices=["kernelbench"], help="the file format (KernelBench's: Model, get_inputs, ...)")
     p.add_argument("source", type=Path, help="a module file, or a folder of them (every *.py in it)")
     p.add_argument("--out", type=Path, default=Path("tasks"), help="folder for the task folders (default ./tasks)")

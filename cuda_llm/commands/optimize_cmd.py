@@ -6,7 +6,9 @@ import argparse
 import re
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
+
+from cuda_llm.commands import one_line_errors
 
 if TYPE_CHECKING:
     from cuda_llm.graph.state import Limits
@@ -81,6 +83,22 @@ def parse_sol_target(text: str) -> float | None:
     if not 0 < v <= 1.25:
         raise argparse.ArgumentTypeError(f"{text!r} is not a share of speed of light; write e.g. 95% or 0.95, or off")
     return v
+
+
+def parse_count(noun: str, minimum: int = 1, maximum: int | None = None) -> Callable[[str], int]:
+    """A whole number of ``noun`` within bounds; every command words the same mistake the same way
+    (`--rounds -1` on optimize, resume and batch)."""
+    span = f"{minimum} to {maximum}" if maximum is not None else f"{minimum} or more"
+
+    def parse(text: str) -> int:
+        try:
+            v = int(str(text).strip())
+        except ValueError:
+            v = None
+        if v is None or v < minimum or (maximum is not None and v > maximum):
+            raise argparse.ArgumentTypeError(f"{text!r} is not a number of {noun}: give {span}")
+        return v
+    return parse
 
 
 def parse_tokens(text: str) -> int:
@@ -160,6 +178,7 @@ def llm_cli(args: argparse.Namespace) -> dict:
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
+    one_line_errors(p)
     p.add_argument("task", help="task name from `cuda-llm tasks`, or a task folder")
     add_llm_arguments(p)
     add_budget_arguments(p)
@@ -172,54 +191,68 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     o.add_argument("--quiet", action="store_true", help="no progress lines (the final table is still printed)")
     o.add_argument("--start-from", type=Path, metavar="KERNEL.cu",
                    help="start from your kernel instead of the naive baseline (evaluated first; refused if it fails)")
+    o.add_argument("--stage", action="append", default=[], type=parse_stage_arg, metavar="NAME[:POSITION]",
+                   help="add a tool stage an installed package declares (`cuda-llm stages` lists them) after the stage "
+                        "POSITION names, or at that index of the list (default: last); repeatable. Saved with the run")
 
 
 def add_budget_arguments(p: argparse.ArgumentParser, *, batch: bool = False) -> None:
     """Budgets and stop rules; for a batch the time and token budgets are the whole batch's."""
     b = p.add_argument_group("budgets and stop rules" + (" (per task, but the time and token budgets are the "
                                                          "whole batch's)" if batch else ""))
-    b.add_argument("--rounds", type=int, default=10, help="maximum rounds (default 10)")
-    b.add_argument("--candidates", type=int, default=4, help="candidates per round, written in parallel (default 4)")
+    b.add_argument("--rounds", type=parse_count("rounds"), default=10, help="maximum rounds (default 10)")
+    b.add_argument("--candidates", type=parse_count("candidates", 1, 16), default=4, help="candidates per round, written in parallel (default 4)")
     b.add_argument("--time-budget", type=parse_duration, default=8 * 3600.0,
                    help=("wall-clock budget of the whole batch, shared out as tasks start, e.g. 8h (default 8h)" if batch
                          else "wall-clock budget, e.g. 45m or 8h (default 8h)"))
     b.add_argument("--token-budget", type=parse_tokens, default=10_000_000 if batch else 2_000_000,
                    help=("tokens over all tasks and roles, shared out as tasks start (default 10M)" if batch
                          else "tokens over all roles (default 2M)"))
-    b.add_argument("--plateau-rounds", type=int, default=3, help="stop after this many rounds without progress (default 3)")
+    b.add_argument("--plateau-rounds", type=parse_count("rounds"), default=3, help="stop after this many rounds without progress (default 3)")
     b.add_argument("--plateau-threshold", type=parse_threshold, default=0.02,
                    help="what counts as progress: best latency better by more than this (default 2%%)")
-    b.add_argument("--max-repairs", type=int, default=2,
+    b.add_argument("--max-repairs", type=parse_count("repair attempts", 0), default=2,
                    help="repair attempts per round for failed candidates: all of them when nothing passed, else "
                         "those whose features are new to the run (default 2)")
-    b.add_argument("--compile-fixes", type=int, default=2,
+    b.add_argument("--compile-fixes", type=parse_count("compile-fix turns", 0), default=2,
                    help="build errors sent back to the coder, in its conversation, before a candidate is "
                         "evaluated (default 2)")
     b.add_argument("--reserve", type=parse_duration, default=120.0,
                    help="time kept back from the budget for the final validation (default 120s)")
-    b.add_argument("--max-no-code", type=int, default=8,
+    b.add_argument("--max-no-code", type=parse_count("answers", 0), default=8,
                    help="halt after this many coder answers in a row without usable code (default 8; 0: never)")
-    b.add_argument("--max-endpoint-errors", type=int, default=3,
+    b.add_argument("--max-endpoint-errors", type=parse_count("failed calls", 0), default=3,
                    help="halt after this many failed calls of one role in a row (default 3; 0: never)")
     b.add_argument("--sol-target", type=parse_sol_target, default=0.95,
                    help="stop once the best kernel reaches this share of speed of light (default 95%%; off: never)")
-    b.add_argument("--max-failed-rounds", type=int, default=3,
+    b.add_argument("--max-failed-rounds", type=parse_count("rounds"), default=3,
                    help="stop after this many rounds in a row in which no candidate passed (default 3)")
 
 
 def add_search_arguments(p: argparse.ArgumentParser) -> None:
     s = p.add_argument_group("search")
-    s.add_argument("--refine-turns", type=int, default=0,
+    s.add_argument("--refine-turns", type=parse_count("turns", 0, 3), default=0,
                    help="more turns of each coder on its own passing candidate in a round (default 0)")
-    s.add_argument("--free-slots", type=int, default=1,
+    s.add_argument("--free-slots", type=parse_count("slots", 0), default=1,
                    help="candidates per round with no assigned features: the coder takes the best next step it "
                         "sees in the evidence, and the features it used are credited (default 1; 0: none)")
-    s.add_argument("--inspirations", type=int, default=1,
+    s.add_argument("--inspirations", type=parse_count("kernels", 0, 2), default=1,
                    help="kernels of other approaches shown to each coder, 0-2 (default 1)")
-    s.add_argument("--tune-evals", type=int, default=16,
+    s.add_argument("--tune-evals", type=parse_count("points"), default=16,
                    help="timed points per candidate that declares tunables (default 16)")
     s.add_argument("--tune-time", type=parse_duration, default=300.0,
                    help="seconds of tuning per candidate that declares tunables (default 300s)")
+
+
+def parse_stage_arg(text: str) -> str:
+    """'NAME' or 'NAME:POSITION' as written (the stage is imported once the flags are read)."""
+    from cuda_llm.graph.stages import StageError, parse_stage_spec
+
+    try:
+        parse_stage_spec(text)
+    except StageError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return text.strip()
 
 
 def parse_gpus_arg(text: str) -> list[int] | None:
@@ -244,14 +277,15 @@ def add_gpu_arguments(g: Any, *, resumable: bool = False) -> None:
                         ("; a resumed batch: the ones it was started with)" if resumable else ")"))
 
 
-def check_gpus_arg(gpus: list[int] | None, *, what: str = "--gpus") -> str | None:
+def check_gpus_arg(gpus: list[int] | None, *, what: str = "--gpus", preflight: bool = True) -> str | None:
     """None when every GPU of ``gpus`` is visible here, else what is wrong (checked before anything starts;
-    ``what`` names where the choice came from, as check_gpus words it)."""
+    ``what`` names where the choice came from, as check_gpus words it). Where no device is visible at all a
+    command with a preflight lets it say so in its own words; one without (tune) is told here."""
     from cuda_llm.graph.gpu_pool import check_gpus
     from cuda_llm.tools.device_probe import cuda_device_count
 
     count = cuda_device_count()
-    if count == 0:       # no device at all: the preflight says so in its own words
+    if count == 0 and (preflight or gpus is None):
         return None
     try:
         check_gpus(gpus, count, what=what)
@@ -387,6 +421,12 @@ def run(args: argparse.Namespace) -> int:
         return _err(f"{exc} (list the tasks with `cuda-llm tasks`)")
     if args.start_from is not None and not args.start_from.is_file():
         return _err(f"--start-from {args.start_from}: no such file; give a .cu file defining {loaded.task.signature}")
+    from cuda_llm.graph.stages import StageError, with_plugins
+
+    try:
+        with_plugins(args.stage)      # each plugin imports and has its place, before anything is created
+    except StageError as exc:
+        return _err(f"--stage: {exc}")
     # 3. preflight: a GPU, nvcc, disk, the endpoint; nothing is created or spent when it fails
     if not preflight_ok("optimize", settings, runs_dir=args.runs_dir, arch=args.arch, profile=not args.no_profile):
         return 2
@@ -394,7 +434,7 @@ def run(args: argparse.Namespace) -> int:
 
     options = RunOptions(limits=limits, runs_dir=args.runs_dir, arch=args.arch, eval_time_budget_s=args.eval_time,
                          profile=not args.no_profile, learn=not args.no_learn, start_from=args.start_from,
-                         gpus=args.gpus)
+                         gpus=args.gpus, stages=args.stage)
     out = start_run(loaded, settings, options, progress=make_progress(args.quiet))
     print_outcome(out)
     return exit_code(out)

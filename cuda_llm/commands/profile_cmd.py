@@ -10,6 +10,8 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field
 
+from cuda_llm.commands import one_line_errors
+
 HELP = "profile one kernel with Nsight Compute and say what limits it"
 DESCRIPTION = """Compile KERNEL.cu for TASK (a suite name or a task folder), test and time it with the harness,
 profile one solve() call at the benchmark shape with Nsight Compute (ncu), place it on the roofline of
@@ -45,6 +47,7 @@ class ProfileReport(BaseModel):
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
+    one_line_errors(p)
     p.add_argument("task", help="task name from the suite (see `cuda-llm tasks`) or a task folder")
     p.add_argument("kernel", type=Path, help="CUDA source defining the task's entry point")
     p.add_argument("--out", type=Path, help="folder for the report (default: <cache>/profiles/<task>-<hash>)")

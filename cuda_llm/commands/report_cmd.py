@@ -7,6 +7,8 @@ import json
 import sys
 from pathlib import Path
 
+from cuda_llm.commands import one_line_errors
+
 HELP = "write a run's report (report.md; --html: one self-contained report.html; --json for scripts)"
 DESCRIPTION = """Build RUN_ID's report from its checkpoint, its round files and its trace, write
 runs/<id>/report.md, and print the candidate table. Nothing is run: no LLM, no compiler, no GPU, so it is
@@ -21,6 +23,7 @@ RUN_ID is an id in --runs-dir, a unique prefix of one, "latest", or a run folder
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
+    one_line_errors(p)
     p.add_argument("run_id", help="run id, unique prefix, 'latest', or a run folder")
     p.add_argument("--runs-dir", type=Path, default=Path("runs"), help="where runs are kept (default ./runs)")
     p.add_argument("--html", action="store_true", help="also write report.html (self-contained, opens offline)")

@@ -6,6 +6,8 @@ import argparse
 import sys
 from pathlib import Path
 
+from cuda_llm.commands import one_line_errors
+
 HELP = "continue a stopped or killed optimize run from its last checkpoint"
 DESCRIPTION = """Continue RUN_ID (an id in --runs-dir, a unique prefix of one, "latest", or a run folder).
 
@@ -24,18 +26,19 @@ is the new total. The plateau count starts again, so the run goes on until a bud
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
+    one_line_errors(p)
     p.add_argument("run_id", help="run id, unique prefix, 'latest', or a run folder")
     p.add_argument("--runs-dir", type=Path, default=Path("runs"), help="where runs are kept (default ./runs)")
     p.add_argument("--api-key", help="API key when the environment has none")
     p.add_argument("--quiet", action="store_true", help="no progress lines")
-    from cuda_llm.commands.optimize_cmd import parse_gpus_arg
+    from cuda_llm.commands.optimize_cmd import parse_count, parse_gpus_arg
     from cuda_llm.graph.run import Keep
 
     p.add_argument("--gpus", type=parse_gpus_arg, default=Keep.SAVED, metavar="0,1,2,3",
                    help="the GPUs to measure on from now on (indices among the visible GPUs, or all; default: the "
                         "ones the run was started with)")
     b = p.add_argument_group("more budget for a finished run ('+N' adds to what was used; 'N' is the new total)")
-    b.add_argument("--rounds", type=_relative(int_arg), metavar="[+]N", help="e.g. +5")
+    b.add_argument("--rounds", type=_relative(parse_count("rounds")), metavar="[+]N", help="e.g. +5")
     b.add_argument("--time-budget", type=_relative("duration"), metavar="[+]DURATION", help="wall-clock, e.g. +2h")
     b.add_argument("--token-budget", type=_relative("tokens"), metavar="[+]TOKENS", help="e.g. +1M")
     from cuda_llm.commands.optimize_cmd import add_role_arguments
@@ -43,16 +46,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     add_role_arguments(p)
     for role in ("planner", "coder", "critic"):
         p.add_argument(f"--{role}-model", help=f"from now on, the {role}'s model (with --{role} llm)")
-
-
-def int_arg(text: str) -> int:
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of rounds; write e.g. +5") from None
-    if v <= 0:
-        raise argparse.ArgumentTypeError(f"{text!r}: give a positive number of rounds")
-    return v
 
 
 def _relative(kind):
@@ -95,6 +88,14 @@ def run(args: argparse.Namespace) -> int:
         print(f"cuda-llm resume: run {rundir.run_id} is a replay of a recorded run (`cuda-llm demo`) and cannot go "
               f"on; start a run of your own with `cuda-llm optimize {config.get('task') or 'TASK'}`", file=sys.stderr)
         return 2
+    from cuda_llm.graph.run import saved_options
+    from cuda_llm.graph.stages import StageError, restore_stages
+
+    try:   # a stage the run was started with and that cannot be imported now: refused, never dropped
+        restore_stages(config.get("stages"), saved_options(config, args.runs_dir).stages, run_id=rundir.run_id)
+    except StageError as exc:
+        print(f"cuda-llm resume: {exc}", file=sys.stderr)
+        return 2
     changes = overrides(args)
     try:
         settings = settings_from_config(config.get("llm") or {}, api_key=args.api_key, overrides=changes)
@@ -102,7 +103,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"cuda-llm resume: {exc}", file=sys.stderr)
         return 2
     from cuda_llm.commands.optimize_cmd import preflight_ok, saved_gpus_problem
-    from cuda_llm.graph.run import RunBusyError, chosen_gpus, gpus_text, saved_options
+    from cuda_llm.graph.run import RunBusyError, chosen_gpus, gpus_text
 
     saved = saved_options(config, args.runs_dir).gpus
     bad_gpus = saved_gpus_problem(saved, args.gpus, "this run", f"cuda-llm resume {rundir.run_id}")

@@ -7,6 +7,8 @@ import json
 import sys
 from pathlib import Path
 
+from cuda_llm.commands import one_line_errors
+
 HELP = "list the optimize runs in --runs-dir: state, rounds, best latency and speedup"
 DESCRIPTION = """List every run in --runs-dir (default ./runs), newest first, without running anything.
 
@@ -23,6 +25,7 @@ DETAIL_CHARS = 60
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
+    one_line_errors(p)
     p.add_argument("--runs-dir", type=Path, default=Path("runs"), help="where runs are kept (default ./runs)")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     p.add_argument("--prune", action="store_true", help="delete runs that never finished a round (asks first)")

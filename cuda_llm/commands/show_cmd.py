@@ -6,6 +6,8 @@ import argparse
 import sys
 from pathlib import Path
 
+from cuda_llm.commands import one_line_errors
+
 HELP = "show one candidate whole: prompt and answer, source, diff, compile log, results, timing, profile"
 DESCRIPTION = """Print everything about CANDIDATE (e.g. r2c1, r1c0f1 for a repair, or baseline) of RUN_ID:
 the prompts and answers that produced it (and the critic's exchange about it), its source and the diff
@@ -16,6 +18,7 @@ RUN_ID is an id in --runs-dir, a unique prefix of one, "latest", or a run folder
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
+    one_line_errors(p)
     p.add_argument("run_id", help="run id, unique prefix, 'latest', or a run folder")
     p.add_argument("candidate", help="candidate id, e.g. r2c1 (see `cuda-llm report RUN`)")
     p.add_argument("--runs-dir", type=Path, default=Path("runs"), help="where runs are kept (default ./runs)")

@@ -7,6 +7,8 @@ import json
 import sys
 from pathlib import Path
 
+from cuda_llm.commands import one_line_errors
+
 HELP = "list the built-in tasks and those in your task folders"
 DESCRIPTION = """List every task: its entry signature, family and the benchmark shape.
 
@@ -18,6 +20,7 @@ checks one folder in depth."""
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
+    one_line_errors(p)
     p.add_argument("--tasks-dir", type=Path, action="append", default=[], help="extra folder of tasks")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     p.add_argument("-v", "--verbose", action="store_true", help="show the entry signature of each task")

@@ -7,6 +7,9 @@ import sys
 import time
 from pathlib import Path
 
+from cuda_llm.commands import one_line_errors
+from cuda_llm.report.timeline import EVENTS as EVENT_NAMES
+
 HELP = "show a run's trace as a timeline: LLM calls, candidates, measurements, decisions"
 DESCRIPTION = """Print runs/<id>/trace.jsonl as one line per event: seconds since the run started, the round, the
 event, and what happened (who was asked, which kernel passed how fast, why the best changed or not,
@@ -17,11 +20,9 @@ plan to its measurement. --follow keeps printing new events while the run goes o
 watching; the run itself is not touched). For every field of every event, read the JSON lines directly
 (e.g. with jq)."""
 
-EVENT_NAMES = ("run_start", "run_resume", "run_end", "baseline", "llm_call", "llm_error", "candidate", "evaluation", "profile",
-               "decision", "round_end", "final", "error", "warning", "node_start", "node_end")
-
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
+    one_line_errors(p)
     p.add_argument("run_id", help="run id, unique prefix, 'latest', or a run folder")
     p.add_argument("--runs-dir", type=Path, default=Path("runs"), help="where runs are kept (default ./runs)")
     p.add_argument("--round", type=int, help="only this round")

@@ -18,6 +18,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from cuda_llm.commands import one_line_errors
+
 HELP = "tune a kernel's declared constants (// cuda-llm: tune NAME values), no LLM needed"
 DESCRIPTION = """Search the tunable constants that KERNEL.cu declares and write the fastest correct point.
 
@@ -46,18 +48,22 @@ Examples:
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
+    one_line_errors(p)
     p.add_argument("task", help="task name (see `cuda-llm tasks`) or a task folder")
     p.add_argument("kernel", type=Path, help="the CUDA source with `// cuda-llm: tune NAME v1 v2 ...` directives")
     p.add_argument("--out", type=Path, default=None,
                    help="where the best point's source goes (default: KERNEL with .tuned.cu beside it)")
-    p.add_argument("--max-evals", type=int, default=24, metavar="N", help="timed points at most (default 24)")
-    p.add_argument("--time-budget", type=float, default=600.0, metavar="S",
-                   help="seconds for the whole search, compiles included (default 600)")
-    p.add_argument("--eval-time-budget", type=float, default=3.0, metavar="S",
-                   help="seconds of timing repetitions per point (default 3)")
-    p.add_argument("--timeout", type=float, default=120.0, metavar="S",
-                   help="seconds before a hanging point is killed (default 120)")
-    p.add_argument("--jobs", type=int, default=None, metavar="N",
+    from cuda_llm.commands.optimize_cmd import parse_count, parse_duration
+
+    p.add_argument("--max-evals", type=parse_count("points"), default=24, metavar="N",
+                   help="timed points at most (default 24)")
+    p.add_argument("--time-budget", type=parse_duration, default=600.0, metavar="DURATION",
+                   help="wall-clock time for the whole search, compiles included, e.g. 600 or 10m (default 10m)")
+    p.add_argument("--eval-time-budget", type=parse_duration, default=3.0, metavar="DURATION",
+                   help="timing repetitions per point, e.g. 3s (default 3s)")
+    p.add_argument("--timeout", type=parse_duration, default=120.0, metavar="DURATION",
+                   help="time before a hanging point is killed (default 120s)")
+    p.add_argument("--jobs", type=parse_count("jobs"), default=None, metavar="N",
                    help="points compiled in parallel (default: the number of CPUs)")
     from cuda_llm.commands.optimize_cmd import parse_gpus_arg
 
@@ -97,17 +103,9 @@ def run(args: argparse.Namespace) -> int:
     except ArgumentProblem as exc:
         _err(str(exc))
         return 2
-    for flag, value in (("--max-evals", args.max_evals), ("--time-budget", args.time_budget),
-                        ("--eval-time-budget", args.eval_time_budget), ("--timeout", args.timeout)):
-        if value <= 0:
-            _err(f"{flag} must be positive, got {value}")
-            return 2
-    if args.jobs is not None and args.jobs < 1:
-        _err(f"--jobs must be at least 1, got {args.jobs}")
-        return 2
     from cuda_llm.commands.optimize_cmd import check_gpus_arg
 
-    bad_gpus = check_gpus_arg(args.gpus)
+    bad_gpus = check_gpus_arg(args.gpus, preflight=False)    # without a device the points are only compiled
     if bad_gpus:
         _err(bad_gpus)
         return 2

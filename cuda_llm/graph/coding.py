@@ -38,6 +38,17 @@ def build_check(deps: Any, cid: str) -> Callable[[str], str | None]:
     return check
 
 
+def known_build(answer: Any, turns: int, checked: bool, built: EvalResult | None) -> bool | None:
+    """Whether the coder's final source builds, where that is known without another compile: the build made
+    beside the coder (no fix turns), the check that passed before the fix turns ran out, or the errors left
+    when a fix turn's answer was unusable. None when the last source was never checked (the evaluation says)."""
+    if answer.build_errors is not None:
+        return False
+    if built is not None:
+        return built.status not in BUILD_FAILED
+    return True if checked and answer.fix_turns < turns else None
+
+
 def context_path(round_: int, attempt: int) -> str:
     return f"rounds/r{round_}/coder_context.json" if not attempt else f"rounds/r{round_}/coder_context-a{attempt}.json"
 

@@ -274,11 +274,12 @@ def make_code(deps: Deps) -> Callable[[dict], dict]:
             deps.count_code(True)
             h = deps.put_source(answer.source)
             path = deps.rundir.write_candidate(cid, answer.source)
+            built = None
             if check is not None and turns == 0:   # no fix turns: still build here, in parallel with the others
-                deps.evaluator.build(deps.loaded, answer.source, cid)
+                built = deps.evaluator.build(deps.loaded, answer.source, cid)
             deps.event("candidate", candidate=cid, source_hash=h, path=str(path), features=job["features"],
                        parent=cand.parent, repair_of=cand.repair_of, coder_attempts=answer.attempts,
-                       fix_turns=answer.fix_turns, builds=answer.build_errors is None)
+                       fix_turns=answer.fix_turns, builds=coding.known_build(answer, turns, check is not None, built))
             cand = cand.model_copy(update={"hash": h})
             out, usage = {cid: cand.model_dump(exclude_defaults=True)}, answer.usage
             if job.get("refine_turns") and not job.get("repair_of"):   # more turns on its own candidate

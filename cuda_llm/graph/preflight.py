@@ -82,6 +82,89 @@ def check_gpu() -> Check:
     return Check(name="gpu", level="ok", detail=f"{name}{arch}, driver supports CUDA {ver}")
 
 
+# ---------------------------------------------------------------------------------------- pycuda
+# Run in a child interpreter: the GPU worker is the only process that imports pycuda (tools/gpu_worker.py)
+_PYCUDA_PROBE = """
+import json
+try:
+    import pycuda
+    import pycuda.driver as cuda
+except ModuleNotFoundError as exc:
+    out = {"stage": "missing"} if (exc.name or "").split(".")[0] == "pycuda" else {"stage": "import", "error": repr(exc)}
+except Exception as exc:
+    out = {"stage": "import", "error": f"{type(exc).__name__}: {exc}"}
+else:
+    try:
+        cuda.init()
+        out = {"stage": "ok", "version": getattr(pycuda, "VERSION_TEXT", "?"), "driver": cuda.get_driver_version(),
+               "devices": cuda.Device.count()}
+    except Exception as exc:
+        out = {"stage": "init", "error": f"{type(exc).__name__}: {exc}"}
+print(json.dumps(out))
+"""
+
+
+def cuda_toolkit_root() -> Path | None:
+    """The CUDA toolkit folder that holds include/cuda.h (what pycuda's build must find when it guesses from an
+    nvcc outside the toolkit, such as a wrapper script in /usr/local/bin); None when none is found."""
+    from cuda_llm.tools.compile import CompileSetupError, nvcc_path
+
+    places = [Path(os.environ[k]) for k in ("CUDA_ROOT", "CUDA_HOME", "CUDA_PATH") if os.environ.get(k)]
+    try:
+        places.append(Path(os.path.realpath(nvcc_path())).parent.parent)
+    except CompileSetupError:
+        pass
+    places += [Path("/usr/local/cuda"), *sorted(Path("/usr/local").glob("cuda-*"), reverse=True)]
+    return next((p for p in places if (p / "include" / "cuda.h").is_file()), None)
+
+
+def _toolkit_bin() -> str:
+    root = cuda_toolkit_root()
+    return f"{root}/bin" if root else "/path/to/cuda/bin"
+
+
+def _pycuda_install_hint() -> str:
+    """pycuda's build takes CUDA_ROOT from the first nvcc on PATH (its folder's parent) and looks for
+    $CUDA_ROOT/include/cuda.h; a wrapper nvcc outside the toolkit (/usr/local/bin/nvcc) misleads it."""
+    return (f"pip install -e '.[gpu]' (where its build says cuda.h is not found, put the toolkit's own nvcc first: "
+            f"PATH={_toolkit_bin()}:$PATH pip install -e '.[gpu]')")
+
+
+def check_pycuda(python: str | None = None, timeout_s: float = 120.0) -> Check:
+    """pycuda imports and sees the driver, in a child interpreter like the GPU worker's."""
+    import json
+    import sys
+
+    try:
+        proc = subprocess.run([python or sys.executable, "-c", _PYCUDA_PROBE], capture_output=True, text=True,
+                              timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        return Check(name="pycuda", level="fail", detail=f"importing pycuda took more than {timeout_s:.0f} s")
+    except OSError as exc:
+        return Check(name="pycuda", level="fail", detail=f"could not start Python to import pycuda ({exc})")
+    try:
+        found = json.loads(proc.stdout.strip().splitlines()[-1])
+    except (ValueError, IndexError):     # the child died inside pycuda's import (a crash, not an exception)
+        tail = (proc.stderr.strip().splitlines() or [f"exit code {proc.returncode}"])[-1]
+        return Check(name="pycuda", level="fail", detail=f"importing pycuda ended the process ({tail[:200]})")
+    stage, error = found.get("stage"), str(found.get("error", ""))[:200]
+    if stage == "missing":
+        return Check(name="pycuda", level="fail",
+                     detail=f"pycuda is not installed (the GPU worker needs it): {_pycuda_install_hint()}")
+    if stage == "import":
+        return Check(name="pycuda", level="fail", detail=(
+            f"pycuda is installed but does not load ({error}): without the NVIDIA driver (libcuda.so.1) it cannot; "
+            f"otherwise rebuild it for this toolkit: PATH={_toolkit_bin()}:$PATH pip install --force-reinstall "
+            f"--no-cache-dir --no-deps pycuda"))
+    if stage == "init":
+        return Check(name="pycuda", level="fail", detail=(
+            f"pycuda loads but cannot start the driver ({error}): check `nvidia-smi` and CUDA_VISIBLE_DEVICES"))
+    drv = found.get("driver")
+    ver = f"{drv // 1000}.{drv % 1000 // 10}" if isinstance(drv, int) else "?"
+    return Check(name="pycuda", level="ok",
+                 detail=f"pycuda {found.get('version')}, driver supports CUDA {ver}, {found.get('devices')} device(s)")
+
+
 # ------------------------------------------------------------------------------------------ nvcc
 def check_nvcc(arch: str | None = None) -> Check:
     from cuda_llm.tools.compile import CompileSetupError, nvcc_path, nvcc_version, resolve_arch
@@ -242,7 +325,7 @@ def run_checks(settings: Any, *, runs_dir: Path, arch: str | None = None, profil
 
     checks: list[Check] = []
     if gpu:
-        checks.append(check_gpu())
+        checks += [check_gpu(), check_pycuda()]
     checks.append(check_nvcc(arch))
     if profile:
         ncu = check_ncu()

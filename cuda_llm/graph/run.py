@@ -27,7 +27,7 @@ from cuda_llm.graph.deps import Deps
 from cuda_llm.graph.evaluator import CachedEvaluator, Evaluator
 from cuda_llm.runs.dirlock import DirLock
 from cuda_llm.runs.llm_cache import CachedChatModel
-from cuda_llm.graph.stages import ToolStage
+from cuda_llm.graph.stages import ToolStage, default_stages, restore_stages, with_plugins
 from cuda_llm.graph.state import Limits
 from cuda_llm.graph.stop_rules import ENDPOINT_ERRORS, NO_DEVICE, RunHalted, endpoint_halt, reason_text
 from cuda_llm.results import baseline_label
@@ -63,6 +63,8 @@ class RunOptions(BaseModel):
     start_from: Path | None = None     # the user's kernel to start from (evaluated first)
     gpus: list[int] | None = None      # the GPU pool's GPUs (indices among the visible ones); None: all. Saved
                                        # with the run: a resumed run measures on them again unless told otherwise
+    stages: list[str] = Field(default_factory=list)   # plugin tool stages, 'NAME[:POSITION]' (stages.with_plugins),
+                                                      # saved with the run so a resume rebuilds the same graph
 
 
 class Keep(Enum):
@@ -159,9 +161,12 @@ def start_run(task: Any, settings: Any, options: RunOptions | None = None, *, ev
     if settings is None and model_factory is None:
         raise ValueError("start_run needs LLM settings (see cuda_llm.agents.settings.load_settings) or a model_factory")
     loaded = _load_task(task)
+    if stages is None and options.stages:
+        stages = with_plugins(options.stages)      # a missing plugin refuses before the run folder exists
     rundir = RunDir.create(Path(options.runs_dir), loaded.task.name)
     config = {
         "task": _task_ref(loaded),
+        "stages": [s.name for s in (stages if stages is not None else default_stages())],
         "limits": options.limits.model_dump(),
         "options": options.model_dump(mode="json", exclude={"limits"}),
         "llm": settings.redacted() if settings is not None else {},
@@ -191,6 +196,7 @@ def resume_run(run_id: str, runs_dir: Path | str = "runs", *, settings: Any = No
     options = saved_options(config, runs_dir)
     saved = options.gpus
     options.gpus = chosen_gpus(saved, gpus)
+    stages = restore_stages(config.get("stages"), options.stages, stages, rundir.run_id)
     loaded = _load_task(config["task"])
     if settings is None and model_factory is None:
         settings = settings_from_config(config.get("llm") or {})

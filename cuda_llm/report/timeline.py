@@ -12,6 +12,12 @@ from cuda_llm.report.formats import fmt_ms, fmt_x, one_line
 from cuda_llm.results import baseline_label
 
 NODE_EVENTS = ("node_start", "node_end")   # shown only on request: they double every step
+# every event and decision a run writes, each with its own sentence below (tests hold a real run's trace to it)
+EVENTS = ("run_start", "run_resume", "run_end", "baseline", "llm_call", "llm_error", "candidate", "compile_fix",
+          "evaluation", "credit", "profile", "tune", "gpu_job", "decision", "round_end", "final", "waiting", "error",
+          "warning", *NODE_EVENTS)
+DECISIONS = ("features", "parents", "plan_adjusted", "selection", "critique", "reject", "repair", "repair_jobs",
+             "refine_skipped", "stop", "halt", "gpus", "extend")
 
 
 def _ms(v: Any) -> str:
@@ -67,10 +73,17 @@ def describe(ev: dict[str, Any], root: str | None = None) -> str:
         return (f"{ev.get('role')}: {ev.get('input_tokens', 0):,} in / {ev.get('output_tokens', 0):,} out, "
                 f"{ev.get('latency_s', 0):.1f} s{cached}  {_rel(ev.get('response'), root)}")
     if kind == "candidate":
-        feats = ", ".join(ev.get("features") or []) or "-"
-        state = "compiled" if ev.get("compiled") else "did not compile"
-        repair = f", repair of {ev['repair_of']}" if ev.get("repair_of") else ""
-        return f"{ev.get('candidate')} written (parent {ev.get('parent')}, {feats}{repair}): {state}"
+        return _candidate(ev)
+    if kind == "compile_fix":
+        return f"{ev.get('candidate')} {ev.get('status')}, back to the coder: {_short(ev.get('note'), 90)}"
+    if kind == "credit":
+        return _credit(ev)
+    if kind == "tune":
+        best = _plain(ev.get("best")) if ev.get("best") else "none"
+        return (f"{ev.get('candidate')} tuned: {ev.get('evaluations', 0)} of {ev.get('space', '?')} points, best {best}: "
+                f"{_short(ev.get('summary'), 80)}")
+    if kind == "waiting":
+        return f"waiting for answers: {', '.join(ev.get('prompts') or []) or '-'}"
     if kind == "evaluation":
         over = f" ({_x(ev['speedup_over_parent'])} over parent)" if ev.get("speedup_over_parent") else ""
         cached = " (cached)" if ev.get("cached") else ""
@@ -91,9 +104,47 @@ def describe(ev: dict[str, Any], root: str | None = None) -> str:
         took = f" {ev['duration_s']:.2f} s" if isinstance(ev.get("duration_s"), (int, float)) else ""
         return f"{ev.get('node')}{took}"
     if kind in ("error", "warning"):
-        return _short(ev.get("error") or ev.get("message") or ev, 140)
-    rest = {k: v for k, v in ev.items() if k not in ("timestamp", "event")}
-    return _short(rest, 140)
+        where = f"{ev['where']}: " if ev.get("where") else ""
+        return where + _short(ev.get("error") or ev.get("message") or _plain(ev), 140)
+    return _short(_plain({k: v for k, v in ev.items() if k not in ("timestamp", "event")}), 140)
+
+
+def _plain(value: Any) -> str:
+    """Any field as words, never a Python literal: `key value; key value`, lists joined by commas."""
+    if isinstance(value, dict):
+        return "; ".join(f"{k} {_plain(v)}" for k, v in value.items() if v not in (None, "", [], {}))
+    if isinstance(value, (list, tuple)):
+        return ", ".join(_plain(v) for v in value) or "-"
+    if isinstance(value, float):
+        return f"{value:g}"
+    return str(value)
+
+
+def _candidate(ev: dict[str, Any]) -> str:
+    """A written candidate: where it came from and whether it builds (``builds`` is recorded when the coder's
+    compile check ran; a refinement turn is judged by its evaluation)."""
+    cid = ev.get("candidate")
+    if ev.get("status") == "no_code":
+        return f"{cid}: no code from the coder ({_short(ev.get('note'), 90)})"
+    feats = ", ".join(ev.get("features") or []) or "-"
+    origin = f"turn {ev['turn']} on {ev['refine_of']}" if ev.get("refine_of") else f"parent {ev.get('parent')}"
+    repair = f", repair of {ev['repair_of']}" if ev.get("repair_of") else ""
+    turns = int(ev.get("fix_turns") or 0)
+    fixes = f" after {turns} fix turn{'s' if turns != 1 else ''}" if turns else ""
+    if ev.get("builds") is None:   # the final source was not checked before evaluation: that says
+        state = f"written{fixes}"
+    else:
+        state = f"builds{fixes}" if ev["builds"] else f"does not build{fixes}"
+    return f"{cid} ({origin}, {feats}{repair}): {state}"
+
+
+def _credit(ev: dict[str, Any]) -> str:
+    """What the feature statistics learned from one measured candidate."""
+    credited = ", ".join(ev.get("credited") or []) or "none"
+    absent = f"; asked but absent: {', '.join(ev['absent'])}" if ev.get("absent") else ""
+    closed = ev.get("headroom_closed")
+    gap = f"; closed {closed:.0%} of its parent's gap to speed of light" if isinstance(closed, (int, float)) else ""
+    return f"{ev.get('candidate')} credited features: {credited}{absent}{gap}"
 
 
 def _decision(ev: dict[str, Any]) -> str:
@@ -125,16 +176,33 @@ def _decision(ev: dict[str, Any]) -> str:
         a, b = ev.get("before") or {}, ev.get("after") or {}
         return (f"more budget: rounds {a.get('max_rounds')} -> {b.get('max_rounds')}, time {a.get('time_budget_s')} -> "
                 f"{b.get('time_budget_s')} s, tokens {a.get('token_budget')} -> {b.get('token_budget')}")
+    if kind == "parents":
+        per = "; ".join(f"{cid} from {p.get('parent')} ({p.get('kind')}: {p.get('why')})"
+                        for cid, p in (ev.get("candidates") or {}).items())
+        return f"parents for round {ev.get('round')}: {_short(per, 120)}"
+    if kind == "plan_adjusted":
+        return f"plan adjusted: {_short('; '.join(map(str, ev.get('adjustments') or [])), 120)}"
+    if kind == "reject":
+        return f"{ev.get('candidate')} rejected: {_short(ev.get('reason'), 110)}"
+    if kind == "repair":
+        return (f"repair attempt {ev.get('attempt')} for {', '.join(ev.get('candidates') or []) or '-'}: "
+                f"{_short(ev.get('why'), 80)}")
+    if kind == "repair_jobs":
+        per = "; ".join(f"{cid} repairs {of}" for cid, of in (ev.get("candidates") or {}).items())
+        return f"repair jobs (attempt {ev.get('attempt')}): {per or '-'}"
+    if kind == "refine_skipped":
+        return f"no more turns on {ev.get('candidate')}: {_short(ev.get('reason'), 100)}"
     rest = {k: v for k, v in ev.items() if k not in ("timestamp", "event", "kind")}
-    return f"{kind}: {_short(rest, 120)}"
+    return f"{kind}: {_short(_plain(rest), 120)}"
 
 
 def _mentions(ev: dict[str, Any], candidate: str) -> bool:
-    if candidate in (ev.get("candidate"), ev.get("best"), ev.get("repair_of"), ev.get("best_before")):
+    if candidate in (ev.get("candidate"), ev.get("best"), ev.get("repair_of"), ev.get("refine_of"),
+                     ev.get("best_before")):
         return True
     if str(ev.get("candidate") or "").startswith(candidate + "-"):     # its confirming re-run
         return True
-    return candidate in (ev.get("candidates") or {}) if isinstance(ev.get("candidates"), dict) else False
+    return candidate in ev["candidates"] if isinstance(ev.get("candidates"), (dict, list)) else False
 
 
 def select(events: Iterable[dict[str, Any]], *, kinds: Sequence[str] = (), round_: int | None = None,

@@ -2,12 +2,16 @@
 (it runs, returns every output with the declared size, finite values, the same answer twice), and whether
 the benchmark shape is big enough to fill a GPU. `cuda-llm check-task DIR` adds a compile of naive.cu (tools/, so not here).
 
-Held-out shapes are checked like the others, but named only as "a held-out shape" in what is printed.
+Held-out shapes are checked like the others and named in full, with the reference's error: this is for the
+task's author, who wrote them in task.toml (what the model sees goes through tools/failure_text.py, which
+never names them).
 """
 
 from __future__ import annotations
 
 import time
+import traceback
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -21,17 +25,27 @@ MIN_BENCH_FLOPS = 10e9     # a compute-bound one does at least this much work
 
 
 class ShapeCheck(BaseModel):
-    label: str               # "shapes[2] rows=3, cols=17", "a held-out shape", "benchmark ..."
+    label: str               # "shapes[2] rows=3, cols=17", "held_out[0] rows=5, cols=33", "benchmark ..."
     ok: bool
     problem: str = ""
     seconds: float = 0.0
 
 
 def _label(kind: str, i: int, sizes: Sizes) -> str:
-    if kind == "held_out":
-        return "a held-out shape"
     where = ", ".join(f"{k}={v}" for k, v in sizes.items())
-    return f"benchmark {where}" if kind == "benchmark" else f"shapes[{i}] {where}"
+    return f"benchmark {where}" if kind == "benchmark" else f"{kind}[{i}] {where}"
+
+
+def _error_text(exc: BaseException, folder: Path) -> str:
+    """The exception, and the last line of the task's own code it passed through (a bare KeyError names only
+    the key)."""
+    text = f"{type(exc).__name__}: {exc}"
+    root = str(folder.resolve())
+    mine = [f for f in traceback.extract_tb(exc.__traceback__) if str(Path(f.filename).resolve()).startswith(root)]
+    if mine:
+        f = mine[-1]
+        text += f" ({Path(f.filename).name} line {f.lineno}: {(f.line or '').strip()[:80]})"
+    return text
 
 
 def _problems(loaded: LoadedTask, sizes: Sizes, seed: int) -> str:
@@ -71,9 +85,7 @@ def check_reference(loaded: LoadedTask, *, benchmark: bool = True, seed: int = 0
         try:
             problem = _problems(loaded, sizes, seed + i)
         except Exception as exc:  # noqa: BLE001 - the user's reference: any error is theirs to see
-            problem = f"{type(exc).__name__}: {exc}"
-            if kind == "held_out":    # its message may carry the shape's sizes
-                problem = f"{type(exc).__name__} (run the reference on this shape yourself to see the message)"
+            problem = _error_text(exc, Path(task.folder))
         out.append(ShapeCheck(label=_label(kind, i, sizes), ok=not problem, problem=problem,
                               seconds=round(time.perf_counter() - t0, 3)))
     return out

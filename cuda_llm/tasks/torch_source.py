@@ -21,7 +21,9 @@ from cuda_llm.tasks.model import DType
 
 SUPPORTED_DTYPES = tuple(d.value for d in DType)   # float32, float16, int32, uint32, int64: what the harness runs
 EXTRA = "torch"
-INSTALL_HINT = f"install PyTorch with: pip install 'cuda-llm[{EXTRA}]' (or any PyTorch build for your CUDA)"
+# cuda-llm is installed from its checkout (it is not on a package index): the extra is named there
+INSTALL_HINT = (f"install PyTorch with: pip install -e '.[{EXTRA}]' in the cuda-llm checkout (or any PyTorch build "
+                f"for your CUDA)")
 
 # KernelBench's eval (kernelbench/eval.py, get_tolerance_for_precision): fp32 1e-4, fp16/bf16 1e-2, as atol
 # and rtol alike. (Its first release compared every dtype at 1e-2; pass --atol/--rtol 1e-2 for that.)
