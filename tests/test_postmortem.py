@@ -63,8 +63,8 @@ def test_a_regression_is_profiled_stored_and_explained_in_the_next_prompt(tmp_pa
     model = scripted(kernels, n=2)
     ev = FakeGpuEvaluator({"baseline": 10.0, "v5": 5.0, "v16": 16.0, "v2": 2.0, "v3": 3.0},
                           profiles={"v16": fake_profile(), "v5": fake_profile(dram_pct=58)})
-    opts = RunOptions(limits=Limits(n_candidates=2, max_rounds=2, plateau_rounds=5), runs_dir=tmp_path / "runs",
-                      stats_path=tmp_path / "stats.sqlite")
+    opts = RunOptions(limits=Limits(n_candidates=2, max_rounds=2, plateau_rounds=5, free_slots=0),
+                      runs_dir=tmp_path / "runs", stats_path=tmp_path / "stats.sqlite")   # r1c1 planned, with features
     out = start_run("softmax", None, opts, evaluator=ev, model_factory=lambda role: model, handle_signals=False)
     assert out.finished
     got = pm.load_all(out.root)
