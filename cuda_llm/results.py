@@ -60,10 +60,17 @@ class SassSummary(BaseModel):
     opcodes: dict[str, int] = Field(default_factory=dict)   # base mnemonic (FFMA, HGMMA, LDG...) -> count
     tensor: dict[str, int] = Field(default_factory=dict)    # tensor-core input type (fp16, bf16, tf32, fp8, int8, fp64...) -> count
     packed_half: int = 0           # HFMA2/HMUL2/HADD2 arithmetic (twice the fp32 rate), not moves or conversions
+    global_widths: dict[int, int] = Field(default_factory=dict)  # bytes per thread -> global LDG/STG/LDGSTS count
 
     @property
     def uses_tensor_cores(self) -> bool:
         return any(self.tensor.values())
+
+    @property
+    def wide_global_access(self) -> bool:
+        """16-byte global accesses (LDG.E.128, cp.async's LDGSTS.E.BYPASS.128): a warp request of such
+        consecutive accesses covers 16 sectors (17 unaligned), not the 4 of consecutive floats."""
+        return any(w >= 16 and n for w, n in self.global_widths.items())
 
 
 class CompileResult(BaseModel):
@@ -130,6 +137,7 @@ class TimingResult(BaseModel):
     stop_reason: str               # "rse" (converged) or "budget"
     sol_ms: float | None = None    # speed-of-light bound at this shape
     pct_of_sol: float | None = None  # 100 * sol_ms / median_ms
+    sol_basis: str | None = None   # the bound's sentence: which unit it assumes and why (speed_of_light.Bound)
     suspect: bool = False
     suspect_reason: str | None = None
     doubts: list[str] = Field(default_factory=list)   # what made it suspect: "speed_of_light", "hidden_work", "clock"

@@ -106,15 +106,16 @@ class FakeGpuEvaluator(ToolsMixin):
         ms = float(spec)
         samples = [ms * (1 + self.noise * d) for d in SPREAD]
         median = ms * (1 + self.noise * 0.008)
-        sol = None
+        b = None
         if self.device is not None:
-            from cuda_llm.tools.speed_of_light import sol_ms
+            from cuda_llm.tools.speed_of_light import bound
 
-            sol = sol_ms(task, dict(task.benchmark), self.device)
+            b = bound(task, dict(task.benchmark), self.device)
+        sol = b.ms if b is not None else None
         timing = TimingResult(sizes=dict(task.benchmark), median_ms=median, min_ms=min(samples),
                               mean_ms=sum(samples) / len(samples), iqr_ms=ms * self.noise * 0.014, rse=0.003,
                               samples_ms=samples, repetitions=len(samples), stop_reason="rse", sol_ms=sol,
-                              pct_of_sol=100.0 * sol / median if sol else None)
+                              pct_of_sol=100.0 * sol / median if sol else None, sol_basis=b.basis if b else None)
         self._log(kind, candidate, variant, "ok")
         return EvalResult(status=Status.ok, message=f"passed; {timing.median_ms:.4f} ms",
                           validation=ValidationResult(passed=True, cases=cases), timing=timing, **base)

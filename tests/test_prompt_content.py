@@ -125,9 +125,11 @@ def test_the_coder_sees_the_whole_evidence_of_its_parent(run):
     assert "x: Normal values around a per-row offset" in text and "reference.py" not in text
     # the parent r1c0: speed of light at the benchmark shape, its % of it, ptxas resources
     assert "Parent kernel `r1c0`" in text
-    m = re.search(r"Speed of light at the benchmark sizes: ([0-9.]+) ms .* this kernel runs at ([0-9.]+)% of it", text)
+    m = re.search(r"Speed of light at the benchmark sizes: ([0-9.]+) ms; this kernel runs at ([0-9.]+)% of it", text)
     assert m and float(m.group(1)) == pytest.approx(8 * 16384 * 4096 / 3000e9 * 1e3, rel=1e-3)
     assert float(m.group(2)) == pytest.approx(100 * float(m.group(1)) / 5.04, abs=0.06)   # v5: 5.04 ms
+    # one bound, said how: tensor-core kernels against the tensor-core bound, and welcome within the tolerance
+    assert "Tensor-core kernels are measured against the tensor-core bound, not the fp32 one, and are welcome" in text
     assert re.search(r"- softmax_rows\(.*\): \d+ registers", text)
     # the diagnosis evidence: stall mix, sectors per request, DRAM bytes against the minimum, occupancy, waves
     for item in ("warp stall mix = long_scoreboard 61%, barrier 18%", "global loads = 32.0 sectors of 32 B per warp request",
@@ -208,6 +210,28 @@ def test_the_planner_may_pick_any_feature_and_sees_the_recommendations(run):
     assert "Recommended change: one warp per row" in text and "Speed of light" in text
 
 
+def test_the_parent_line_carries_the_bounds_sentence():
+    """Wherever a % of speed of light is shown, the one sentence that says which unit the bound assumes."""
+    from cuda_llm.agents.context import DiagnosisBrief, ParentKernel
+    from cuda_llm.results import DeviceInfo, SassSummary
+    from cuda_llm.tasks import load_task
+    from cuda_llm.tools.speed_of_light import bound
+
+    sgemm = load_task("sgemm").task
+    h100 = DeviceInfo(name="H100", arch="sm_90", compute_capability=(9, 0), sm_count=132, peak_bandwidth_gbs=3000.0,
+                      peak_fp32_gflops=60000.0, peak_tf32_tc_gflops=400000.0)
+    b = bound(sgemm, sgemm.benchmark, h100, sass=SassSummary(tensor={"tf32": 8}))
+    head = ParentKernel(candidate="r2c1", source="", median_ms=2.38, sol_ms=b.ms, pct_of_sol=b.pct(2.38),
+                        sol_basis=b.basis).render_head()
+    line = next(x for x in head.splitlines() if x.startswith("Speed of light"))
+    assert f"{b.ms:.4f} ms; this kernel runs at {b.pct(2.38):.1f}% of it. Speed of light" in line
+    assert "tf32 tensor-core peak 400 TFLOP/s" in line and "measured against the tensor-core bound" in line
+    assert line.count("%") == 1                                          # one % of one bound
+    diag = DiagnosisBrief(bottleneck="compute-bound", evidence=["roofline: ...", b.basis])
+    evidence = ParentKernel(candidate="r2c1", source="", sol_ms=b.ms, sol_basis=b.basis, diagnosis=diag).render_evidence()
+    assert b.basis not in evidence and "roofline: ..." in evidence       # the sentence once per prompt
+
+
 def test_the_parent_source_and_the_build_line_are_shown_once_and_the_harness_facts_are_said(run):
     """The parent's source whole and once (no second copy as an inspiration, no cut); the nvcc line once;
     on which stream solve() runs and what runs before it; whether scratch memory may persist across calls."""
@@ -219,3 +243,12 @@ def test_the_parent_source_and_the_build_line_are_shown_once_and_the_harness_fac
     assert "legacy default stream (stream 0)" in text and "synchronizes the whole device" in text
     assert "programmatic dependent launch can only overlap kernels that solve() itself launches" in text
     assert "persists between calls" in text and "cudaMalloc/cudaFree inside every call is timed" in text
+
+
+def test_the_critic_reads_the_roofline_with_its_sentence_on_a_line_of_its_own():
+    from cuda_llm.graph.evidence import roofline_text
+
+    text = roofline_text({"median_ms": 2.38, "pct_of_sol": 14.4, "compute_unit": "tf32-tensor",
+                          "basis": "Speed of light 0.3435 ms: ...; the kernel's SASS has tf32 tensor-core instructions."})
+    head, basis = text.split("\n")
+    assert "pct_of_sol = 14.4" in head and "basis" not in head and basis.startswith("Speed of light 0.3435 ms")

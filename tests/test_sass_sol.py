@@ -54,6 +54,18 @@ def test_wgmma_hgemm_uses_hgmma_and_naive_gemms_use_cuda_cores():
     assert tf.tensor == {"tf32": 12}
 
 
+def test_global_access_widths():
+    """float4 loads/stores and 16-byte cp.async (vector_cp_async.cu, nvcc 13.0 sm_90a) are 16-byte accesses:
+    the diagnosis reads 16-17 sectors per request of such a build as coalesced."""
+    assert sass.global_access_width("LDG.E.128.CONSTANT") == 16 and sass.global_access_width("LDGSTS.E.BYPASS.128") == 16
+    assert sass.global_access_width("LDG.E") == 4 and sass.global_access_width("STG.E.U8") == 1
+    assert sass.global_access_width("LDG.E.64") == 8 and sass.global_access_width("LDS.128") is None
+    v = _summary("vector_cp_async_sm90a.sass")
+    assert v.global_widths == {16: 3, 4: 1, 1: 2} and v.wide_global_access
+    naive = _summary("sgemm_naive_sm90a.sass")
+    assert naive.global_widths and not naive.wide_global_access
+
+
 def test_a_comment_or_a_word_in_the_source_changes_nothing():
     """The old source-text test marked 'tf32' in a comment as tensor-core use; SASS has no comments."""
     text = (FIXTURES / "sgemm_naive_sm90a.sass").read_text()

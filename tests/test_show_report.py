@@ -154,3 +154,39 @@ def test_the_library_yardstick_reaches_the_report(tmp_path):
     summary = build_summary(rd, {"task": "gemv", "baseline": {"ms": 2.0, "library_ms": 0.5}, "best": {"id": "r1c0", "ms": 1.0}})
     assert summary.library_ms == 0.5
     assert "Library baseline**: 0.5000 ms (best is 0.50x the library's speed)" in render_report(summary)
+
+
+def test_the_report_shows_the_best_kernels_one_bound_and_its_sentence():
+    """A tensor-core best over an FFMA baseline: the headline, the candidate's timing and the plot show the
+    best's tensor-core bound with its sentence, never the baseline's fp32 line (scripted figures)."""
+    from cuda_llm.report.candidate_view import CandidateView
+    from cuda_llm.report.html import ReportData, _candidate_body, bound_shown, latency_figure, render_html
+    from cuda_llm.report.markdown import RunSummary, render_report
+    from cuda_llm.results import DeviceInfo, SassSummary
+    from cuda_llm.tasks import load_task
+    from cuda_llm.tools.speed_of_light import bound
+
+    sgemm = load_task("sgemm").task
+    h100 = DeviceInfo(name="H100", arch="sm_90", compute_capability=(9, 0), sm_count=132, peak_bandwidth_gbs=3000.0,
+                      peak_fp32_gflops=60000.0, peak_tf32_tc_gflops=400000.0)
+    ffma = bound(sgemm, sgemm.benchmark, h100, sass=SassSummary(opcodes={"FFMA": 64}))
+    tc = bound(sgemm, sgemm.benchmark, h100, sass=SassSummary(tensor={"tf32": 8}))
+    summary = RunSummary(task="sgemm", run_id="r", baseline_ms=80.0, best_candidate="r2c0", best_ms=2.38,
+                         best_pct_of_sol=tc.pct(2.38), best_sol_ms=tc.ms, best_sol_basis=tc.basis)
+    views = [CandidateView(id="baseline", status="ok", median_ms=80.0,
+                           timing={"median_ms": 80.0, "sol_ms": ffma.ms, "pct_of_sol": ffma.pct(80.0), "sol_basis": ffma.basis}),
+             CandidateView(id="r2c0", round=2, status="ok", median_ms=2.38,
+                           timing={"median_ms": 2.38, "sol_ms": tc.ms, "pct_of_sol": tc.pct(2.38), "sol_basis": tc.basis})]
+    sol_ms, basis = bound_shown(views, summary)
+    assert sol_ms == pytest.approx(tc.ms) and basis == tc.basis          # the best's bound, not the baseline's
+    assert bound_shown(views, summary.model_copy(update={"best_candidate": None}))[0] == pytest.approx(ffma.ms)
+    data = ReportData(summary=summary, sol_ms=sol_ms, sol_basis=basis, candidates=views)
+    md = render_report(summary)
+    assert f"{tc.pct(2.38):.1f}% of the bound" in md and "tf32 tensor-core peak 400 TFLOP/s" in md
+    assert "measured against the tensor-core bound" in md
+    fig = latency_figure(data)
+    sol_line = next(t for t in fig.data if t.name.startswith("speed of light"))
+    assert sol_line.y[0] == pytest.approx(tc.ms) and "tensor-core" in fig.layout.title.text
+    assert "tf32 tensor-core peak" in _candidate_body(views[1]) and "fp32 FMA peak" in _candidate_body(views[0])
+    assert "tf32 tensor-core peak" in render_html(data)
+

@@ -172,6 +172,10 @@ def render_device(device: DeviceInfo | None) -> str:
         peaks.append(f"measured peak bandwidth {device.peak_bandwidth_gbs:.0f} GB/s")
     if device.peak_fp32_gflops:
         peaks.append(f"measured peak FP32 {device.peak_fp32_gflops / 1000:.1f} TFLOP/s")
+    tensor = [f"{name} {v / 1000:.0f}" for name, v in (("fp16", device.peak_fp16_tc_gflops),
+                                                        ("tf32", device.peak_tf32_tc_gflops)) if v]
+    if tensor:
+        peaks.append(f"measured tensor-core peaks {', '.join(tensor)} TFLOP/s")
     if peaks:
         lines.append("; ".join(peaks))
     if device.driver_version:
@@ -287,6 +291,7 @@ class ParentKernel(BaseModel):
     baseline_label: str = NAIVE_BASELINE  # Task.baseline_label
     sol_ms: float | None = None           # speed of light at the benchmark sizes
     pct_of_sol: float | None = None
+    sol_basis: str | None = None          # the bound's sentence: which unit it assumes and why
     resources: list[KernelResources] = Field(default_factory=list)
     profile: str = ""                     # one line: kernels, throughputs, occupancy
     profile_evidence: list[str] = Field(default_factory=list)   # stall mix, sectors/request, DRAM bytes, occupancy, waves
@@ -304,8 +309,9 @@ class ParentKernel(BaseModel):
         lines = [f"{self.label} `{self.candidate}`{f' ({self.role})' if self.role else ''}: {timing}"]
         if self.sol_ms is not None:
             pct = f"; this kernel runs at {self.pct_of_sol:.1f}% of it" if self.pct_of_sol is not None else ""
-            lines.append(f"Speed of light at the benchmark sizes: {self.sol_ms:.4f} ms (the fewest bytes over the "
-                         f"measured peak bandwidth, or the fewest flops over the peak rate){pct}")
+            basis = self.sol_basis or ("the fewest bytes over the measured peak bandwidth, or the fewest flops "
+                                       "over the peak rate of the units the kernel uses")
+            lines.append(f"Speed of light at the benchmark sizes: {self.sol_ms:.4f} ms{pct}. {basis}")
         if self.features:
             lines.append("Features it was asked to apply: " + ", ".join(self.features))
         lines += ["Resource usage (ptxas):", render_resources(self.resources)]
@@ -319,8 +325,10 @@ class ParentKernel(BaseModel):
             lines += [f"- {e}" for e in self.profile_evidence]
         elif self.profile_note:
             lines.append(f"Profile: none ({self.profile_note})")
-        if self.diagnosis is not None:
-            lines += ["Rule-based diagnosis:", self.diagnosis.render()]
+        if self.diagnosis is not None:   # the bound's sentence is in the parent's line already: said once
+            brief = self.diagnosis.model_copy(update={"evidence": [e for e in self.diagnosis.evidence
+                                                                   if not (self.sol_basis and e == self.sol_basis)]})
+            lines += ["Rule-based diagnosis:", brief.render()]
         return "\n".join(lines) or "(no profile or diagnosis of the parent)"
 
     def render_critique(self) -> str:
@@ -400,6 +408,7 @@ HARNESS_RULES = """\
 - Stream: solve() is called from one host thread on the legacy default stream (stream 0) of the primary context, and the timer's events are recorded on that stream. Before every timed call the harness switches the input set, poisons the outputs, flushes the L2 with a memset and then synchronizes the whole device, so nothing of the harness is running when solve() starts: programmatic dependent launch can only overlap kernels that solve() itself launches back to back on one stream, never the harness's work. Work on another stream must be joined to stream 0 before solve() returns.
 - Scratch memory: the file is loaded once per evaluation and solve() is called many times (correctness cases at several sizes, then untimed calls and the timed calls at the benchmark size). Device memory kept in a static pointer or a __device__ array persists between calls, so scratch allocated on the first call at a size (and grown when a larger size comes) costs nothing in the timed calls, while cudaMalloc/cudaFree inside every call is timed every time. Scratch may hold workspace only, never results: the input contents change between timed calls and a remembered result is caught as wrong.
 - The timer measures the whole call of the entry point, host work inside it included (launches, allocations, host-side loops), with the whole device synchronized after it and the L2 flushed before it; results below the speed-of-light bound are rejected as suspect.
+- The speed-of-light bound of a kernel is its bytes over the peak bandwidth or its flops over the peak of the units its compiled code (SASS) uses, whichever is larger: the fp32 FMA peak for CUDA-core code, the tensor-core peak of their input type where the SASS has tensor-core instructions. Tensor-core kernels are measured against the tensor-core bound, not the fp32 one, and are welcome wherever the task's tolerance holds (fp32 data: TF32 where the tolerance allows ~1e-3, 3xTF32 for fp32 accuracy).
 - No cuBLAS, cuDNN, cuFFT, thrust, or device-wide CUB (cub::Device*); block- and warp-level CUB are allowed. No host-side computation of the result.
 - Outputs are poisoned with NaN before each call: write every output element. Inputs must not be modified.
 - The result must be correct for every size, including sizes that are not multiples of the block or tile size and very small ones; unseen sizes are tested too.

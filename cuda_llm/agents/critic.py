@@ -26,7 +26,7 @@ from cuda_llm.agents.usage import TokenUsage
 from cuda_llm.results import NAIVE_BASELINE, DeviceInfo, KernelResources
 
 Bottleneck = Literal["memory-bound", "compute-bound", "latency-bound", "occupancy-bound", "launch-bound",
-                     "divergence", "bank-conflicts", "unknown"]
+                     "divergence", "bank-conflicts", "algorithm-bound", "unknown"]
 
 __all__ = ["Bottleneck", "Critique", "CriticContext", "DiagnosisBrief", "critique", "critique_from_diagnosis",
            "build_critic_messages", "brief_of"]

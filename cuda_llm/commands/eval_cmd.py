@@ -239,6 +239,8 @@ def render_result(result: Any, summary: dict[str, Any], task: Any) -> str:
                 kv.append((f"vs {lib}", f"- ({lib} baseline not measured)"))
         if t.pct_of_sol is not None:
             kv.append(("speed of light", f"{t.pct_of_sol:.1f}% (bound {_fmt_ms(t.sol_ms)})"))
+            if t.sol_basis:
+                kv.append(("bound", t.sol_basis))
         if t.suspect:
             kv.append(("suspect", t.suspect_reason or "timing cannot be trusted"))
     if result.device:

@@ -100,7 +100,8 @@ def render(report: ProfileReport, profile, diagnosis) -> str:
     if report.roofline is not None:
         from cuda_llm.tools.roofline import RooflinePoint
 
-        out.append("\nroofline: " + RooflinePoint.model_validate(report.roofline).summary())
+        point = RooflinePoint.model_validate(report.roofline)
+        out.append("\nroofline: " + point.summary() + (f"\n{point.basis}" if point.basis else ""))
     shown = diagnosis.model_copy(update={"evidence": [e for e in diagnosis.evidence
                                                       if not e.startswith("no Nsight Compute profile")]})
     out.append("\ndiagnosis:\n" + shown.as_text())

@@ -241,5 +241,7 @@ def render_points(outcome: Any) -> str:
         mark = "*" if p.index == best else ""
         pct = f"{p.pct_of_sol:.0f}" if p.pct_of_sol is not None else "-"
         rows.append([f"{p.index}{mark}", *[p.params.get(n, "") for n in names], p.status, fmt_ms(p.ms), pct, p.note[:70]])
+    from cuda_llm.tools.speed_of_light import SOL_NOTE
+
     return render_table(["#", *names, "status", "ms", "% SOL", "note"], rows,
-                        align="r" + "r" * len(names) + "lrrl")
+                        align="r" + "r" * len(names) + "lrrl") + f"\n{SOL_NOTE}"

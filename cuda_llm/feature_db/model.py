@@ -16,7 +16,7 @@ Bound = Literal["memory", "compute", "*"]
 # The bottlenecks the rule-based diagnosis names (tools/diagnosis.py, Bottleneck, less "unknown"): what a
 # feature serves. A test keeps the two lists equal and checks every suggestion of the diagnosis against it.
 Serves = Literal["memory-bound", "compute-bound", "latency-bound", "occupancy-bound", "launch-bound", "divergence",
-                 "bank-conflicts"]
+                 "bank-conflicts", "algorithm-bound"]
 FloatDType = Literal["float16", "bfloat16", "float32"]
 
 # Pattern families of the task suite (Task.family). "*" means every family.

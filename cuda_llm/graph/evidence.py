@@ -106,8 +106,9 @@ def roofline_text(roof: dict[str, Any] | None) -> str:
     """Every field of a roofline point, pct_of_sol and limiter included."""
     if not roof:
         return ""
-    parts = [f"{k} = {v:.4g}" if isinstance(v, float) else f"{k} = {v}" for k, v in roof.items() if v is not None]
-    return "; ".join(parts)
+    parts = [f"{k} = {v:.4g}" if isinstance(v, float) else f"{k} = {v}" for k, v in roof.items()
+             if v is not None and k != "basis"]
+    return "; ".join(parts) + (f"\n{roof['basis']}" if roof.get("basis") else "")   # the bound's one sentence
 
 
 def _min_bytes(deps: Any, sizes: dict[str, int] | None) -> float | None:
@@ -163,6 +164,7 @@ def parent_kernel(deps: Any, parent_id: str, *, features: Iterable[str] = (), me
     base = baseline_ms(deps)
     sol = (timing.sol_ms if timing is not None and timing.sol_ms else None) or roof.get("attainable_ms")
     pct = (timing.pct_of_sol if timing is not None and timing.pct_of_sol else None) or roof.get("pct_of_sol")
+    basis = (timing.sol_basis if timing is not None and timing.sol_ms else None) or roof.get("basis")
     if pct is None and sol and ms:
         pct = 100.0 * sol / ms
     summary, evidence, note = profile_of(deps, parent_id or BASELINE)
@@ -170,7 +172,7 @@ def parent_kernel(deps: Any, parent_id: str, *, features: Iterable[str] = (), me
     return ParentKernel(
         candidate=parent_id or BASELINE, source=candidate_source(deps, parent_id) or "", median_ms=ms,
         speedup=(base / ms) if base and ms else None, baseline_label=deps.task.baseline_label, sol_ms=sol,
-        pct_of_sol=pct,
+        pct_of_sol=pct, sol_basis=basis,
         resources=list(res.compile.kernels) if res is not None and res.compile is not None else [],
         profile=summary, profile_evidence=evidence, profile_note=note, diagnosis=diag,
         critique=load_critique(deps, parent_id or BASELINE), features=list(features))

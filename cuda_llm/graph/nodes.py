@@ -494,6 +494,8 @@ def make_finalize(deps: Deps) -> Callable[[GraphState], dict]:
                      "baseline_label": deps.task.baseline_label,
                      "speedup": (base.median_ms / cand.median_ms) if base.median_ms and cand.median_ms else None,
                      "pct_of_sol": cand.timing.pct_of_sol if cand.timing is not None else None,
+                     "sol_ms": cand.timing.sol_ms if cand.timing is not None else None,
+                     "sol_basis": cand.timing.sol_basis if cand.timing is not None else None,
                      "note": short(cand.message), "best_path": str(deps.rundir.best_path)}
             deps.event("final", **final, stop_reason=state.get("stop_reason"), cached=not got.fresh)
             return {"final": final, "elapsed_s": deps.elapsed()}

@@ -34,7 +34,9 @@ def evaluation_text(res: EvalResult, parent_ms: float | None, best_ms: float | N
         if best_ms:
             lines.append(f"the run's best so far: {best_ms:.4f} ms")
     if res.timing is not None and res.timing.sol_ms:
-        lines.append(f"speed-of-light bound at the benchmark shape: {res.timing.sol_ms:.4f} ms")
+        pct = f" ({res.timing.pct_of_sol:.1f}% of it)" if res.timing.pct_of_sol is not None else ""
+        lines.append(f"speed-of-light bound at the benchmark shape: {res.timing.sol_ms:.4f} ms{pct}"
+                     + (f". {res.timing.sol_basis}" if res.timing.sol_basis else ""))
     return "\n".join(f"- {x}" for x in lines)
 
 

@@ -175,7 +175,8 @@ def candidate_view(rundir: Any, values: dict[str, Any], cid: str, *, folder: Pat
         if res.timing is not None:
             view.timing = res.timing.model_dump(mode="json", include={"median_ms", "min_ms", "mean_ms", "iqr_ms", "rse",
                                                                       "samples_ms", "repetitions", "stop_reason",
-                                                                      "sol_ms", "pct_of_sol", "suspect_reason"})
+                                                                      "sol_ms", "pct_of_sol", "sol_basis",
+                                                                      "suspect_reason"})
     prof = read_json(Path(rundir.root) / "profiles" / f"{cid}.json") or {}
     view.profile = {k: v for k, v in (prof.get("profile") or {}).items() if k in ("available", "reason", "kernels",
                                                                                    "duration_ms", "metrics")}
@@ -217,7 +218,7 @@ def render_text(v: CandidateView) -> str:
         body = (f"median {fmt_ms(t.get('median_ms'))} ms, min {fmt_ms(t.get('min_ms'))}, iqr {fmt_ms(t.get('iqr_ms'))}, "
                 f"{t.get('repetitions')} repetitions ({t.get('stop_reason')})")
         if t.get("pct_of_sol") is not None:
-            body += f"; {t['pct_of_sol']:.1f}% of speed of light"
+            body += f"; {t['pct_of_sol']:.1f}% of speed of light" + (f"\n{t['sol_basis']}" if t.get("sol_basis") else "")
         section("timing", body + (f"\nsamples (ms): {samples}" if samples else ""))
     if v.profile:
         from cuda_llm.report.formats import render_table

@@ -11,6 +11,7 @@ from typing import Any
 
 from cuda_llm.report.formats import fmt_fixed, render_table
 from cuda_llm.tools.harness_stats import HarnessSummary
+from cuda_llm.tools.speed_of_light import SOL_NOTE
 
 HEADERS = ["task", "status", "naive ms", "library ms", "naive/lib", "% SOL", "lib % SOL", "RSE %", "spread %",
            "compile s", "valid. s", "timing s", "check s", "transp. s", "sets s", "start s", "eval s", "ncu ms",
@@ -38,7 +39,7 @@ def harness_markdown(rows: Sequence[Mapping[str, Any]], summary: HarnessSummary,
     md = [f"# Harness benchmark on {dev.name}", "",
           f"Measured peaks: device-to-device copy {dev.peak_bandwidth_gbs or 0:.0f} GB/s (read + write), "
           f"fp32 FMA {(dev.peak_fp32_gflops or 0) / 1e3:.1f} TFLOP/s; L2 {dev.l2_bytes >> 20} MiB.", "",
-          "```", harness_table(rows), "```", "",
+          "```", harness_table(rows), "```", "", SOL_NOTE, "",
           f"Median evaluation (compile excluded, warm data): {fmt_fixed(summary.median_eval_s)} s "
           f"(the 8 first tasks: {fmt_fixed(summary.median_eval_s_first8)} s); "
           f"largest spread of the median over {repeats} timings (kernels >= 20 us): "

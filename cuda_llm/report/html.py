@@ -39,7 +39,8 @@ class ReportData(BaseModel):
     state: str = ""                       # running, finished, stopped ... (runs/run_info)
     models: dict[str, str] = Field(default_factory=dict)      # role -> model that answered
     scripted: bool = False                # the answers came from a scripted model, not an LLM
-    sol_ms: float | None = None           # speed-of-light bound at the benchmark shape
+    sol_ms: float | None = None           # the best kernel's speed-of-light bound at the benchmark shape
+    sol_basis: str = ""                   # its sentence: which unit the bound assumes and why
     round_best: dict[int, float | None] = Field(default_factory=dict)
     candidates: list[CandidateView] = Field(default_factory=list)
 
@@ -48,6 +49,7 @@ class ReportData(BaseModel):
         heavy = {"source", "diff", "exchanges", "compile_log", "failure"}
         return {"summary": self.summary.model_dump(mode="json") | {"best_speedup": self.summary.best_speedup},
                 "state": self.state, "models": self.models, "scripted": self.scripted, "sol_ms": self.sol_ms,
+                "sol_basis": self.sol_basis,
                 "round_best": self.round_best,
                 "candidates": [c.model_dump(mode="json", exclude=heavy) | {"exchanges": [e.name for e in c.exchanges]}
                                for c in self.candidates]}
@@ -67,6 +69,19 @@ def _models(rundir: Any, events: list[dict[str, Any]]) -> dict[str, str]:
     return seen
 
 
+def bound_shown(views: list[CandidateView], summary: RunSummary) -> tuple[float | None, str]:
+    """The speed of light the report draws and its sentence: the bound of the kernel the % refers to (the
+    best), not the first timed one's: a tensor-core best has the tensor-core bound, and the plot must not
+    draw an FFMA baseline's fp32 line under it."""
+    best_id = summary.best_candidate or "baseline"
+    bounded = [v for v in views if v.timing.get("sol_ms")]
+    shown = next((v for v in bounded if v.id == best_id), bounded[0] if bounded else None)
+    if shown is None:
+        return None, ""
+    basis = summary.best_sol_basis if shown.id == summary.best_candidate and summary.best_sol_basis else ""
+    return shown.timing.get("sol_ms"), basis or (shown.timing.get("sol_basis") or "")
+
+
 def build_report_data(rundir: Any, values: dict[str, Any], summary: RunSummary, state: str = "") -> ReportData:
     from cuda_llm.runs.trace import read_trace
 
@@ -79,14 +94,21 @@ def build_report_data(rundir: Any, values: dict[str, Any], summary: RunSummary, 
     if Path(rundir.candidate_path(SEED)).is_file():
         views.append(candidate_view(rundir, values, SEED, folder=folder, rows=rows))
     views += [candidate_view(rundir, values, str(r["id"]), folder=folder, rows=rows) for r in rows]
-    sol = next((v.timing.get("sol_ms") for v in views if v.timing.get("sol_ms")), None)
+    sol, basis = bound_shown(views, summary)
     round_best = {int(ev["round"]): ev.get("best_ms") for ev in events
                   if ev.get("event") == "round_end" and isinstance(ev.get("round"), int)}
-    return ReportData(summary=summary, state=state, models=models, scripted=scripted, sol_ms=sol,
+    return ReportData(summary=summary, state=state, models=models, scripted=scripted, sol_ms=sol, sol_basis=basis,
                       round_best=round_best, candidates=views)
 
 
 # ------------------------------------------------------------------------------------------- plot
+def _wrap(text: str, width: int = 110) -> str:
+    """A long sentence in plotly's <br>-separated lines (hover text and subtitles do not wrap)."""
+    import textwrap
+
+    return "<br>".join(html.escape(line) for line in textwrap.wrap(text, width))
+
+
 def latency_figure(data: ReportData) -> Any:
     """Latency per round: every candidate by status (timed ones at their median; those with no time, such as a
     wrong answer or a compile error, on a "not timed" row above the rest), the best so far, and the yardsticks."""
@@ -114,9 +136,10 @@ def latency_figure(data: ReportData) -> Any:
                                                        (s.library_label, s.library_ms, "dot"),
                                                        ("speed of light", data.sol_ms, "dashdot")) if ms]
     for label, ms, dash in lines:   # lines as traces, not shapes: shape annotations land off-scale on a log axis
+        why = f"<br>{_wrap(data.sol_basis)}" if label == "speed of light" and data.sol_basis else ""
         fig.add_trace(go.Scatter(x=[0, last], y=[ms, ms], mode="lines", name=f"{label} {fmt_ms(ms)} ms",
                                  line=dict(color="#57606a", dash=dash, width=1.5),
-                                 hovertemplate=f"{label}: %{{y:.4g}} ms<extra></extra>"))
+                                 hovertemplate=f"{label}: %{{y:.4g}} ms{why}<extra></extra>"))
     if untimed:
         top = NOT_TIMED_ABOVE * max([c.median_ms for c in timed] + [ms for _, ms, _ in lines] + [1e-3])
         for status in sorted({c.status for c in untimed}):
@@ -129,7 +152,10 @@ def latency_figure(data: ReportData) -> Any:
                 hovertemplate="%{text}<extra></extra>"))
         fig.add_annotation(x=0, y=math.log10(top), text="not timed", showarrow=False, xanchor="left", yanchor="bottom",
                            font=dict(color="#57606a", size=11))
-    fig.update_layout(title="Latency per round (lower is better)", xaxis_title="round", yaxis_title="median ms",
+    title = "Latency per round (lower is better)"
+    if data.sol_ms and data.sol_basis:   # the line's one sentence: which unit the bound assumes and why
+        title += f"<br><sup>{_wrap(data.sol_basis, 140)}</sup>"
+    fig.update_layout(title=title, xaxis_title="round", yaxis_title="median ms",
                       yaxis_type="log", yaxis_tickformat="~g", yaxis_dtick="D2", template="plotly_white", height=460, margin=dict(l=60, r=20, t=60, b=50),
                       legend=dict(orientation="h", y=-0.2))
     fig.update_xaxes(dtick=1)
@@ -175,8 +201,10 @@ def _candidate_body(c: CandidateView) -> str:
     if c.timing:
         t = c.timing
         samples = ", ".join(f"{x:.4g}" for x in t.get("samples_ms") or [])
+        sol = (f"\n{t['pct_of_sol']:.1f}% of speed of light. {t.get('sol_basis') or ''}".rstrip()
+               if t.get("pct_of_sol") is not None else "")
         parts.append(_pre("timing", f"median {fmt_ms(t.get('median_ms'))} ms, min {fmt_ms(t.get('min_ms'))} ms, "
-                                    f"{t.get('repetitions')} repetitions\nsamples (ms): {samples}"))
+                                    f"{t.get('repetitions')} repetitions{sol}\nsamples (ms): {samples}"))
     if c.profile:
         parts.append(_profile_html(c.profile))
     if c.diagnosis:

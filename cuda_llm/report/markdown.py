@@ -46,6 +46,8 @@ class RunSummary(BaseModel):
     tokens_by_role: dict[str, int] = Field(default_factory=dict)
     seconds: float = 0.0
     best_pct_of_sol: float | None = None  # 100 * speed-of-light ms / best ms
+    best_sol_ms: float | None = None      # the best kernel's one bound (speed_of_light.bound)
+    best_sol_basis: str = ""              # its sentence: which unit it assumes and why
     library_ms: float | None = None       # vendor-library baseline (torch.compile for a PyTorch task), when measured
     baseline_label: str = NAIVE_BASELINE  # what speedup 1.0 is: "naive", or "PyTorch eager"
     library_label: str = "library"        # the yardstick: "library", or "torch.compile"
@@ -79,6 +81,15 @@ def _candidate_rows(summary: RunSummary, *, markdown: bool) -> list[list[str]]:
     return rows
 
 
+def sol_text(pct: float | None, sol_ms: float | None, basis: str | None) -> str:
+    """'36.9% of the bound (0.2927 ms). Speed of light 0.2927 ms: ...': a % of speed of light is never shown
+    without the one sentence that says which unit the bound assumes."""
+    if pct is None:
+        return "-"
+    text = f"{pct:.1f}% of the bound" + (f" ({fmt_ms(sol_ms)} ms)" if sol_ms else "")
+    return text + (f". {basis}" if basis else "")
+
+
 def _headline(summary: RunSummary) -> list[tuple[str, str]]:
     best = summary.best_candidate or "none (no candidate beat the baseline)"
     items = [("Replay", summary.replay)] if summary.replay else []
@@ -92,7 +103,7 @@ def _headline(summary: RunSummary) -> list[tuple[str, str]]:
         (f"Baseline ({summary.baseline_label})", f"{fmt_ms(summary.baseline_ms)} ms"),
         ("Best", f"{best}: {fmt_ms(summary.best_ms)} ms, {fmt_x(summary.best_speedup)} over "
                  + ("the baseline" if summary.baseline_label == NAIVE_BASELINE else summary.baseline_label)),
-        ("Speed of light", "-" if summary.best_pct_of_sol is None else f"{summary.best_pct_of_sol:.1f}% of the bound"),
+        ("Speed of light", sol_text(summary.best_pct_of_sol, summary.best_sol_ms, summary.best_sol_basis)),
     ]
     if summary.library_ms is not None:
         lib = f"{fmt_ms(summary.library_ms)} ms"

@@ -65,6 +65,7 @@ def build_summary(rundir: Any, values: dict[str, Any]) -> RunSummary:
         best_candidate=best.get("id"), best_ms=final.get("ms") or best.get("ms"), stop_reason=values.get("stop_reason"),
         rounds=rounds, tokens_by_role=tokens, seconds=float(values.get("elapsed_s") or 0.0), final_check=check,
         best_path=_best_path(rundir, best, final), best_pct_of_sol=final.get("pct_of_sol"),
+        best_sol_ms=final.get("sol_ms"), best_sol_basis=final.get("sol_basis") or "",
         best_profile=profile_line(best), library_ms=base.get("library_ms"),
         baseline_label=baseline_label(base), library_label=base.get("library_label") or "library",
     )

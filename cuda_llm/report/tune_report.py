@@ -8,6 +8,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from cuda_llm.report.formats import fmt_ms, md_table
+from cuda_llm.tools.speed_of_light import SOL_NOTE
 from cuda_llm.tools.tuning import point_text
 
 HEAD = ["kernel", "points (valid)", "written", "written ms", "exhaustive best", "best ms", "found ms (median)",
@@ -33,7 +34,7 @@ def tune_markdown(results: Sequence[Mapping[str, Any]], device: str, budget: int
                      f"{r['median_ratio']:.3f}, {r['worst_ratio']:.3f}" if r["median_ratio"] else "-",
                      f"{r['exact_hits']}/{len(r['runs'])}",
                      f"{r['mean_evaluations']:.1f} of {r['passing']}" if r["mean_evaluations"] is not None else "-"])
-    lines += [md_table(HEAD, rows), ""]
+    lines += [md_table(HEAD, rows), "", SOL_NOTE, ""]
     for r in results:
         lines += [f"## {r['task']}: every point (compile {r['compile_s']:.0f} s, measure {r['measure_s']:.0f} s)", ""]
         pts = sorted(r["points"], key=lambda p: (p["ms"] is None, p["ms"] or 0))

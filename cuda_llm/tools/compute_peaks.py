@@ -1,28 +1,18 @@
 """Which compute peak bounds a kernel: the units it runs on and the rate of each on a device. Pure.
 
-One home for the question, asked by two users that want different answers for a reason:
-
-- the judge's speed-of-light bound (speed_of_light.py, ``bound_peak``) is a *lower bound on time* that no
-  honest kernel may beat, or it calls honest work ``suspect``. It takes the *fastest plausible* unit:
-  tf32 tensor instructions count at the full tf32 rate (plain TF32 products, or a split with fewer than
-  three), units unknown from the build mean the fastest the data type can run on, and only peaks
-  measured on the device (or derived from them by a fixed hardware ratio) are used: where a unit the
-  kernel uses has no such peak the compute term is dropped rather than guessed.
-- the roofline (roofline.py, ``roofline_peaks``; the profiler's diagnosis, the critic's evidence) wants
-  the unit the kernel *actually runs on*, to say how far it is from its own roof: tf32 tensor
-  instructions in a task whose tolerance forbids plain TF32 are 3xTF32 (three products per multiply-add,
-  a third of the tf32 rate); unknown units mean the units the task is written for; an unmeasured
-  tensor peak is estimated from the fp32 rate and the datasheet ratio, and the peak says so.
-
-So for one task, device and build the roofline's peak is never above the bound's (a bound without a
-compute term counting as infinitely fast), and they are the same unit and rate where the build's units
-are known, the peaks measured and no 3xTF32 is involved. One exception: with unknown units on a device
-without measured tensor peaks the bound takes the fastest *measured* unit (``bound_peak``), below the
-roofline's estimated tensor roof.
+The kernel's speed of light (speed_of_light.bound: the judge's ``suspect`` check, the roofline, the
+diagnosis, the prompts and the reports, one bound computed one way) takes its compute peak from
+``bound_peak``, the *fastest plausible* unit: the tensor-core peak of the input type of the tensor-core
+instructions the build's SASS has (tf32 instructions at the full tf32 rate: a 3xTF32 split reaches a third
+of it), else the fp32 FMA peak (twice that for packed-half arithmetic); units unknown from the build mean
+the fastest the data type can run on; only peaks measured on the device (or derived from them by a fixed
+hardware ratio) are used, and where a unit the kernel uses has no such peak the compute term is dropped
+rather than guessed, so an honest kernel is never called ``suspect``.
 
 Units come from the task's arithmetic type (fp16 when an input is half precision, else fp32), the
 build's machine code (sass.py SassSummary: tensor-core instructions by input type, packed-half
-arithmetic) and the task's tolerance (precision.py: plain TF32 needs ~1e-3).
+arithmetic) and the task's tolerance (precision.py: plain TF32 needs ~1e-3), which ``as_run`` and
+``may_use`` read for the advice (the tensor-core unit a GEMM-shaped task may move to, as it would run it).
 """
 
 from __future__ import annotations
@@ -38,28 +28,8 @@ ComputeUnit = Literal["fp32", "fp16x2", "fp16-tensor", "bf16-tensor", "tf32-tens
 UNITS: tuple[str, ...] = get_args(ComputeUnit)
 
 # Tensor-core types without a peak kernel of their own, as multiples of the fp16 tensor rate (sm_80-sm_90).
-# fp64 (DMMA) at the fp16 rate is an upper limit, right for the bound (never above the real rate) but far
-# above the real one: the roofline takes FP64_TENSOR_VS_FP16 instead.
+# fp64 (DMMA) at the fp16 rate is an upper limit: right for a bound (never above the real rate).
 RATE_VS_FP16 = {"fp16": 1.0, "bf16": 1.0, "fp8": 2.0, "int8": 2.0, "int4": 4.0, "fp4": 4.0, "int1": 8.0, "fp64": 1.0}
-
-# Dense fp64 tensor-core rate over the dense fp16 one, from the datasheets, for the roofline. Devices
-# without fp64 tensor cores are absent: there the roofline has no fp64 tensor roof.
-FP64_TENSOR_VS_FP16: dict[tuple[int, int], float] = {
-    (8, 0): 19.5 / 312,      # A100
-    (9, 0): 67 / 989,        # H100 SXM
-    (10, 0): 40 / 2250,      # B200 (approximate)
-}
-
-# Dense tensor-core rate over the fp32 FMA rate, from the datasheets (no sparsity): (tf32, fp16 with fp32
-# accumulation). Only the roofline uses them, when DeviceInfo has no measured tensor peak.
-DATASHEET_RATIO: dict[tuple[int, int], tuple[float, float]] = {
-    (8, 0): (8.0, 16.0),     # A100: 19.5 fp32, 156 tf32, 312 fp16 TFLOP/s
-    (8, 6): (2.0, 4.0),      # A40 / A10: 37.4, 74.8, 149.7
-    (8, 9): (2.0, 4.0),      # L40S: 91.6, 183, 366
-    (9, 0): (7.4, 14.8),     # H100 SXM: 67, 495, 989
-    (10, 0): (14.0, 28.0),   # B200 (approximate)
-    (12, 0): (2.0, 4.0),     # RTX 50 series (approximate)
-}
 
 MEASURED = "measured"
 
@@ -69,19 +39,7 @@ class Peak(NamedTuple):
 
     unit: ComputeUnit
     gflops: float
-    source: str          # "measured", "derived: ..." (a hardware ratio of a measured peak), "estimated: ..."
-
-    @property
-    def estimated(self) -> bool:
-        """From a datasheet ratio, not from a measurement on this device."""
-        return self.source.startswith("estimated")
-
-
-class RoofPeaks(NamedTuple):
-    """The roofline's compute roof and the tensor-core roof the kernel may switch to."""
-
-    roof: Peak | None     # the units the kernel runs on (None: not even an fp32 peak)
-    tensor: Peak | None   # the tensor-core roof (what the roof becomes when the profile shows tensor pipes busy)
+    source: str          # "measured", or "derived: ..." (a hardware ratio of a measured peak)
 
 
 # ------------------------------------------------------------------------------------------ units
@@ -125,7 +83,7 @@ def as_run(unit: ComputeUnit, task: Task) -> ComputeUnit:
 def written_for(task: Task) -> ComputeUnit | None:
     """The tensor-core unit a task is written for, or None: half-precision GEMM-shaped work (or a
     ``tensor-cores`` task) on fp16 tensor cores; an fp32 ``tensor-cores`` task on tf32 ones. What a vendor
-    library does with the task, and the roofline's guess where the build's units are unknown."""
+    library does with the task."""
     kind = arithmetic_type(task)
     tagged = "tensor-cores" in task.tags
     if kind == "fp16" and (tagged or task.family in TENSOR_FAMILIES):
@@ -145,23 +103,6 @@ def may_use(task: Task) -> ComputeUnit | None:
 
 
 # ------------------------------------------------------------------------------------------ peaks
-def _estimated(device: DeviceInfo, which: Literal["tf32", "fp16"]) -> Peak | None:
-    cc = tuple(device.compute_capability)
-    ratio = DATASHEET_RATIO.get(cc)  # type: ignore[arg-type]
-    if ratio is None or not device.peak_fp32_gflops:
-        return None
-    r = ratio[0 if which == "tf32" else 1]
-    return Peak(f"{which}-tensor", device.peak_fp32_gflops * r,  # type: ignore[arg-type]
-                f"estimated: fp32 rate x {r:g} (datasheet ratio, sm_{cc[0]}{cc[1]})")
-
-
-def _base(device: DeviceInfo, which: Literal["tf32", "fp16"], estimate: bool) -> Peak | None:
-    measured = device.peak_tf32_tc_gflops if which == "tf32" else device.peak_fp16_tc_gflops
-    if measured:
-        return Peak(f"{which}-tensor", float(measured), MEASURED)  # type: ignore[arg-type]
-    return _estimated(device, which) if estimate else None
-
-
 def _derived(unit: ComputeUnit, base: Peak, factor: float, why: str) -> Peak:
     if factor == 1.0:
         return Peak(unit, base.gflops, base.source)
@@ -170,11 +111,15 @@ def _derived(unit: ComputeUnit, base: Peak, factor: float, why: str) -> Peak:
     return Peak(unit, base.gflops * factor, source)
 
 
-def unit_peak(device: DeviceInfo, unit: ComputeUnit, *, estimate: bool = False) -> Peak | None:
+def _base(device: DeviceInfo, which: Literal["tf32", "fp16"]) -> Peak | None:
+    measured = device.peak_tf32_tc_gflops if which == "tf32" else device.peak_fp16_tc_gflops
+    return Peak(f"{which}-tensor", float(measured), MEASURED) if measured else None  # type: ignore[arg-type]
+
+
+def unit_peak(device: DeviceInfo, unit: ComputeUnit) -> Peak | None:
     """The rate of ``unit`` on ``device``: measured, or derived from a measured peak by a fixed hardware
-    ratio (packed half at twice fp32, 3xTF32 at a third of tf32, fp8/int8 at twice fp16); with ``estimate``
-    an unmeasured tensor peak is estimated from the fp32 rate and the datasheet ratio, and fp64 tensor
-    work gets its datasheet rate (without ``estimate``: the fp16 rate, an upper limit). None: unknown."""
+    ratio (packed half at twice fp32, 3xTF32 at a third of tf32, fp8/int8 at twice fp16, fp64 tensor work
+    at the fp16 rate, an upper limit). None: not measured on this device."""
     if unit not in UNITS:
         raise ValueError(f"unknown compute unit {unit!r}; known: {', '.join(UNITS)}")
     fp32 = Peak("fp32", float(device.peak_fp32_gflops), MEASURED) if device.peak_fp32_gflops else None
@@ -183,21 +128,14 @@ def unit_peak(device: DeviceInfo, unit: ComputeUnit, *, estimate: bool = False) 
     if unit == "fp16x2":
         return _derived(unit, fp32, 2.0, "packed half") if fp32 else None
     if unit in ("tf32-tensor", "3xtf32-tensor"):
-        base = _base(device, "tf32", estimate)
+        base = _base(device, "tf32")
         if base is None or unit == "tf32-tensor":
             return base
         return _derived(unit, base, 1 / 3, "three tf32 products per multiply-add")
     kind = unit.removesuffix("-tensor")
-    base = _base(device, "fp16", estimate)
+    base = _base(device, "fp16")
     if base is None:
         return None
-    if kind == "fp64" and estimate:       # the roofline: the datasheet rate, not the bound's upper limit
-        cc = tuple(device.compute_capability)
-        ratio = FP64_TENSOR_VS_FP16.get(cc)  # type: ignore[arg-type]
-        if ratio is None:
-            return None
-        est = _derived(unit, base, ratio, f"datasheet fp64 vs fp16 tensor rate, sm_{cc[0]}{cc[1]}")
-        return est if est.estimated else est._replace(source=f"estimated: {est.source.removeprefix('derived: ')}")
     return _derived(unit, base, RATE_VS_FP16[kind], f"{kind} vs fp16")
 
 
@@ -206,7 +144,7 @@ def _fastest(peaks: list[Peak | None]) -> Peak | None:
     return max(known, key=lambda p: p.gflops) if known else None
 
 
-# ------------------------------------------------------------------------------------------ the two uses
+# ------------------------------------------------------------------------------------------ the bound
 def bound_peak(task: Task, device: DeviceInfo, sass: SassSummary | None, *, library: bool = False) -> Peak | None:
     """The speed-of-light bound's compute peak: the fastest plausible unit, measured peaks only (the module
     doc says why). None: no compute term (integer work, no fp32 peak, or a unit used without a peak).
@@ -232,25 +170,3 @@ def bound_peak(task: Task, device: DeviceInfo, sass: SassSummary | None, *, libr
     if any(p is None for p in peaks):
         return None             # units whose peak is unknown: no honest compute term
     return _fastest(peaks)
-
-
-def roofline_peaks(task: Task, device: DeviceInfo, sass: SassSummary | None, *,
-                   tensor_cores: bool | None = None) -> RoofPeaks:
-    """The roofline's compute roof: the units the kernel runs on (the module doc says why this differs
-    from the bound), with estimated tensor peaks where none was measured.
-
-    With ``sass`` the build's units as run (tf32 in a task that forbids plain TF32 is 3xTF32), the fastest
-    of them with a peak. Without it, ``tensor_cores`` (from a profile's tensor pipes; None: unknown) decides
-    between the CUDA cores and the tensor unit the task may use; unknown means the units it is written for."""
-    fp32 = unit_peak(device, "fp32")
-    if sass is not None:
-        used = [unit_peak(device, as_run(u, task), estimate=True) for u in sass_units(sass)]
-        roof = _fastest(used) or fp32
-        tensor = _fastest([p for p in used if p is not None and p.unit.endswith("-tensor")])
-        if tensor is None and (alt := may_use(task)) is not None:
-            tensor = unit_peak(device, alt, estimate=True)
-        return RoofPeaks(roof, tensor)
-    alt = may_use(task)
-    tensor = unit_peak(device, alt, estimate=True) if alt is not None else None
-    on_tensor = tensor_cores if tensor_cores is not None else written_for(task) is not None
-    return RoofPeaks(tensor if on_tensor and tensor is not None else fp32, tensor)

@@ -219,9 +219,11 @@ def verdict(loaded: LoadedTask, source: str, opts: EvalOptions, resp: EvaluateRe
     t = resp.timing
     if t is None:
         return done(Status.ok, f"{passed} (not timed)")
-    sol = speed_of_light.sol_ms(task, t.sizes, device, sass=res.compile.sass if res.compile else None,
-                                library=opts.allow_libraries)
+    b = speed_of_light.bound(task, t.sizes, device, sass=res.compile.sass if res.compile else None,
+                             library=opts.allow_libraries)
+    sol = b.ms if b is not None else None
     t.sol_ms, t.pct_of_sol = sol, speed_of_light.pct_of_sol(sol, t.median_ms)
+    t.sol_basis = b.basis if b is not None else None
     reasons, t.doubts = [], []
     if speed_of_light.below_sol(t.median_ms, sol):
         t.doubts.append("speed_of_light")

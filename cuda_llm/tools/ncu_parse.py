@@ -39,6 +39,7 @@ SMEM_DYNAMIC = "launch__shared_mem_per_block_dynamic"
 BLOCK_SIZE = "launch__block_size"
 GRID_SIZE = "launch__grid_size"
 WAVES = "launch__waves_per_multiprocessor"
+SM_COUNT = "launch__sm_count"
 L1_HIT = "l1tex__t_sector_hit_rate.pct"
 L2_HIT = "lts__t_sector_hit_rate.pct"
 LOCAL_LD = "l1tex__t_bytes_pipe_lsu_mem_local_op_ld.sum"
@@ -49,6 +50,8 @@ WAVEFRONTS_LD = "l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum"
 WAVEFRONTS_ST = "l1tex__data_pipe_lsu_wavefronts_mem_shared_op_st.sum"
 L1_THROUGHPUT = "l1tex__throughput.avg.pct_of_peak_sustained_active"
 L2_THROUGHPUT = "lts__throughput.avg.pct_of_peak_sustained_elapsed"
+L2_ATOMIC = "lts__d_atomic_input_cycles_active.avg.pct_of_peak_sustained_elapsed"      # atomics, the mean L2 slice
+L2_ATOMIC_MAX = "lts__d_atomic_input_cycles_active.max.pct_of_peak_sustained_elapsed"  # the busiest slice
 GLD_SECTORS = "l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum"
 GLD_REQUESTS = "l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum"
 GST_SECTORS = "l1tex__t_sectors_pipe_lsu_mem_global_op_st.sum"
@@ -280,6 +283,8 @@ def kernel_from_launch(launch: dict[str, tuple[str, str]]) -> KernelMetrics:
         l2_hit_rate_pct=_num(launch, L2_HIT),
         l1_throughput_pct=_num(launch, L1_THROUGHPUT),
         l2_throughput_pct=_num(launch, L2_THROUGHPUT),
+        l2_atomic_pct=_num(launch, L2_ATOMIC),
+        l2_atomic_max_pct=_num(launch, L2_ATOMIC_MAX),
         global_load_sectors=_num(launch, GLD_SECTORS),
         global_load_requests=_num(launch, GLD_REQUESTS),
         global_store_sectors=_num(launch, GST_SECTORS),
@@ -292,6 +297,7 @@ def kernel_from_launch(launch: dict[str, tuple[str, str]]) -> KernelMetrics:
         block_size=int(block) if block is not None else _dims(launch.get("Block Size", ("", ""))[0]),
         grid_size=int(grid) if grid is not None else _dims(launch.get("Grid Size", ("", ""))[0]),
         waves_per_sm=_num(launch, WAVES),
+        sm_count=int(sms) if (sms := _num(launch, SM_COUNT)) else None,
         pipe_pct={k: v for k, v in pipes.items() if k not in _AMBIGUOUS_PIPES},
         tensor_pipe_pct=max(tensor) if tensor else None,
         ipc=_num(launch, IPC),
@@ -306,7 +312,7 @@ _AVG_FIELDS = (
     "sm_throughput_pct", "memory_throughput_pct", "dram_throughput_pct", "achieved_occupancy_pct",
     "theoretical_occupancy_pct", "l1_hit_rate_pct", "l2_hit_rate_pct", "threads_per_inst", "branch_uniform_pct",
     "waves_per_sm", "l1_throughput_pct", "l2_throughput_pct", "tensor_pipe_pct", "ipc", "issue_active_pct",
-    "warp_cycles_per_inst",
+    "warp_cycles_per_inst", "l2_atomic_pct", "l2_atomic_max_pct",
 )
 _SUM_FIELDS = ("duration_ns", "dram_bytes", "local_bytes", "bank_conflicts", "shared_wavefronts",
                "global_load_sectors", "global_load_requests", "global_store_sectors", "global_store_requests",

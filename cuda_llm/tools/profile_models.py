@@ -41,6 +41,8 @@ class KernelMetrics(BaseModel):
     l2_hit_rate_pct: float | None = None
     l1_throughput_pct: float | None = None             # l1tex__throughput (% of peak): L1/shared is the busy unit
     l2_throughput_pct: float | None = None             # lts__throughput (% of peak)
+    l2_atomic_pct: float | None = None                 # L2 atomic units busy, mean slice (% of peak)
+    l2_atomic_max_pct: float | None = None             # ... the busiest slice: atomics piled on a few addresses
     global_load_sectors: float | None = None           # l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum
     global_load_requests: float | None = None          # l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum
     global_store_sectors: float | None = None
@@ -53,6 +55,7 @@ class KernelMetrics(BaseModel):
     block_size: int | None = None
     grid_size: int | None = None
     waves_per_sm: float | None = None
+    sm_count: int | None = None                        # launch__sm_count: the SMs the grid can spread over
     # ComputeWorkloadAnalysis, InstructionStats and WarpStateStats: how busy each pipe is, how often an
     # instruction issues, and how long a warp waits between its instructions (little ILP: long waits)
     pipe_pct: dict[str, float] = Field(default_factory=dict)  # pipe -> % of peak (cycles active, else instructions)

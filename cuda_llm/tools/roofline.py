@@ -1,18 +1,12 @@
 """The roofline of one candidate: how close its time is to the floor set by bytes and flops. Pure.
 
-The floor is max(bytes / peak bandwidth, flops / peak rate) with the task's own counts at the benchmark
-sizes (the fewest bytes and operations any correct kernel needs) and the device's measured peaks
-(DeviceInfo, from device_info.py), not datasheet numbers.
-
-The rate is the one of the units the work runs on, chosen by compute_peaks.roofline_peaks (the module
-that also gives the judge's speed-of-light bound its peak, and says where the two differ): the units the
-build's SASS uses as the kernel runs them (tf32 tensor instructions in a task that forbids plain TF32 are
-3xTF32, a third of the tf32 rate; HFMA2 arithmetic twice the fp32 rate), or, where the build is unknown,
-the units the task is written for (an fp16-input GEMM-shaped task has the fp16 tensor-core roof: dividing
-cuBLAS hgemm's flops by the fp32 rate put it at "1070% of speed of light"), switched to the tensor-core
-roof when the profile shows the tensor pipes busy (``on_tensor_cores``). Tensor peaks come from DeviceInfo
-when it has measured them; otherwise they are estimated from the measured fp32 rate and the
-architecture's datasheet ratio, and the point says so.
+The floor is the kernel's speed of light, speed_of_light.bound: max(bytes / peak bandwidth, flops / peak
+rate) with the task's own counts at the benchmark sizes (the fewest bytes and operations any correct
+kernel needs) and the device's measured peaks (DeviceInfo), the compute peak being the one of the units the
+build's SASS shows (the tensor-core peak where it has tensor-core instructions, else the fp32 or packed-half
+FMA peak). It is the same bound the judge uses and the prompts, the console and the reports show, with the
+same sentence (``basis``). ``tensor_unit`` names the tensor-core unit the task may use, as it would run it
+(3xTF32 where the tolerance forbids plain TF32): the diagnosis's advice, not a second bound.
 """
 
 from __future__ import annotations
@@ -23,7 +17,8 @@ from pydantic import BaseModel
 
 from cuda_llm.results import DeviceInfo, SassSummary
 from cuda_llm.tasks.model import Task
-from cuda_llm.tools.compute_peaks import ComputeUnit, roofline_peaks
+from cuda_llm.tools.compute_peaks import ComputeUnit, may_use
+from cuda_llm.tools.speed_of_light import bound
 
 
 class RooflinePoint(BaseModel):
@@ -43,34 +38,19 @@ class RooflinePoint(BaseModel):
     limiter: Literal["memory", "compute"]      # which roof is lower at this intensity
     pct_of_peak_bandwidth: float | None = None
     pct_of_peak_flops: float | None = None
-    compute_unit: ComputeUnit = "fp32"         # whose rate the compute roof is (compute_peaks.ComputeUnit)
+    compute_unit: ComputeUnit | None = "fp32"  # whose rate the compute roof is (None: no compute term)
     peak_compute_gflops: float | None = None   # that rate (fp32 FMA, packed half, or tensor cores)
-    peak_compute_source: str | None = None     # "measured", "derived: ..." or "estimated: ..." (compute_peaks.Peak)
-    tensor_unit: ComputeUnit | None = None     # the tensor-core roof the kernel uses or may use, if any
-    tensor_peak_gflops: float | None = None    # its rate
-    tensor_peak_source: str | None = None      # "measured", "derived: ..." or "estimated: ..." (no measured tensor peak)
+    tensor_unit: ComputeUnit | None = None     # the tensor-core unit the task may use, as it would run it
+    basis: str | None = None                   # the bound's sentence (speed_of_light.Bound.basis)
 
     def summary(self) -> str:
         if self.attainable_ms is None:
             return f"{self.median_ms:.4g} ms; no measured peaks, {self.limiter}-bound by the task's nature"
         ai = "n/a" if self.arithmetic_intensity is None else f"{self.arithmetic_intensity:.3g}"
-        unit = "" if self.compute_unit == "fp32" else f", {self.compute_unit} roof"
-        if self.compute_unit != "fp32" and (self.peak_compute_source or "").startswith("estimated"):
-            unit += f" ({self.peak_compute_source})"
+        unit = f", {self.compute_unit} bound" if self.compute_unit not in ("fp32", None) else ""
         return (f"{self.median_ms:.4g} ms vs speed of light {self.attainable_ms:.4g} ms ({self.pct_of_sol:.3g}% of SOL, "
                 f"{self.limiter}-limited{unit}; AI {ai} flop/B, {self.achieved_gbs or 0:.4g} GB/s, "
                 f"{self.achieved_gflops or 0:.4g} GFLOP/s)")
-
-    def on_tensor_cores(self) -> "RooflinePoint":
-        """The same timing against the tensor-core roof the kernel uses or may use (itself when it has none)."""
-        if self.tensor_unit is None or not self.tensor_peak_gflops or self.compute_unit == self.tensor_unit:
-            return self
-        return roofline_from_counts(
-            self.bytes, self.flops, self.median_ms, peak_bandwidth_gbs=self.peak_bandwidth_gbs,
-            peak_fp32_gflops=self.peak_fp32_gflops, fallback_limiter=self.limiter, compute_unit=self.tensor_unit,
-            peak_compute_gflops=self.tensor_peak_gflops, peak_compute_source=self.tensor_peak_source,
-            tensor_unit=self.tensor_unit, tensor_peak_gflops=self.tensor_peak_gflops,
-            tensor_peak_source=self.tensor_peak_source)
 
 
 def _pct(part: float | None, whole: float | None) -> float | None:
@@ -79,17 +59,13 @@ def _pct(part: float | None, whole: float | None) -> float | None:
 
 def roofline_from_counts(bytes_: float, flops: float, median_ms: float, *, peak_bandwidth_gbs: float | None,
                          peak_fp32_gflops: float | None, fallback_limiter: Literal["memory", "compute"] = "memory",
-                         compute_unit: ComputeUnit = "fp32", peak_compute_gflops: float | None = None,
-                         peak_compute_source: str | None = None, tensor_unit: ComputeUnit | None = None,
-                         tensor_peak_gflops: float | None = None, tensor_peak_source: str | None = None) -> RooflinePoint:
+                         compute_unit: ComputeUnit | None = "fp32", peak_compute_gflops: float | None = None,
+                         tensor_unit: ComputeUnit | None = None, basis: str | None = None) -> RooflinePoint:
     """The roofline point from raw counts (for callers without a Task). The compute roof is
-    ``peak_compute_gflops`` (default: the fp32 rate, measured)."""
+    ``peak_compute_gflops`` (default: the fp32 rate, measured); ``compute_unit`` None: no compute term."""
     if median_ms <= 0:
         raise ValueError(f"median_ms must be positive, got {median_ms}")
-    if peak_compute_gflops is None:
-        rate, peak_compute_source = peak_fp32_gflops, "measured" if peak_fp32_gflops else None
-    else:
-        rate = peak_compute_gflops
+    rate = None if compute_unit is None else (peak_fp32_gflops if peak_compute_gflops is None else peak_compute_gflops)
     seconds = median_ms / 1e3
     ai = flops / bytes_ if bytes_ > 0 else None
     memory_ms = bytes_ / (peak_bandwidth_gbs * 1e9) * 1e3 if peak_bandwidth_gbs else None
@@ -98,6 +74,8 @@ def roofline_from_counts(bytes_: float, flops: float, median_ms: float, *, peak_
     attainable = max(known) if known else None
     if memory_ms is not None and compute_ms is not None:
         limiter: Literal["memory", "compute"] = "memory" if memory_ms >= compute_ms else "compute"
+    elif memory_ms is not None and compute_unit is None:
+        limiter = "memory"
     else:
         limiter = fallback_limiter
     achieved_gbs = bytes_ / seconds / 1e9 if bytes_ > 0 else None
@@ -111,28 +89,21 @@ def roofline_from_counts(bytes_: float, flops: float, median_ms: float, *, peak_
         pct_of_sol=_pct(attainable, median_ms), limiter=limiter,
         pct_of_peak_bandwidth=_pct(achieved_gbs, peak_bandwidth_gbs),
         pct_of_peak_flops=_pct(achieved_gflops, rate), compute_unit=compute_unit, peak_compute_gflops=rate,
-        peak_compute_source=peak_compute_source,
-        tensor_unit=tensor_unit, tensor_peak_gflops=tensor_peak_gflops, tensor_peak_source=tensor_peak_source,
+        tensor_unit=tensor_unit, basis=basis,
     )
 
 
 def roofline_point(task: Task, sizes: dict, median_ms: float, device: DeviceInfo, *,
-                   sass: SassSummary | None = None, tensor_cores: bool | None = None) -> RooflinePoint:
-    """Arithmetic intensity, attainable time and % of speed of light of one timing at ``sizes``.
-
-    ``sass``: the build's machine-code summary (CompileResult.sass; None: unknown), which says the units.
-    ``tensor_cores``: without it, whether the kernel runs on tensor cores (None: unknown, then fp16
-    GEMM-shaped tasks get the tensor roof and fp32 ones the fp32 roof). compute_peaks.roofline_peaks decides.
-    """
-    roof, tensor = roofline_peaks(task, device, sass, tensor_cores=tensor_cores)
+                   sass: SassSummary | None = None, library: bool = False) -> RooflinePoint:
+    """Arithmetic intensity, attainable time and % of speed of light of one timing at ``sizes``: the
+    kernel's one bound (speed_of_light.bound, with ``sass`` the build's machine-code summary, None:
+    unknown; ``library`` a vendor-library yardstick)."""
+    b = bound(task, sizes, device, sass=sass, library=library)
     return roofline_from_counts(
         task.bytes_at(sizes), task.flops_at(sizes), median_ms,
         peak_bandwidth_gbs=device.peak_bandwidth_gbs, peak_fp32_gflops=device.peak_fp32_gflops,
-        fallback_limiter=task.bound,
-        compute_unit=roof.unit if roof is not None else "fp32",
-        peak_compute_gflops=roof.gflops if roof is not None else None,
-        peak_compute_source=roof.source if roof is not None else None,
-        tensor_unit=tensor.unit if tensor is not None else None,
-        tensor_peak_gflops=tensor.gflops if tensor is not None else None,
-        tensor_peak_source=tensor.source if tensor is not None else None,
+        fallback_limiter=b.limiter if b is not None else task.bound,
+        compute_unit=b.unit if b is not None else "fp32",
+        peak_compute_gflops=b.peak_gflops if b is not None else None,
+        tensor_unit=may_use(task), basis=b.basis if b is not None else None,
     )

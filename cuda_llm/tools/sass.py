@@ -70,11 +70,25 @@ def _is_packed_half_arith(opcode: str, operands: str) -> bool:
     return True
 
 
+_GLOBAL_ACCESS = ("LDG", "STG", "LDGSTS")
+_WIDTH_MODS = {"128": 16, "64": 8, "U8": 1, "S8": 1, "U16": 2, "S16": 2}
+
+
+def global_access_width(opcode: str) -> int | None:
+    """Bytes per thread of a global load, store or cp.async (``LDG.E.128`` 16, ``LDG.E`` 4, ``LDG.E.U8`` 1),
+    or None for any other instruction."""
+    parts = opcode.upper().split(".")
+    if parts[0] not in _GLOBAL_ACCESS:
+        return None
+    return next((_WIDTH_MODS[m] for m in parts[1:] if m in _WIDTH_MODS), 4)
+
+
 def summarize_sass(text: str) -> SassSummary:
     """Instruction counts of a ``cuobjdump -sass`` listing (all kernels of the object together)."""
     opcodes: dict[str, int] = {}
     tensor: dict[str, int] = {}
     packed = 0
+    widths: dict[int, int] = {}
     for line in text.splitlines():
         m = _INSTRUCTION.match(line)
         if not m:
@@ -87,7 +101,9 @@ def summarize_sass(text: str) -> SassSummary:
             tensor[kind] = tensor.get(kind, 0) + 1
         elif _is_packed_half_arith(op, m.group("rest")):
             packed += 1
-    return SassSummary(opcodes=opcodes, tensor=tensor, packed_half=packed)
+        if (width := global_access_width(op)) is not None:
+            widths[width] = widths.get(width, 0) + 1
+    return SassSummary(opcodes=opcodes, tensor=tensor, packed_half=packed, global_widths=widths)
 
 
 # ------------------------------------------------------------------------------------------ the tool

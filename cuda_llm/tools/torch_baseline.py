@@ -108,8 +108,9 @@ def _measure(loaded: Any, which: str, opts: Any, device: Any) -> EvalResult:
             return res
     t = resp.timing
     if t is not None:
-        sol = speed_of_light.sol_ms(task, t.sizes, device)
-        t.sol_ms, t.pct_of_sol = sol, speed_of_light.pct_of_sol(sol, t.median_ms)
+        b = speed_of_light.bound(task, t.sizes, device, library=True)   # PyTorch's kernels: a vendor library
+        t.sol_ms = b.ms if b is not None else None
+        t.pct_of_sol, t.sol_basis = speed_of_light.pct_of_sol(t.sol_ms, t.median_ms), b.basis if b is not None else None
         res.timing = t
         extra = f", first call {resp.first_call_s:.1f} s" if which == "compile" else ""
         pct = f", {t.pct_of_sol:.0f}% of speed of light" if t.pct_of_sol is not None else ""
