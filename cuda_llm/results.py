@@ -58,6 +58,9 @@ class SassSummary(BaseModel):
     once per build. The speed-of-light bound takes its compute peak from this, never from the source text."""
 
     opcodes: dict[str, int] = Field(default_factory=dict)   # base mnemonic (FFMA, HGMMA, LDG...) -> count
+    # full opcode with its modifiers (LDG.E.128.CONSTANT, LDGSTS.E.BYPASS.128, HMMA.1684.F32.TF32) -> count:
+    # what the feature detectors read (vector width, cache operators, copy engines); empty in old results
+    ops: dict[str, int] = Field(default_factory=dict)
     tensor: dict[str, int] = Field(default_factory=dict)    # tensor-core input type (fp16, bf16, tf32, fp8, int8, fp64...) -> count
     packed_half: int = 0           # HFMA2/HMUL2/HADD2 arithmetic (twice the fp32 rate), not moves or conversions
     global_widths: dict[int, int] = Field(default_factory=dict)  # bytes per thread -> global LDG/STG/LDGSTS count

@@ -20,6 +20,11 @@ With --category FAMILY: the features that apply to that task family, ranked as t
 them (bandit score and the reason for it; --seed changes the Thompson draw). --task NAME does the same
 for one task, also leaving out what its tolerance forbids (reduced precision on a 1e-4 task).
 --show ID prints one feature in full (how to apply it, exemplar, detector, statistics).
+--run RUN_ID shows which features a run's best kernel was credited with, step by step from the baseline,
+and what today's detectors find in it.
+--recredit [RUNS_DIR] detects the features of every candidate the statistics were learned from again
+(sources and builds kept in the run directories, default ./runs) and rebuilds the statistics: run it
+after the detectors changed, so credit follows them.
 
 Statistics live in <cache dir>/feature_stats.sqlite ($CUDA_LLM_FEATURE_DB or --db overrides)."""
 
@@ -35,6 +40,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--db", type=Path, help="statistics file (default: $CUDA_LLM_FEATURE_DB or the cache directory)")
     p.add_argument("--seed", type=int, default=0, help="seed of the bandit's draw (with --category)")
     p.add_argument("--show", metavar="ID", help="print one feature in full")
+    p.add_argument("--run", metavar="RUN_ID", help="the features a run's best kernel was credited with")
+    p.add_argument("--runs-dir", type=Path, default=Path("runs"), help="where runs are kept (default ./runs)")
+    p.add_argument("--recredit", nargs="?", const=Path("runs"), type=Path, metavar="RUNS_DIR",
+                   help="detect the stored candidates again and rebuild the statistics (runs in RUNS_DIR, default ./runs)")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     p.add_argument("--reset", action="store_true", help="delete the learned statistics (asks first; --yes to skip)")
     p.add_argument("--yes", action="store_true", help="with --reset: do not ask")
@@ -70,6 +79,52 @@ def _reset(path: Path, yes: bool) -> int:
     for p in (path, Path(f"{path}-wal"), Path(f"{path}-shm"), Path(f"{path}-journal")):
         p.unlink(missing_ok=True)
     print(f"deleted {path}; runs start learning again from nothing")
+    return 0
+
+
+def _show_run(args: argparse.Namespace) -> int:
+    """What a run's best kernel was credited with, along its lineage."""
+    from dataclasses import asdict
+
+    from cuda_llm.graph.recredit import best_credit
+    from cuda_llm.runs.rundir import RunNotFoundError
+
+    try:
+        bc = best_credit(args.runs_dir, args.run)
+    except RunNotFoundError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    if args.json:
+        print(json.dumps({**asdict(bc), "credited": bc.credited}, indent=2))
+        return 0
+    if bc.best is None or bc.best == "baseline":
+        print(f"run {bc.run_id}: no candidate beat the baseline; nothing was credited to a best kernel")
+        return 0
+    ms = f" ({bc.best_ms:.4g} ms)" if bc.best_ms else ""
+    print(f"run {bc.run_id}: best kernel {bc.best}{ms}, credited with {', '.join(bc.credited) or 'nothing'}")
+    for s in bc.lineage:
+        closed = f"closed {s.headroom_closed:.2f} of the headroom" if s.headroom_closed is not None else "not timed"
+        print(f"  {s.candidate} (parent {s.parent}): {', '.join(s.credited) or '-'}; {closed}")
+    print(f"detected in it by today's detectors: {', '.join(bc.detected_now) or 'nothing'}")
+    return 0
+
+
+def _recredit(path: Path, runs_dir: Path, as_json: bool) -> int:
+    """Detect every stored candidate again and rebuild the statistics file."""
+    from dataclasses import asdict
+
+    from cuda_llm.feature_db import StatsStore, StatsStoreError
+    from cuda_llm.graph.recredit import recredit
+
+    if not path.exists():
+        print(f"no statistics at {path}: nothing to re-credit")
+        return 0
+    try:
+        report = recredit(StatsStore(path), runs_dir)
+    except StatsStoreError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    print(json.dumps(asdict(report), indent=2) if as_json else f"re-credited {path} from {runs_dir}: {report.summary()}")
     return 0
 
 
@@ -110,6 +165,10 @@ def run(args: argparse.Namespace) -> int:
         return 2
     if args.reset:
         return _reset(path, args.yes)
+    if args.run:
+        return _show_run(args)
+    if args.recredit is not None:
+        return _recredit(path, args.recredit, args.json)
     n_events = 0
     try:
         if path.exists():

@@ -27,7 +27,7 @@ from collections.abc import Iterable, Sequence
 from pydantic import BaseModel, Field
 
 from cuda_llm.feature_db.detect import detect_features
-from cuda_llm.results import KernelResources
+from cuda_llm.results import KernelResources, SassSummary
 
 REWARD_CLIP = 1.0            # a step closes at most all of the headroom; a regression counts down to -1
 MIN_HEADROOM_SHARE = 0.05    # a parent within 5% of the bound: headroom taken as 5% of its time (no blow-up)
@@ -94,12 +94,17 @@ def credit_step(asked: Iterable[str], detected: Iterable[str], parent_detected: 
 
 
 def detect_pair(source: str, kernels: Sequence[KernelResources] | None, parent_source: str | None,
-                parent_kernels: Sequence[KernelResources] | None, features=None) -> tuple[set[str], set[str]]:
+                parent_kernels: Sequence[KernelResources] | None, features=None, *, sass: SassSummary | None = None,
+                parent_sass: SassSummary | None = None) -> tuple[set[str], set[str]]:
     """Features of a candidate and of its parent, found the same way: the compile-report rules are used
-    for both or for neither, so a rule that only the candidate's report can fire never makes a feature
-    the parent already had look new. No parent source: the parent has nothing."""
+    for both or for neither, and so are the machine-code (SASS) rules, so a rule that only the candidate's
+    build can fire never makes a feature the parent already had look new. No parent source: the parent
+    has nothing."""
     use_reports = kernels is not None and parent_kernels is not None
-    mine = detect_features(source, list(kernels or []) if use_reports else [], features)
-    theirs = (detect_features(parent_source, list(parent_kernels or []) if use_reports else [], features)
+    use_sass = sass is not None and parent_sass is not None
+    mine = detect_features(source, list(kernels or []) if use_reports else [], features,
+                           sass=sass if use_sass else None)
+    theirs = (detect_features(parent_source, list(parent_kernels or []) if use_reports else [], features,
+                              sass=parent_sass if use_sass else None)
               if parent_source else set())
     return mine, theirs

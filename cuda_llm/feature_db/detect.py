@@ -10,69 +10,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from functools import lru_cache
 
-from cuda_llm.feature_db.model import Detector, Feature, ResourceRule, RuleGroup, SourceRule
-from cuda_llm.results import KernelResources
-
-_ASM_START = re.compile(r"\b(?:asm|__asm__|__asm)\s*(?:volatile|__volatile__)?\s*\(")
-
-
-@dataclass(frozen=True)
-class SourceViews:
-    code: str   # comments and string/char literals blanked (newlines kept)
-    asm: str    # the string literals inside asm(...) statements, one per line
-
-
-def _blank(text: str) -> str:
-    return re.sub(r"[^\n]", " ", text)
-
-
-def split_source(source: str) -> SourceViews:
-    """One pass over the source: blank comments and literals; collect asm string contents."""
-    out: list[str] = []
-    asm_parts: list[str] = []
-    i, n = 0, len(source)
-    asm_depth = 0       # paren depth while inside asm( ... )
-    while i < n:
-        c = source[i]
-        if source.startswith("//", i):
-            j = source.find("\n", i)
-            j = n if j < 0 else j
-            out.append(_blank(source[i:j]))
-            i = j
-        elif source.startswith("/*", i):
-            j = source.find("*/", i + 2)
-            j = n if j < 0 else j + 2
-            out.append(_blank(source[i:j]))
-            i = j
-        elif c in "\"'":
-            j = i + 1
-            while j < n and source[j] != c and source[j] != "\n":
-                j += 2 if source[j] == "\\" else 1
-            j = min(j + 1, n)
-            if c == '"' and asm_depth > 0:
-                asm_parts.append(source[i + 1 : j - 1])
-            out.append(c + _blank(source[i + 1 : j - 1]) + (c if j - 1 > i else ""))
-            i = j
-        else:
-            if asm_depth == 0:
-                m = _ASM_START.match(source, i)
-                if m and (i == 0 or not (source[i - 1].isalnum() or source[i - 1] == "_")):
-                    asm_depth = 1
-                    out.append(m.group(0))
-                    i = m.end()
-                    continue
-            elif c == "(":
-                asm_depth += 1
-            elif c == ")":
-                asm_depth -= 1
-            out.append(c)
-            i += 1
-    # Adjacent literals ("cp.async" ".cg...") form one string; join the parts of one statement loosely.
-    return SourceViews(code="".join(out), asm="\n".join(asm_parts))
-
+from cuda_llm.feature_db.model import Detector, Feature, ResourceRule, RuleGroup, SassRule, SourceRule
+from cuda_llm.feature_db.source_views import SourceViews, kernel_views, split_source  # noqa: F401 - split_source re-exported
+from cuda_llm.results import KernelResources, SassSummary
 
 @lru_cache(maxsize=512)
 def _regex(pattern: str) -> re.Pattern[str]:
@@ -91,37 +33,59 @@ _OPS = {
 }
 
 
-def rule_matches(rule: SourceRule | ResourceRule | RuleGroup, views: SourceViews,
-                 kernels: Sequence[KernelResources]) -> bool:
+def _sass_count(pattern: str, sass: SassSummary) -> int:
+    rx = _regex(pattern)
+    return sum(n for op, n in sass.ops.items() if rx.match(op))
+
+
+def rule_matches(rule: SourceRule | ResourceRule | SassRule | RuleGroup, views: SourceViews,
+                 kernels: Sequence[KernelResources], sass: SassSummary | None = None) -> bool:
     if isinstance(rule, RuleGroup):
-        return all(rule_matches(r, views, kernels) for r in rule.all_of) and \
-            not any(rule_matches(r, views, kernels) for r in rule.none_of)
+        return all(rule_matches(r, views, kernels, sass) for r in rule.all_of) and \
+            not any(rule_matches(r, views, kernels, sass) for r in rule.none_of)
     if isinstance(rule, SourceRule):
-        text = views.code if rule.scope == "code" else views.asm
+        if rule.scope == "asm":
+            texts = [views.asm]
+        elif rule.scope == "file":
+            texts = [views.file or views.code]
+        else:
+            texts = [views.code, views.expanded] if views.expanded else [views.code]
+        rx = _regex(rule.source)
         if rule.min_count == 1:
-            return _regex(rule.source).search(text) is not None
-        return sum(1 for _ in _regex(rule.source).finditer(text)) >= rule.min_count
+            return any(rx.search(t) is not None for t in texts)
+        return any(sum(1 for _ in rx.finditer(t)) >= rule.min_count for t in texts)
+    if isinstance(rule, SassRule):
+        return sass is not None and _sass_count(rule.sass, sass) >= rule.min_count
     op = _OPS[rule.op]
+    if rule.resource == "kernels":
+        return bool(kernels) and op(len(kernels), rule.value)
     return any(op(_resource_value(k, rule.resource), rule.value) for k in kernels)
 
 
-def detector_matches(detector: Detector, views: SourceViews, kernels: Sequence[KernelResources]) -> bool:
-    if detector.any_of and not any(rule_matches(r, views, kernels) for r in detector.any_of):
+def detector_matches(detector: Detector, views: SourceViews, kernels: Sequence[KernelResources],
+                     sass: SassSummary | None = None) -> bool:
+    if detector.any_of and not any(rule_matches(r, views, kernels, sass) for r in detector.any_of):
         return False
-    if not all(rule_matches(r, views, kernels) for r in detector.all_of):
+    if not all(rule_matches(r, views, kernels, sass) for r in detector.all_of):
         return False
-    return not any(rule_matches(r, views, kernels) for r in detector.none_of)
+    return not any(rule_matches(r, views, kernels, sass) for r in detector.none_of)
 
 
 def detect_features(
-    source: str, kernels: Sequence[KernelResources] = (), features: Iterable[Feature] | None = None
+    source: str, kernels: Sequence[KernelResources] = (), features: Iterable[Feature] | None = None,
+    sass: SassSummary | None = None,
 ) -> set[str]:
-    """Ids of the catalogue features this candidate uses (source rules, and compile-report rules when
-    ``kernels`` from ptxas are given)."""
+    """Ids of the catalogue features this candidate uses: source rules one kernel at a time (a feature is
+    found when its detector fires on some kernel), compile-report rules when ``kernels`` from ptxas are
+    given, machine-code rules when the build's ``sass`` summary is given."""
     if features is None:
         from cuda_llm.feature_db.catalogue import load_catalogue
 
         features = load_catalogue()
-    views = split_source(source)
     kernels = list(kernels)
-    return {f.id for f in features if detector_matches(f.detector, views, kernels)}
+    found: set[str] = set()
+    views = kernel_views(source)
+    for f in features:
+        if any(detector_matches(f.detector, v, kernels, sass) for v in views):
+            found.add(f.id)
+    return found

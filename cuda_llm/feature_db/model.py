@@ -35,13 +35,15 @@ class SourceRule(BaseModel):
     """Matches a regex against the candidate's source.
 
     scope "code": the source with comments and string literals blanked (so a comment that names a
-    feature does not count); scope "asm": only the string literals of inline ``asm(...)`` statements,
-    where PTX such as ``cp.async`` or ``mma.sync`` lives.
+    feature does not count), one kernel at a time (the kernel's body with the file's other code, never
+    another kernel's body), as written and with the file's own macros expanded; scope "asm": only the
+    string literals of inline ``asm(...)`` statements, where PTX such as ``cp.async`` or ``mma.sync``
+    lives (one kernel at a time too); scope "file": the whole file at once (kernel counts, host code).
     """
 
     model_config = ConfigDict(extra="forbid")
     source: str
-    scope: Literal["code", "asm"] = "code"
+    scope: Literal["code", "asm", "file"] = "code"
     min_count: int = Field(default=1, ge=1)
 
     @field_validator("source")
@@ -55,12 +57,33 @@ class SourceRule(BaseModel):
 
 
 class ResourceRule(BaseModel):
-    """Matches when some kernel of the compile report satisfies ``resource op value`` (ptxas -v)."""
+    """Matches when some kernel of the compile report satisfies ``resource op value`` (ptxas -v);
+    ``kernels`` is the number of kernels the build holds."""
 
     model_config = ConfigDict(extra="forbid")
-    resource: Literal["registers", "shared_bytes", "constant_bytes", "stack_bytes", "spill_store_bytes", "spill_load_bytes", "spill_bytes"]
+    resource: Literal["registers", "shared_bytes", "constant_bytes", "stack_bytes", "spill_store_bytes", "spill_load_bytes",
+                      "spill_bytes", "kernels"]
     op: Literal[">", ">=", "<", "<=", "==", "!="]
     value: int
+
+
+class SassRule(BaseModel):
+    """Matches when the build's machine code (sass.py: every kernel's SASS, counted by full opcode such as
+    ``LDG.E.128.CONSTANT``) holds at least ``min_count`` instructions whose opcode the regex matches
+    from its start. Never matches when the SASS was not read: what the source says then decides."""
+
+    model_config = ConfigDict(extra="forbid")
+    sass: str
+    min_count: int = Field(default=1, ge=1)
+
+    @field_validator("sass")
+    @classmethod
+    def _compiles(cls, v: str) -> str:
+        try:
+            re.compile(v)
+        except re.error as exc:
+            raise ValueError(f"invalid regex {v!r}: {exc}") from None
+        return v
 
 
 class RuleGroup(BaseModel):
@@ -68,11 +91,11 @@ class RuleGroup(BaseModel):
     ``any_of`` list that needs several facts at once (e.g. a two-stage shared buffer *and* a stage flip)."""
 
     model_config = ConfigDict(extra="forbid")
-    all_of: list[SourceRule | ResourceRule] = Field(min_length=1)
-    none_of: list[SourceRule | ResourceRule] = Field(default_factory=list)
+    all_of: list[SourceRule | ResourceRule | SassRule] = Field(min_length=1)
+    none_of: list[SourceRule | ResourceRule | SassRule] = Field(default_factory=list)
 
 
-Rule = SourceRule | ResourceRule | RuleGroup
+Rule = SourceRule | ResourceRule | SassRule | RuleGroup
 
 
 class Detector(BaseModel):
@@ -81,8 +104,8 @@ class Detector(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
     any_of: list[Rule] = Field(default_factory=list)
-    all_of: list[SourceRule | ResourceRule] = Field(default_factory=list)
-    none_of: list[SourceRule | ResourceRule] = Field(default_factory=list)
+    all_of: list[SourceRule | ResourceRule | SassRule] = Field(default_factory=list)
+    none_of: list[SourceRule | ResourceRule | SassRule] = Field(default_factory=list)
 
     @model_validator(mode="after")
     def _not_empty(self) -> "Detector":

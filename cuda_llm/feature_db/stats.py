@@ -316,40 +316,14 @@ class StatsStore:
             if not math.isfinite(r) or not -1.0 <= r <= 1.0:
                 raise ValueError(f"reward={reward!r}: give the share of headroom closed per feature, in [-1, 1]")
         model_key = normalize_model(model)
-        now = time.time()
+        event = StoredEvent(at=time.time(), arch=arch, category=category, features=ids, compiled=compiled,
+                            passed=passed, speedup=None if log_s is None else float(speedup_over_parent),  # type: ignore[arg-type]
+                            key=key, model=model_key, reward=r, asked=asked_ids, complied=complied_ids)
         with self._write() as conn:
             if key is not None and conn.execute("SELECT 1 FROM events WHERE key = ?", (key,)).fetchone():
                 return False
-            conn.execute(
-                "INSERT INTO events (at, arch, category, features, compiled, passed, speedup, key, model, reward, "
-                "asked, complied) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (now, arch, category, ",".join(ids), int(compiled), int(passed),
-                 None if log_s is None else float(speedup_over_parent), key, model_key, r,  # type: ignore[arg-type]
-                 ",".join(asked_ids), ",".join(complied_ids)),
-            )
-            for fid in dict.fromkeys(ids + asked_ids):
-                row = conn.execute(
-                    "SELECT tries, compiled, passed, n_speedups, sum_log_speedup, mean_log_speedup, m2_log_speedup, "
-                    "n_rewards, mean_reward, m2_reward, asked, complied FROM feature_stats "
-                    "WHERE feature = ? AND category = ? AND arch = ? AND model = ?",
-                    (fid, category, arch, model_key)).fetchone()
-                tries, comp, pas, n, s_log, mean, m2, nr, mr, m2r, ask, com = row if row else (0,) * 12
-                if fid in ids:
-                    tries, comp, pas = tries + 1, comp + int(compiled), pas + int(passed)
-                    if log_s is not None:
-                        n, mean, m2 = _welford(n, mean, m2, log_s)
-                        s_log += log_s
-                    if r is not None:
-                        nr, mr, m2r = _welford(nr, mr, m2r, r)
-                if fid in asked_ids:
-                    ask += 1
-                    com += int(fid in complied_ids)
-                conn.execute(
-                    "INSERT OR REPLACE INTO feature_stats (feature, category, arch, model, tries, compiled, passed, "
-                    "n_speedups, sum_log_speedup, mean_log_speedup, m2_log_speedup, n_rewards, mean_reward, m2_reward, "
-                    "asked, complied, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    (fid, category, arch, model_key, tries, comp, pas, n, s_log, mean, m2, nr, mr, m2r, ask, com, now),
-                )
+            _insert_event(conn, event)
+            _count(conn, event)
         return True
 
     # -- reading ------------------------------------------------------------------------------------------
@@ -408,12 +382,93 @@ class StatsStore:
             cells.setdefault((r.feature, r.category, r.arch), []).append(r)
         return [pooled(group, *cell) for cell, group in cells.items()]
 
+    def events(self) -> list[StoredEvent]:
+        """Every recorded event, oldest first: what the aggregates are rebuilt from."""
+        rows = self._query("SELECT id, at, arch, category, features, compiled, passed, speedup, key, model, reward, "
+                           "asked, complied FROM events ORDER BY id", ())
+        return [StoredEvent(id=i, at=at, arch=arch, category=cat, features=_split(f), compiled=bool(c), passed=bool(p),
+                            speedup=sp, key=key, model=model or "", reward=rw, asked=_split(asked), complied=_split(comp))
+                for i, at, arch, cat, f, c, p, sp, key, model, rw, asked, comp in rows]
+
+    def rebuild(self, events: Iterable[StoredEvent]) -> int:
+        """Replace the event log with ``events`` (in order) and recount every aggregate from it, in one
+        transaction: a failure leaves the file as it was. The re-credit migration (recredit.py) calls this
+        after detecting again; ``rebuild(events())`` recounts the aggregates as they are. Returns the count."""
+        evs = list(events)
+        with self._write() as conn:
+            conn.execute("DELETE FROM events")
+            conn.execute("DELETE FROM feature_stats")
+            for ev in evs:
+                _insert_event(conn, ev)
+                _count(conn, ev)
+        return len(evs)
+
     def n_events(self) -> int:
         """How many candidates were recorded (one event per ``record`` call)."""
         return int(self._query("SELECT COUNT(*) FROM events", ())[0][0])
 
     def __repr__(self) -> str:
         return f"StatsStore({str(self.path)!r})"
+
+
+class StoredEvent(BaseModel):
+    """One row of the event log: one evaluated candidate as it was credited."""
+
+    id: int | None = None          # kept on a rebuild, so the log's order stays the recording order
+    at: float
+    arch: str
+    category: str
+    features: list[str]            # credited: in the code, new over the parent
+    compiled: bool
+    passed: bool
+    speedup: float | None = None   # parent_ms / ms of a passing candidate
+    key: str | None = None         # run/candidate/source hash
+    model: str = ""
+    reward: float | None = None    # share of the headroom closed per credited feature (passing candidates)
+    asked: list[str] = []
+    complied: list[str] = []
+
+
+def _split(text: str | None) -> list[str]:
+    return [t for t in (text or "").split(",") if t]
+
+
+def _insert_event(conn: sqlite3.Connection, ev: StoredEvent) -> None:
+    conn.execute(
+        "INSERT INTO events (id, at, arch, category, features, compiled, passed, speedup, key, model, reward, asked, "
+        "complied) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (ev.id, ev.at, ev.arch, ev.category, ",".join(ev.features), int(ev.compiled), int(ev.passed), ev.speedup, ev.key,
+         ev.model, ev.reward, ",".join(ev.asked), ",".join(ev.complied)))
+
+
+def _count(conn: sqlite3.Connection, ev: StoredEvent) -> None:
+    """Add one event to the aggregates: a try for every credited feature (its speedup and reward when it
+    passed), a request (and compliance) for every asked one."""
+    log_s = math.log(ev.speedup) if ev.speedup is not None and ev.passed and ev.speedup > 0 else None
+    r = ev.reward if ev.passed else None
+    for fid in dict.fromkeys(ev.features + ev.asked):
+        row = conn.execute(
+            "SELECT tries, compiled, passed, n_speedups, sum_log_speedup, mean_log_speedup, m2_log_speedup, "
+            "n_rewards, mean_reward, m2_reward, asked, complied FROM feature_stats "
+            "WHERE feature = ? AND category = ? AND arch = ? AND model = ?",
+            (fid, ev.category, ev.arch, ev.model)).fetchone()
+        tries, comp, pas, n, s_log, mean, m2, nr, mr, m2r, ask, com = row if row else (0,) * 12
+        if fid in ev.features:
+            tries, comp, pas = tries + 1, comp + int(ev.compiled), pas + int(ev.passed)
+            if log_s is not None:
+                n, mean, m2 = _welford(n, mean, m2, log_s)
+                s_log += log_s
+            if r is not None:
+                nr, mr, m2r = _welford(nr, mr, m2r, r)
+        if fid in ev.asked:
+            ask += 1
+            com += int(fid in ev.complied)
+        conn.execute(
+            "INSERT OR REPLACE INTO feature_stats (feature, category, arch, model, tries, compiled, passed, "
+            "n_speedups, sum_log_speedup, mean_log_speedup, m2_log_speedup, n_rewards, mean_reward, m2_reward, "
+            "asked, complied, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (fid, ev.category, ev.arch, ev.model, tries, comp, pas, n, s_log, mean, m2, nr, mr, m2r, ask, com, ev.at),
+        )
 
 
 def _combine(n: int, mean: float, m2: float, nb: int, mean_b: float, m2b: float) -> tuple[int, float, float]:

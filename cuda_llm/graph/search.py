@@ -31,7 +31,8 @@ def _detected(deps: Any, source: str, res: EvalResult | None) -> list[str]:
 
     try:
         kernels = res.compile.kernels if res is not None and res.compile is not None else []
-        return sorted(detect_features(source, kernels, deps.catalogue or None))
+        sass = res.compile.sass if res is not None and res.compile is not None else None
+        return sorted(detect_features(source, kernels, deps.catalogue or None, sass=sass))
     except Exception as exc:  # noqa: BLE001 - a detector problem must not lose the program
         deps.event("warning", where="program_db", error=str(exc)[:300])
         return []

@@ -173,9 +173,12 @@ def _credit(deps: Deps, c: Candidate, res: EvalResult) -> Any:
     def kernels(r: EvalResult | None) -> list | None:
         return list(r.compile.kernels) if r is not None and r.compile is not None and r.compile.ok else None
 
+    def sass(r: EvalResult | None) -> Any:
+        return r.compile.sass if r is not None and r.compile is not None and r.compile.ok else None
+
     parent_res = deps.rundir.read_result(c.parent or "baseline")
     found, parent_found = detect_pair(deps.source(c.hash), kernels(res), _parent_source(deps, c), kernels(parent_res),
-                                      deps.catalogue or None)
+                                      deps.catalogue or None, sass=sass(res), parent_sass=sass(parent_res))
     timing = res.timing
     outcome = StepOutcome(compiled=res.compile is not None and res.compile.ok, passed=res.status == Status.ok,
                           ms=timing.median_ms if timing is not None else None, parent_ms=c.parent_ms,

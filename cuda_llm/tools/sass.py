@@ -84,8 +84,10 @@ def global_access_width(opcode: str) -> int | None:
 
 
 def summarize_sass(text: str) -> SassSummary:
-    """Instruction counts of a ``cuobjdump -sass`` listing (all kernels of the object together)."""
+    """Instruction counts of a ``cuobjdump -sass`` listing (all kernels of the object together), by base
+    mnemonic and by full opcode (the feature detectors' SASS rules read the latter)."""
     opcodes: dict[str, int] = {}
+    ops: dict[str, int] = {}
     tensor: dict[str, int] = {}
     packed = 0
     widths: dict[int, int] = {}
@@ -96,6 +98,7 @@ def summarize_sass(text: str) -> SassSummary:
         op = m.group("op")
         base = op.split(".", 1)[0]
         opcodes[base] = opcodes.get(base, 0) + 1
+        ops[op] = ops.get(op, 0) + 1
         kind = tensor_kind(op)
         if kind is not None:
             tensor[kind] = tensor.get(kind, 0) + 1
@@ -103,7 +106,7 @@ def summarize_sass(text: str) -> SassSummary:
             packed += 1
         if (width := global_access_width(op)) is not None:
             widths[width] = widths.get(width, 0) + 1
-    return SassSummary(opcodes=opcodes, tensor=tensor, packed_half=packed, global_widths=widths)
+    return SassSummary(opcodes=opcodes, ops=ops, tensor=tensor, packed_half=packed, global_widths=widths)
 
 
 # ------------------------------------------------------------------------------------------ the tool

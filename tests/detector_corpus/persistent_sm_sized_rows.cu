@@ -1,5 +1,5 @@
-// features: persistent_kernel, launch_config_tuning, warp_shuffle, coalesced_access
-// case: a grid of (SM count x blocks per SM) blocks looping over rows: row sums.
+// features: persistent_kernel, launch_config_tuning, warp_shuffle, block_reduction_tree, coalesced_access
+// case: a grid of (SM count x blocks per SM) blocks looping over rows: row sums by shuffles and a 32-slot block reduction.
 #include <cuda_runtime.h>
 __global__ void row_sums_persistent(const float* x, float* y, int rows, int cols) {
     __shared__ float ws[32];

@@ -1,4 +1,4 @@
-// features: single_pass_row, warp_per_row, warp_shuffle, vector_loads, loop_unrolling, readonly_cache, kernel_fusion
+// features: single_pass_row, warp_per_row, warp_shuffle, vector_loads, loop_unrolling, readonly_cache, kernel_fusion, coalesced_access
 // case: RMS norm holding each row in registers (8 float4 per lane), one read per element.
 template <int V>
 __global__ void rmsnorm_reg(const float* __restrict__ x, const float* __restrict__ w, float* __restrict__ y, int rows, int cols) {

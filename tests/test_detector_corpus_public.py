@@ -1,0 +1,73 @@
+"""The public corpus's manifest (tests/detector_corpus_public/): labels are catalogue ids, the halves follow
+the fixed split rule, every kernel names its source. With the mirrors at hand ($CUDA_LLM_PUBLIC_MIRROR),
+the written files load as a corpus with the manifest's labels. No detector runs here: the held-out half
+is scored by the benchmark, never tuned on."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import re
+import sys
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from cuda_llm.feature_db import load_catalogue
+from cuda_llm.feature_db.detector_eval import load_corpus
+
+HERE = Path(__file__).parent / "detector_corpus_public"
+_spec = importlib.util.spec_from_file_location("public_corpus", HERE / "materialize.py")
+materialize = importlib.util.module_from_spec(_spec)
+sys.modules[_spec.name] = materialize                 # pydantic resolves the models' annotations there
+_spec.loader.exec_module(materialize)
+
+ENTRIES = materialize.load_manifest()
+IDS = {f.id for f in load_catalogue()}
+
+
+def test_the_corpus_is_big_and_labelled_with_catalogue_ids():
+    assert len(ENTRIES) >= 48
+    unknown = {e.name: sorted(set(e.labels) - IDS) for e in ENTRIES if set(e.labels) - IDS}
+    assert not unknown
+    assert all(len(set(e.labels)) == len(e.labels) for e in ENTRIES)
+    assert len({e.name for e in ENTRIES}) == len(ENTRIES)
+
+
+def test_the_halves_follow_the_split_rule_and_are_balanced_per_kind():
+    materialize.check(ENTRIES)
+    per_kind = Counter((e.kind, e.half) for e in ENTRIES)
+    for kind in {e.kind for e in ENTRIES}:
+        assert abs(per_kind[(kind, "tune")] - per_kind[(kind, "heldout")]) <= 1, kind
+    halves = Counter(e.half for e in ENTRIES)
+    assert abs(halves["tune"] - halves["heldout"]) <= 1
+
+
+def test_a_half_that_breaks_the_rule_is_refused():
+    moved = [e.model_copy(update={"half": "heldout" if e.half == "tune" else "tune"}) if i == 0 else e
+             for i, e in enumerate(ENTRIES)]
+    with pytest.raises(SystemExit, match="split rule"):
+        materialize.check(moved)
+
+
+def test_a_later_batch_never_moves_an_earlier_kernel():
+    before = materialize.split_rule(ENTRIES)
+    added = ENTRIES[0].model_copy(update={"name": "aaa_added_later", "batch": 2})
+    after = materialize.split_rule([*ENTRIES, added])
+    assert all(after[n] == h for n, h in before.items())
+
+
+def test_every_kernel_names_its_source():
+    for e in ENTRIES:
+        assert re.fullmatch(r"[0-9a-f]{40}", e.commit), e.name
+        assert e.licence in {"MIT", "BSD-3-Clause", "Apache-2.0"}, e.name
+        assert e.parts and all(1 <= a <= b for p in e.parts for a, b in p.lines), e.name
+        assert e.case and e.kind, e.name
+
+
+@pytest.mark.skipif(not os.environ.get("CUDA_LLM_PUBLIC_MIRROR"), reason="needs the repositories' mirrors")
+def test_the_written_files_load_with_the_manifest_labels(tmp_path):
+    materialize.main(["--mirror", os.environ["CUDA_LLM_PUBLIC_MIRROR"], "--out", str(tmp_path)])
+    written = {k.name: k for half in materialize.HALVES for k in load_corpus(tmp_path / half, IDS)}
+    assert {n: set(k.labels) for n, k in written.items()} == {e.name: set(e.labels) for e in ENTRIES}

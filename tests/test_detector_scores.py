@@ -1,0 +1,114 @@
+"""The detectors' scores held where they are (benchmarks/detector_bench.py prints the tables): the project
+corpus with the naive baselines, the tune half of the public corpus, and the held-out half's totals.
+
+The public kernels are other people's code, so the repository keeps their manifest, not their text: they
+are read from tests/detector_corpus_public/{tune,heldout}/ when written there, else written from the
+repositories' mirrors at $CUDA_LLM_PUBLIC_MIRROR (materialize.py); without either, those tests skip.
+Their builds (SASS, ptxas) are recorded in tests/fixtures/detector_artifacts/ and used when present.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from cuda_llm.feature_db import load_catalogue
+from cuda_llm.feature_db.detector_eval import CorpusKernel, detect_kernel, load_corpus, recorded_build, score, totals
+from cuda_llm.tasks import load_all
+
+TESTS = Path(__file__).parent
+PUBLIC = TESTS / "detector_corpus_public"
+CATALOGUE = load_catalogue()
+IDS = {f.id for f in CATALOGUE}
+
+# Floors a rule change must not fall below (measured: project 1.00 / 1.00, tune 0.99 / 0.96).
+PROJECT_FLOOR = (0.99, 0.99)
+TUNE_FLOOR = (0.97, 0.93)
+TUNE_FEATURE_RECALL = 0.8            # every tune feature with support >= 3
+HELD_OUT_TARGET = (0.9, 0.9)         # the issue's targets on the held-out half: not met (recall 0.89)
+HELD_OUT_FLOOR = (0.93, 0.89)        # measured once, after the rules were written: precision 0.93, recall 0.89
+
+
+def _project() -> list[CorpusKernel]:
+    corpus = TESTS / "detector_corpus"
+    labels = tomllib.loads((corpus / "baselines.toml").read_text())
+    base = [CorpusKernel(name=f"baseline:{lt.task.name}", path=lt.task.baseline_path,
+                         labels=frozenset(labels.get(lt.task.name, ())), source=lt.task.baseline_path.read_text())
+            for lt in load_all()]
+    return load_corpus(corpus, IDS) + base
+
+
+@pytest.fixture(scope="module")
+def public(tmp_path_factory):
+    """half -> its kernels (with the recorded builds), written from the mirrors when not already here."""
+    if all(any((PUBLIC / h).glob("*.cu")) for h in ("tune", "heldout")):
+        root = PUBLIC
+    elif os.environ.get("CUDA_LLM_PUBLIC_MIRROR"):
+        spec = importlib.util.spec_from_file_location("public_corpus", PUBLIC / "materialize.py")
+        mod = importlib.util.module_from_spec(spec)
+        sys.modules[spec.name] = mod
+        spec.loader.exec_module(mod)
+        root = tmp_path_factory.mktemp("public")
+        mod.main(["--mirror", os.environ["CUDA_LLM_PUBLIC_MIRROR"], "--out", str(root)])
+    else:
+        pytest.skip("the public corpus is not written here: run tests/detector_corpus_public/materialize.py "
+                    "or set CUDA_LLM_PUBLIC_MIRROR")
+    out = {}
+    for half in ("tune", "heldout"):
+        kernels = load_corpus(root / half, IDS)
+        # builds recorded for the repository's folder, whichever folder the sources were written to
+        out[half] = [k.model_copy(update={"build": recorded_build(PUBLIC / half, k.name)}) for k in kernels]
+    return out
+
+
+def test_the_project_corpus_does_not_regress():
+    t = totals(score(_project(), CATALOGUE))
+    assert t.precision >= PROJECT_FLOOR[0] and t.recall >= PROJECT_FLOOR[1], t
+
+
+def test_the_tune_half_does_not_regress(public):
+    kernels = public["tune"]
+    assert all(k.build is not None for k in kernels), "record: python benchmarks/record_detector_artifacts.py"
+    scores = score(kernels, CATALOGUE)
+    t = totals(scores)
+    assert t.precision >= TUNE_FLOOR[0] and t.recall >= TUNE_FLOOR[1], t
+    low = {s.feature: s.recall for s in scores if s.support >= 3 and s.recall < TUNE_FEATURE_RECALL}
+    assert not low
+
+
+# Where the build and the source rules disagree on the tune half, and why (the build is right every time).
+TUNE_BUILD_DISAGREES = {
+    # `half` storage fed to WMMA / mma.sync with fp32 conversion kernels or half accumulators: the source
+    # names no conversion intrinsic, the build packs fp32 into half (F2FP) or accumulates in half (HMMA.F16)
+    ("gemm_blog_simple_wmma", "reduced_precision"): "build",
+    ("gemm_hg_mma_async_stage3", "reduced_precision"): "build",
+    ("gemm_hg_wmma_padding", "reduced_precision"): "build",
+    # a TMA ring into a struct of shared arrays read by wgmma descriptors: no subscript of a __shared__ array
+    # to follow in the source; the build shows TMA loads feeding HGMMA
+    ("gemm_fc5_warp_specialized_ring", "smem_tiling"): "build",
+    # uint4 loads through a typedef (data_t): the build's LDG.E.128
+    ("histogram_cs64_thread_subhistograms", "vector_loads"): "build",
+}
+
+
+def test_build_and_source_disagree_on_the_tune_half_only_where_said(public):
+    seen = {}
+    for k in public["tune"]:
+        src, both = detect_kernel(k, CATALOGUE, builds=False), detect_kernel(k, CATALOGUE)
+        for f in src ^ both:
+            seen[(k.name, f)] = "build" if f in both else "source"
+    assert seen == TUNE_BUILD_DISAGREES
+
+
+def test_the_held_out_totals(public):
+    """Scored as it comes (never tuned on). The targets are not met (recall 0.89 < 0.9), so the measured
+    totals are held as a floor; raise it to HELD_OUT_TARGET once a change met on the tune half lifts them."""
+    t = totals(score(public["heldout"], CATALOGUE))
+    met = t.precision >= HELD_OUT_TARGET[0] and t.recall >= HELD_OUT_TARGET[1]
+    floor = HELD_OUT_TARGET if met else HELD_OUT_FLOOR
+    assert t.precision >= floor[0] and t.recall >= floor[1], t
