@@ -230,3 +230,22 @@ def test_the_timeline_shows_free_slots_and_recommendations_not_offered():
     line = describe({"event": "decision", "kind": "not_offered", "parent": "baseline",
                      "features": {"programmatic_dependent_launch": why_not(PDL, facts_of("gelu"))}})
     assert line.startswith("recommended but not offered to baseline: programmatic_dependent_launch (needs")
+
+
+def test_a_step_back_is_not_offered_to_a_parent_that_went_further():
+    """A wgmma kernel is not offered mma.sync or wmma, nor a TMA kernel cp.async; a plain tiled one is."""
+    task = load_task("hgemm").task
+    base = parent_facts(task, naive("hgemm"), detected=frozenset({"smem_tiling"}))
+    assert why_not(CATALOGUE["tensor_cores_mma"], base) is None
+    wg = parent_facts(task, naive("hgemm"), detected=frozenset({"smem_tiling", "wgmma", "tma_bulk_copy"}))
+    assert why_not(CATALOGUE["tensor_cores_mma"], wg) == "the parent already uses wgmma, which goes further"
+    assert "wgmma" in why_not(CATALOGUE["tensor_cores_wmma"], wg)
+    assert "tma_bulk_copy" in why_not(CATALOGUE["cp_async"], wg)
+    offered = {r.feature.id for r in ranked_offer(list(CATALOGUE.values()), [], task=task, facts=wg, arch="sm_90")}
+    assert not offered & {"tensor_cores_mma", "tensor_cores_wmma", "cp_async", "wgmma"}
+
+
+def test_superseding_features_are_catalogue_ids():
+    with pytest.raises(ValueError, match="unknown feature ids"):
+        OffersFile.model_validate({"features": {"tensor_cores_mma": {"superseded_by": ["wgmma_typo"]}}}).check_ids(
+            CATALOGUE, "test")

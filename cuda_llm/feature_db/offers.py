@@ -85,6 +85,9 @@ class OfferRules(BaseModel):
     needs_any: list[Fact] = Field(default_factory=list, description="facts of which one must hold")
     excludes: list[Fact] = Field(default_factory=list, description="facts of which none may hold")
     refinement: str | None = Field(default=None, description="offered again to a parent that uses it, as this")
+    superseded_by: list[str] = Field(default_factory=list,
+                                     description="features that do more of the same: a parent using one is not "
+                                                 "offered this step back (mma.sync to a wgmma kernel)")
 
 
 class OffersFile(BaseModel):
@@ -106,7 +109,8 @@ class OffersFile(BaseModel):
     def check_ids(self, ids: Iterable[str], where: str) -> None:
         """Every feature id named here exists in the catalogue (a typo would silently offer everything)."""
         known = set(ids)
-        named = set(self.features) | {f for v in self.known_wins.values() for f in v} | \
+        named = set(self.features) | {f for r in self.features.values() for f in r.superseded_by} | \
+            {f for v in self.known_wins.values() for f in v} | \
             {f for v in self.known_wins_by_tag.values() for f in v}
         unknown = sorted(named - known)
         if unknown:
@@ -276,6 +280,9 @@ def why_not(feature: Feature, facts: ParentFacts, offers: OffersFile | None = No
     rules = offers.features.get(feature.id, OfferRules())
     if feature.id in facts.detected and rules.refinement is None:
         return "the parent already uses it"
+    beyond = [f for f in rules.superseded_by if f in facts.detected]
+    if beyond:
+        return "the parent already uses " + ", ".join(beyond) + ", which goes further"
     missing = [f for f in rules.needs if not facts.has(f)]
     if missing:
         return "needs: " + "; ".join(FACTS[f] for f in missing)
