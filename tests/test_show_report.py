@@ -190,3 +190,22 @@ def test_the_report_shows_the_best_kernels_one_bound_and_its_sentence():
     assert "tf32 tensor-core peak" in _candidate_body(views[1]) and "fp32 FMA peak" in _candidate_body(views[0])
     assert "tf32 tensor-core peak" in render_html(data)
 
+
+
+def test_an_unfinished_run_shows_its_best_kernels_bound(tmp_path):
+    """Before the final check, the headline's speed of light is the best candidate's own evaluation's bound
+    (scripted figures), not '-'."""
+    from cuda_llm.report.markdown import render_report
+    from cuda_llm.report.summary import build_summary
+    from cuda_llm.results import EvalResult, Status, TimingResult
+    from cuda_llm.runs.rundir import RunDir
+
+    rd = RunDir.create(tmp_path / "runs", "hgemm")
+    timing = TimingResult(sizes={"M": 4096}, median_ms=0.2194, min_ms=0.21, mean_ms=0.22, iqr_ms=0.001, rse=0.01,
+                          samples_ms=[0.2194], repetitions=1, stop_reason="rse", sol_ms=0.1477,
+                          pct_of_sol=67.3, sol_basis="Speed of light 0.1477 ms: the fp16 tensor-core peak.")
+    rd.write_result("r1c1", EvalResult(task="hgemm", candidate="r1c1", source_hash="h", status=Status.ok, timing=timing))
+    values = {"task": "hgemm", "baseline": {"ms": 30.0}, "best": {"id": "r1c1", "ms": 0.2194}}
+    md = render_report(build_summary(rd, values))
+    assert "67.3% of the bound (0.1477 ms). Speed of light 0.1477 ms: the fp16 tensor-core peak." in md
+    assert build_summary(rd, {**values, "best": {"id": "baseline", "ms": 30.0}}).best_pct_of_sol is None

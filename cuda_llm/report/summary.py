@@ -60,15 +60,29 @@ def build_summary(rundir: Any, values: dict[str, Any]) -> RunSummary:
             check += f" ({final['speedup']:.2f}x)"
     from cuda_llm.runs.replay import replay_line
 
+    sol = final or _best_timing(rundir, best)
     return RunSummary(
         replay=replay_line(rundir), task=str(values.get("task") or "?"), run_id=rundir.run_id, device=values.get("device"), baseline_ms=base.get("ms"),
         best_candidate=best.get("id"), best_ms=final.get("ms") or best.get("ms"), stop_reason=values.get("stop_reason"),
         rounds=rounds, tokens_by_role=tokens, seconds=float(values.get("elapsed_s") or 0.0), final_check=check,
-        best_path=_best_path(rundir, best, final), best_pct_of_sol=final.get("pct_of_sol"),
-        best_sol_ms=final.get("sol_ms"), best_sol_basis=final.get("sol_basis") or "",
+        best_path=_best_path(rundir, best, final), best_pct_of_sol=sol.get("pct_of_sol"),
+        best_sol_ms=sol.get("sol_ms"), best_sol_basis=sol.get("sol_basis") or "",
         best_profile=profile_line(best), library_ms=base.get("library_ms"),
         baseline_label=baseline_label(base), library_label=base.get("library_label") or "library",
     )
+
+
+def _best_timing(rundir: Any, best: dict[str, Any]) -> dict[str, Any]:
+    """The best kernel's bound as its own evaluation gave it, for a run whose final check has not run yet."""
+    cid = best.get("id")
+    if not cid or cid == "baseline":
+        return {}
+    try:
+        res = rundir.read_result(cid)
+    except (OSError, ValueError):
+        return {}
+    timing = res.timing if res is not None else None
+    return timing.model_dump() if timing is not None else {}
 
 
 def profile_line(best: dict[str, Any]) -> str:
