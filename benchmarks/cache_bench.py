@@ -22,8 +22,8 @@ sys.path.insert(0, str(ROOT))
 
 from cuda_llm.paths import cache_dir  # noqa: E402
 from cuda_llm.tasks import load_task  # noqa: E402
-from cuda_llm.tools import cache_store  # noqa: E402
-from cuda_llm.tools.evaluate import EvalOptions, evaluate_candidate  # noqa: E402
+from cuda_llm import cache_store  # noqa: E402
+from cuda_llm.tools.harness.evaluate import EvalOptions, evaluate_candidate  # noqa: E402
 
 
 def snapshot() -> dict[str, list[int]]:

@@ -32,9 +32,9 @@ def main(argv: list[str] | None = None) -> int:
     from cuda_llm.report.formats import md_table, render_table
     from cuda_llm.results import CompileResult, DeviceInfo, SassSummary
     from cuda_llm.tasks import load_task
-    from cuda_llm.tools.diagnosis import diagnose
-    from cuda_llm.tools.ncu_parse import profile_from_text
-    from cuda_llm.tools.roofline import roofline_point
+    from cuda_llm.tools.profile.diagnosis import diagnose
+    from cuda_llm.tools.profile.ncu_parse import profile_from_text
+    from cuda_llm.tools.profile.roofline import roofline_point
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", type=Path, default=ROOT / "bench-out")

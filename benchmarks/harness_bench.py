@@ -10,7 +10,7 @@ cached, benchmark data warm, as in an optimization run.
 --tasks defaults to $TASKS (comma-separated), else all tasks. Writes OUT/harness.md (table) and
 OUT/harness.json (every figure) after every task, so a run cut short still leaves its table. "naive/lib"
 is the library baseline's speedup over the naive one (how much headroom a candidate has). Where cuBLAS is
-only the pip wheel (no libcublas.so in the toolkit), the compiler finds it (cuda_llm/tools/libraries.py).
+only the pip wheel (no libcublas.so in the toolkit), the compiler finds it (cuda_llm/tools/compiler/libraries.py).
 Progress goes to stderr.
 """
 
@@ -28,12 +28,12 @@ sys.path.insert(0, str(ROOT))
 
 from cuda_llm.report.harness_report import harness_markdown, harness_table  # noqa: E402
 from cuda_llm.tasks import list_task_names, load_task  # noqa: E402
-from cuda_llm.tools.compile import compile_source  # noqa: E402
-from cuda_llm.tools.device_info import get_device_info  # noqa: E402
-from cuda_llm.tools.evaluate import EvalOptions, evaluate_candidate  # noqa: E402
-from cuda_llm.tools.harness_stats import event_vs_ncu_pct, spread_pct, summarize  # noqa: E402
-from cuda_llm.tools.libraries import library_flags  # noqa: E402
-from cuda_llm.tools.worker_protocol import EvaluateResponse  # noqa: E402
+from cuda_llm.tools.compiler.compile import compile_source  # noqa: E402
+from cuda_llm.tools.harness.device_info import get_device_info  # noqa: E402
+from cuda_llm.tools.harness.evaluate import EvalOptions, evaluate_candidate  # noqa: E402
+from cuda_llm.tools.harness.harness_stats import event_vs_ncu_pct, spread_pct, summarize  # noqa: E402
+from cuda_llm.tools.compiler.libraries import library_flags  # noqa: E402
+from cuda_llm.tools.harness.worker_protocol import EvaluateResponse  # noqa: E402
 
 DEFAULT_NCU = "gelu,softmax,gemv,sgemm,hgemm,layernorm,reduce_sum,conv2d"
 
@@ -102,7 +102,7 @@ def bench_task(name: str, args, work: Path) -> dict:
                 row["naive_over_library"] = t.median_ms / lib.timing.median_ms
     if name in args.ncu_tasks and comp.ok:
         try:
-            from cuda_llm.tools.ncu import profile_candidate
+            from cuda_llm.tools.profile.ncu import profile_candidate
             prof = profile_candidate(loaded, comp.so_path, out_dir=work / name / "ncu", timeout_s=120,
                                      sections=("SpeedOfLight",))
             row["ncu_ms"] = prof.duration_ms if prof.available else None

@@ -107,7 +107,7 @@ class LoggedEvaluator:
 
 def drive(mode: str, work: Path, run_id: str | None, profile: bool) -> dict:
     """One process's part: start or resume a run in ``work``."""
-    from cuda_llm.graph.evaluator import GpuEvaluator
+    from cuda_llm.measure.evaluator import GpuEvaluator
     from cuda_llm.report.progress import ConsoleProgress
     from cuda_llm.graph.run import resume_run, start_run
 
@@ -255,7 +255,7 @@ def main(argv: list[str] | None = None) -> int:
     work = args.work or (args.out / "loop-runs")
     straight = straight_run(work / "straight", args.profile)
     resumed = None if args.no_resume else killed_and_resumed(work / "killed")
-    from cuda_llm.tools.device_info import get_device_info
+    from cuda_llm.tools.harness.device_info import get_device_info
 
     dev = get_device_info()
     text = write_markdown(args.out / "loop.md", straight, resumed, dev.name if dev else None)

@@ -53,7 +53,7 @@ def main(argv: list[str] | None = None) -> int:
                    "readable files are copied to OUT/manual-run/)")
     args = p.parse_args(argv)
 
-    from cuda_llm.graph.answer_folder import answer_file, coder_answer
+    from cuda_llm.runs.answer_folder import answer_file, coder_answer
     from cuda_llm.graph.manual import pending_prompts
     from cuda_llm.runs.rundir import recent_runs
 

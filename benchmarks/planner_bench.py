@@ -133,9 +133,9 @@ def recording(fixtures: Path, task: str) -> tuple[dict, Path] | None:
 
 def diagnosis_of(task, entry: dict, csv: Path, allowed: set[str]):
     from cuda_llm.results import DeviceInfo
-    from cuda_llm.tools.diagnosis import diagnose
-    from cuda_llm.tools.ncu_parse import profile_from_text
-    from cuda_llm.tools.roofline import roofline_point
+    from cuda_llm.tools.profile.diagnosis import diagnose
+    from cuda_llm.tools.profile.ncu_parse import profile_from_text
+    from cuda_llm.tools.profile.roofline import roofline_point
 
     pk = entry.get("peaks") or entry["file_peaks"]
     more = {k: pk[k] for k in ("peak_fp16_tc_gflops", "peak_tf32_tc_gflops") if pk.get(k)}

@@ -27,11 +27,11 @@ DEFAULT_TASKS = ["gelu", "softmax", "nbody", "sgemm", "cross_entropy", "prefix_s
 
 def bench_one(name: str, out: Path, device) -> dict:
     from cuda_llm.tasks import load_task
-    from cuda_llm.tools.compile import compile_source
-    from cuda_llm.tools.diagnosis import diagnose
-    from cuda_llm.tools.evaluate import EvalOptions, baseline_result
-    from cuda_llm.tools.ncu import profile_candidate
-    from cuda_llm.tools.roofline import roofline_point
+    from cuda_llm.tools.compiler.compile import compile_source
+    from cuda_llm.tools.profile.diagnosis import diagnose
+    from cuda_llm.tools.harness.evaluate import EvalOptions, baseline_result
+    from cuda_llm.tools.profile.ncu import profile_candidate
+    from cuda_llm.tools.profile.roofline import roofline_point
 
     loaded = load_task(name)
     entry: dict = {"task": name, "sizes": loaded.task.benchmark}
@@ -130,8 +130,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--fixtures", type=Path, help="also write raw CSV pages and summary.json here")
     a = ap.parse_args(argv)
 
-    from cuda_llm.tools.device_info import get_device_info
-    from cuda_llm.tools.ncu import find_ncu, ncu_version
+    from cuda_llm.tools.harness.device_info import get_device_info
+    from cuda_llm.tools.profile.ncu import find_ncu, ncu_version
 
     ncu = find_ncu()
     t = time.perf_counter()

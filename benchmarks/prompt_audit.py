@@ -30,7 +30,7 @@ sys.path.insert(0, str(ROOT))
 
 from langchain_core.messages import AIMessage, BaseMessage  # noqa: E402
 
-from cuda_llm.graph.evaluator import ToolsMixin  # noqa: E402
+from cuda_llm.measure.evaluator import ToolsMixin  # noqa: E402
 from cuda_llm.results import (  # noqa: E402
     CaseResult, DeviceInfo, EvalResult, Status, TimingResult, ValidationResult,
 )
@@ -125,7 +125,7 @@ class ScriptedEvaluator(ToolsMixin):
     def _measure(self, loaded: Any, source: str, cid: str, baseline: bool = False) -> EvalResult:
         from scripted_answers import variant_of
 
-        from cuda_llm.tools.speed_of_light import sol_ms
+        from cuda_llm.tools.bounds.speed_of_light import sol_ms
 
         built = self.build(loaded, source, cid)
         if built.status != Status.ok:
@@ -154,7 +154,7 @@ class ScriptedEvaluator(ToolsMixin):
         return self._measure(loaded, Path(loaded.task.baseline_path).read_text(), "baseline", baseline=True)
 
     def profile(self, loaded: Any, source: str, candidate_id: str, work_dir: Path, result: EvalResult) -> Any:
-        from cuda_llm.tools.profile_models import KernelMetrics, ProfileResult, StallReason
+        from cuda_llm.tools.profile.profile_models import KernelMetrics, ProfileResult, StallReason
 
         k = KernelMetrics(name="kernel", duration_ns=(result.median_ms or 1.0) * 1e6, sm_throughput_pct=22.0,
                           memory_throughput_pct=44.0, dram_throughput_pct=41.0,
@@ -230,7 +230,7 @@ def _round(label: str) -> int:
 
 
 def audit_task(task: str, args: argparse.Namespace, out: Path) -> dict:
-    from cuda_llm.graph.evaluator import GpuEvaluator
+    from cuda_llm.measure.evaluator import GpuEvaluator
     from cuda_llm.graph.run import RunOptions, start_run
     from cuda_llm.graph.state import Limits
     from cuda_llm.tasks import load_task

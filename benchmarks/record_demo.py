@@ -111,7 +111,7 @@ class RecordedFigures:
     diagnosis are the real tools' (ToolsMixin); a kernel with no recorded figure is reported as not run."""
 
     def __init__(self) -> None:
-        from cuda_llm.graph.evaluator import ToolsMixin
+        from cuda_llm.measure.evaluator import ToolsMixin
         from cuda_llm.results import DeviceInfo
 
         self._tools = ToolsMixin()
@@ -129,7 +129,7 @@ class RecordedFigures:
 
     def _timed(self, loaded: Any, source: str, candidate_id: str, ms: float | None, where: str) -> Any:
         from cuda_llm.results import Status, TimingResult, ValidationResult
-        from cuda_llm.tools.speed_of_light import pct_of_sol, sol_ms
+        from cuda_llm.tools.bounds.speed_of_light import pct_of_sol, sol_ms
 
         res = self.build(loaded, source, candidate_id)
         if res.status != Status.ok:
@@ -158,8 +158,8 @@ class RecordedFigures:
                            RECORDED["sources"]["baseline median ms"])
 
     def profile(self, loaded: Any, source: str, candidate_id: str, work_dir: Path, result: Any) -> Any:
-        from cuda_llm.tools.ncu_parse import profile_from_text
-        from cuda_llm.tools.profile_models import ProfileResult
+        from cuda_llm.tools.profile.ncu_parse import profile_from_text
+        from cuda_llm.tools.profile.profile_models import ProfileResult
 
         if candidate_id == "baseline":
             text = (ROOT / "tests" / "fixtures" / "ncu" / "softmax.csv").read_text()
@@ -179,7 +179,7 @@ class RecordedFigures:
 def from_figures(out: Path, rounds: int = 3) -> Path:
     """Drive the manual-coder softmax run through the graph with RecordedFigures; trim it into ``out``."""
     from cuda_llm.agents.settings import load_settings
-    from cuda_llm.graph.answer_folder import answer_file, coder_answer
+    from cuda_llm.runs.answer_folder import answer_file, coder_answer
     from cuda_llm.graph.manual import pending_prompts, write_answer
     from cuda_llm.graph.run import RunOptions, resume_run, start_run
     from cuda_llm.graph.state import Limits

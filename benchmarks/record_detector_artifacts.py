@@ -29,8 +29,8 @@ CORPORA = ("tests/detector_corpus", "tests/detector_corpus_public/tune", "tests/
 def record_one(path: Path, arch: str, out: Path, nvcc: str) -> str | None:
     """Build one kernel file, write its artifact JSON; the error text when it fails."""
     from cuda_llm.feature_db.detector_eval import Artifacts
-    from cuda_llm.tools.build_facts import BuildFactsError, build_facts
-    from cuda_llm.tools.compile import nvcc_version
+    from cuda_llm.tools.compiler.build_facts import BuildFactsError, build_facts
+    from cuda_llm.tools.compiler.compile import nvcc_version
 
     try:
         kernels, sass = build_facts(path, arch, nvcc=nvcc)
@@ -44,7 +44,7 @@ def record_one(path: Path, arch: str, out: Path, nvcc: str) -> str | None:
 def main(argv: list[str] | None = None) -> int:
     from cuda_llm.feature_db.detector_eval import artifacts_dir
     from cuda_llm.feature_db.detector_eval import load_corpus
-    from cuda_llm.tools.compile import nvcc_path
+    from cuda_llm.tools.compiler.compile import nvcc_path
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("corpora", nargs="*", type=Path, help=f"corpus folders (default: {', '.join(CORPORA)})")

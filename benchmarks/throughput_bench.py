@@ -56,7 +56,7 @@ def sources(n: int) -> list[tuple[str, str]]:
 
 
 def precompile(cands: list[tuple[str, str]], arch: str) -> None:
-    from cuda_llm.tools.compile import compile_source
+    from cuda_llm.tools.compiler.compile import compile_source
 
     with ThreadPoolExecutor(max_workers=max(1, os.cpu_count() or 1)) as ex:
         for comp in ex.map(lambda s: compile_source(s, arch=arch), [s for _, s in cands]):
@@ -77,13 +77,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--modes", default=",".join(MODES), help=f"comma-separated, of {', '.join(MODES)}")
     p.add_argument("--task", default="softmax")
     args = p.parse_args(argv)
-    from cuda_llm.graph.evaluator import GpuEvaluator
-    from cuda_llm.graph.gpu_pool import local_pool
-    from cuda_llm.graph.throughput import (MeasuredPath, measure, measure_interleaved, measure_paired, own_cost_ms,
+    from cuda_llm.measure.evaluator import GpuEvaluator
+    from cuda_llm.measure.gpu_pool import local_pool
+    from cuda_llm.measure.throughput import (MeasuredPath, measure, measure_interleaved, measure_paired, own_cost_ms,
                                            pair_cost, pool_path)
     from cuda_llm.report.throughput_report import write_table
     from cuda_llm.tasks import load_task
-    from cuda_llm.tools.device_probe import cuda_device_count, has_cuda_device
+    from cuda_llm.tools.device.device_probe import cuda_device_count, has_cuda_device
 
     modes = [m.strip() for m in args.modes.split(",") if m.strip()]
     unknown = [m for m in modes if m not in MODES]
@@ -145,7 +145,7 @@ def main(argv: list[str] | None = None) -> int:
                                       processes=mode == "pool-N")
                 else:
                     try:
-                        from cuda_llm.graph.ray_slots import ray_pool
+                        from cuda_llm.measure.ray_slots import ray_pool
                     except ImportError:
                         rows.append({"mode": mode, "status": "not installed (pip install -e '.[ray]')"})
                         continue

@@ -26,10 +26,10 @@ sys.path.insert(0, str(ROOT))
 from cuda_llm.report.formats import render_table  # noqa: E402
 from cuda_llm.tasks import load_task_folder  # noqa: E402
 from cuda_llm.tasks.torch_import import import_file  # noqa: E402
-from cuda_llm.tools.compile import compile_source  # noqa: E402
-from cuda_llm.tools.device_info import get_device_info  # noqa: E402
-from cuda_llm.tools.evaluate import EvalOptions, evaluate_candidate  # noqa: E402
-from cuda_llm.tools.torch_baseline import torch_baseline  # noqa: E402
+from cuda_llm.tools.compiler.compile import compile_source  # noqa: E402
+from cuda_llm.tools.harness.device_info import get_device_info  # noqa: E402
+from cuda_llm.tools.harness.evaluate import EvalOptions, evaluate_candidate  # noqa: E402
+from cuda_llm.tools.harness.torch_baseline import torch_baseline  # noqa: E402
 
 SAMPLE = ROOT / "examples" / "torch" / "modules"
 KERNELS = ROOT / "examples" / "torch" / "kernels"
@@ -100,7 +100,7 @@ def write_table(rows: list[dict], out: Path, device: str) -> None:
     notes = [f"- {r['module']}: {r['note']}" for r in rows if r.get("note")]
     text = "\n".join([f"# PyTorch sample on {device}", "",
                       "Eager is speedup 1.0; torch.compile the yardstick. Both timed at the file's sizes with the L2 "
-                      "flushed and the device synchronized before every call (tools/torch_timer.py), TF32 off. "
+                      "flushed and the device synchronized before every call (tools/harness/torch_timer.py), TF32 off. "
                       "'eval s': one evaluation of the hand-written kernel, compile excluded. "
                       "cumsum_rows_wrong.cu is wrong on purpose.", "",
                       render_table(head, table, align="llrrrrrllrrrrr"), "", *notes, ""])
@@ -121,7 +121,7 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         log(f"unknown modules {unknown}; the sample has: {', '.join(known)}")
         return 2
-    from cuda_llm.tools.device_probe import has_cuda_device
+    from cuda_llm.tools.device.device_probe import has_cuda_device
 
     if not has_cuda_device():
         log("needs a CUDA device (and PyTorch with CUDA); the driver reports none here")

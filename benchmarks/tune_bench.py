@@ -2,7 +2,7 @@
 evaluations? Three parametric kernels (tests/fixtures/tune/: a tiled sgemm, a reduction, a transpose).
 
 For each kernel every point of its space is compiled (in parallel) and measured once with the harness
-(every correctness case, then timing): the exhaustive table. The search (cuda_llm.tools.tuning.search,
+(every correctness case, then timing): the exhaustive table. The search (cuda_llm.tools.tune.tuning.search,
 Optuna's sampler) is then replayed over that table with several seeds and a budget smaller than the
 space: each point it asks for gets the measurement of the table, so the comparison with the exhaustive
 best is not blurred by a second measurement's noise. Writes bench-out/tune.md and bench-out/tune.json.
@@ -27,7 +27,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 if TYPE_CHECKING:
-    from cuda_llm.tools.tune_replay import ExhaustiveTable
+    from cuda_llm.tools.tune.tune_replay import ExhaustiveTable
 
 KERNELS = {"sgemm": "sgemm_tiled.cu", "reduce_sum": "reduce_items.cu", "transpose": "transpose_tiled.cu"}
 FIXTURES = ROOT / "tests" / "fixtures" / "tune"
@@ -36,10 +36,10 @@ FIXTURES = ROOT / "tests" / "fixtures" / "tune"
 def exhaustive(task: str, eval_time: float, jobs: int) -> ExhaustiveTable:
     """Every point compiled and measured once: the ExhaustiveTable the search is replayed over."""
     from cuda_llm.tasks import load_task
-    from cuda_llm.tools.compile import compile_many
-    from cuda_llm.tools.evaluate import EvalOptions, evaluate_candidate
-    from cuda_llm.tools.tune_replay import ExhaustiveTable
-    from cuda_llm.tools.tuning import all_points, apply_point, parse_tunables
+    from cuda_llm.tools.compiler.compile import compile_many
+    from cuda_llm.tools.harness.evaluate import EvalOptions, evaluate_candidate
+    from cuda_llm.tools.tune.tune_replay import ExhaustiveTable
+    from cuda_llm.tools.tune.tuning import all_points, apply_point, parse_tunables
 
     loaded = load_task(task)
     source = (FIXTURES / KERNELS[task]).read_text()
@@ -70,8 +70,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--tasks", default=",".join(KERNELS), help="kernels to run (default: all three)")
     args = ap.parse_args(argv)
     from cuda_llm.report.tune_report import tune_markdown
-    from cuda_llm.tools.device_probe import has_cuda_device
-    from cuda_llm.tools.tune_replay import summarize
+    from cuda_llm.tools.device.device_probe import has_cuda_device
+    from cuda_llm.tools.tune.tune_replay import summarize
 
     tasks = [t for t in args.tasks.split(",") if t]
     unknown = [t for t in tasks if t not in KERNELS]
@@ -81,7 +81,7 @@ def main(argv: list[str] | None = None) -> int:
     if not has_cuda_device():
         print("tune_bench: no CUDA device here; run it on the GPU machine", file=sys.stderr)
         return 2
-    from cuda_llm.tools.device_info import get_device_info
+    from cuda_llm.tools.harness.device_info import get_device_info
 
     device = get_device_info().name
     args.out.mkdir(parents=True, exist_ok=True)

@@ -37,7 +37,7 @@ def build_without_checks(path: Path, out_dir: Path, arch: str | None = None) -> 
     (and -ldl for dlsym on older C libraries)."""
     import subprocess
 
-    from cuda_llm.tools.compile import nvcc_path, resolve_arch, runtime_rpath
+    from cuda_llm.tools.compiler.compile import nvcc_path, resolve_arch, runtime_rpath
 
     nvcc = nvcc_path()
     so = out_dir / (path.stem + ".so")

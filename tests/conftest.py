@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from isolation import WriteGuard
-from cuda_llm.tools.device_probe import has_cuda_device
+from cuda_llm.tools.device.device_probe import has_cuda_device
 
 ROOT = Path(__file__).resolve().parents[1]
 _GUARD: WriteGuard | None = None

@@ -1,6 +1,6 @@
 """A test double for the GPU side of the graph: real nvcc, invented measurements.
 
-Every source is compiled for real with cuda_llm.tools.compile (so compile errors are nvcc's own). A
+Every source is compiled for real with cuda_llm.tools.compiler.compile (so compile errors are nvcc's own). A
 source that compiles is "measured" by looking up its marker comment ``// variant: NAME`` in the table the
 test gives: a latency in ms (the candidate passes, with a small deterministic spread of samples), or a
 Status value such as "wrong_answer" / "runtime_error". The naive baseline is the entry "baseline".
@@ -23,7 +23,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from cuda_llm.graph.evaluator import ToolsMixin
+from cuda_llm.measure.evaluator import ToolsMixin
 from cuda_llm.results import (
     CaseResult, CompileResult, DeviceInfo, EvalResult, Status, TimingResult, ValidationResult,
 )
@@ -38,7 +38,7 @@ def variant_of(source: str) -> str | None:
 
 
 class FakeGpuEvaluator(ToolsMixin):
-    """Evaluator protocol (cuda_llm.graph.evaluator) with nvcc compiles and timings set by the test."""
+    """Evaluator protocol (cuda_llm.measure.evaluator) with nvcc compiles and timings set by the test."""
 
     def __init__(self, timings: dict[str, Any], *, log_path: Path | None = None, arch: str = "sm_90",
                  compile: bool = True, noise: float = 1.0, confirm_timings: dict[str, Any] | None = None,
@@ -72,12 +72,12 @@ class FakeGpuEvaluator(ToolsMixin):
     def _compile(self, source: str) -> CompileResult:
         if not self.compile:
             return CompileResult(ok=True, arch=self.arch, source_hash="-", so_path=None)
-        from cuda_llm.tools.compile import compile_source
+        from cuda_llm.tools.compiler.compile import compile_source
 
         return compile_source(source, arch=self.arch)
 
     def _measure(self, loaded: Any, source: str, candidate: str, kind: str, table: dict[str, Any]) -> EvalResult:
-        from cuda_llm.tools.compile import source_hash
+        from cuda_llm.tools.compiler.compile import source_hash
 
         task = loaded.task
         comp = self._compile(source)
@@ -108,7 +108,7 @@ class FakeGpuEvaluator(ToolsMixin):
         median = ms * (1 + self.noise * 0.008)
         b = None
         if self.device is not None:
-            from cuda_llm.tools.speed_of_light import bound
+            from cuda_llm.tools.bounds.speed_of_light import bound
 
             b = bound(task, dict(task.benchmark), self.device)
         sol = b.ms if b is not None else None
@@ -130,7 +130,7 @@ class FakeGpuEvaluator(ToolsMixin):
                      work_dir: Path) -> Any:
         """The legs in turns (each logged as kind ``head_to_head``), timed from the same table as ``evaluate``;
         the challenger's legs from ``confirm_timings`` where it has the variant (what it measures head to head)."""
-        from cuda_llm.graph.evaluator import interleaved
+        from cuda_llm.measure.evaluator import interleaved
 
         def leg(src: str, cid: str, work: Path) -> EvalResult:
             mine = cid.startswith(f"{challenger_id}-h2h")
@@ -199,7 +199,7 @@ def critic_answer(features: tuple[str, ...] = ("vector_loads",)) -> str:
 
 def fake_profile(*, dram_pct: float = 41.0, stall: str = "long_scoreboard") -> Any:
     """A ProfileResult as Nsight Compute would give for a memory-bound row kernel (invented numbers)."""
-    from cuda_llm.tools.profile_models import KernelMetrics, ProfileResult, StallReason
+    from cuda_llm.tools.profile.profile_models import KernelMetrics, ProfileResult, StallReason
 
     k = KernelMetrics(name="softmax_rows(const float *, float *, int, int)", duration_ns=1.8e6, sm_throughput_pct=22.0,
                       memory_throughput_pct=dram_pct + 3, dram_throughput_pct=dram_pct, dram_bytes=1.1e9,

@@ -2,7 +2,7 @@
 adversarial kernels, each task's naive baseline and its library yardstick, all at once on every CPU core.
 
 Each test then finds its build in the compile cache (same source, flags and arch: the same key), so the
-serial part of the run is the GPU work. Builds are the product's own (tools/compile.compile_source); a
+serial part of the run is the GPU work. Builds are the product's own (tools/compiler/compile.compile_source); a
 kernel that fails to build here fails again, with its message, in the test that needs it."""
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ def sources() -> list[tuple[str, tuple[str, ...]]]:
 
 def precompile(workers: int | None = None) -> tuple[int, int, float]:
     """(builds, of which failed, seconds). nvcc runs as a subprocess, so threads build in parallel."""
-    from cuda_llm.tools.compile import compile_source
+    from cuda_llm.tools.compiler.compile import compile_source
 
     jobs = sources()
     t0 = time.perf_counter()

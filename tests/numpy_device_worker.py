@@ -23,9 +23,9 @@ from typing import Any, Callable
 import numpy as np
 
 from cuda_llm.tasks import load_task_folder
-from cuda_llm.tools import worker_loop
-from cuda_llm.tools.worker_loop import DeviceFault
-from cuda_llm.tools.worker_protocol import ServeRequest
+from cuda_llm.tools.harness import worker_loop
+from cuda_llm.tools.harness.worker_loop import DeviceFault
+from cuda_llm.tools.harness.worker_protocol import ServeRequest
 
 ALIGN = 256
 

@@ -1,12 +1,12 @@
 """A test double for tuning: the time of a kernel is a known function of its tunable constants.
 
-The source's tunables are read back with cuda_llm.tools.tuning.parse_tunables (a tuned point is the
+The source's tunables are read back with cuda_llm.tools.tune.tuning.parse_tunables (a tuned point is the
 source with the values written in), and ``time_of(params)`` gives its latency in ms, so a test knows the
 optimum in advance. ``valid(params)`` decides which points "compile" when no real nvcc is wanted (a point
 it rejects is a compile error, as a static_assert would make it); with ``real_nvcc=True`` every source is
 compiled by nvcc for real and nvcc's own verdict counts.
 
-It serves both levels: ``compile_batch`` and ``measure`` for cuda_llm.tools.tuning.search, and the
+It serves both levels: ``compile_batch`` and ``measure`` for cuda_llm.tools.tune.tuning.search, and the
 Evaluator protocol (evaluate, baseline, profile, final_check) for a graph run. Every measurement is
 counted in ``measured`` (source hashes, in order), so a test can check the budget and that no point is
 timed twice.
@@ -19,8 +19,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 from cuda_llm.results import CaseResult, CompileResult, EvalResult, Status, TimingResult, ValidationResult
-from cuda_llm.tools.compile import source_hash
-from cuda_llm.tools.tuning import TunePoint, parse_tunables
+from cuda_llm.tools.compiler.compile import source_hash
+from cuda_llm.tools.tune.tuning import TunePoint, parse_tunables
 
 TimeOf = Callable[[dict[str, int]], float]
 
@@ -54,7 +54,7 @@ class ParametricTimingEvaluator:
         with self._lock:
             self.compiled.append(source_hash(source))
         if self.real_nvcc:
-            from cuda_llm.tools.compile import compile_source
+            from cuda_llm.tools.compiler.compile import compile_source
 
             return compile_source(source, arch=self.arch)
         ok = not parse_tunables(source) or self.valid(params_of(source))
@@ -98,7 +98,7 @@ class ParametricTimingEvaluator:
     def measure(self, source: str, point: TunePoint) -> EvalResult:
         return self.result(source, f"point{point.index}")
 
-    # -- Evaluator protocol (cuda_llm.graph.evaluator)
+    # -- Evaluator protocol (cuda_llm.measure.evaluator)
     def evaluate(self, loaded: Any, source: str, candidate_id: str, work_dir: Path) -> EvalResult:
         return self.result(source, candidate_id, loaded.task.name)
 
@@ -111,7 +111,7 @@ class ParametricTimingEvaluator:
     def head_to_head(self, loaded: Any, challenger: str, champion: str, challenger_id: str, champion_id: str,
                      work_dir: Path) -> Any:
         """The legs in turns, each timed (and counted in ``measured``) like an evaluation."""
-        from cuda_llm.graph.evaluator import interleaved
+        from cuda_llm.measure.evaluator import interleaved
 
         return interleaved(lambda src, cid, work: self.evaluate(loaded, src, cid, work),
                            challenger, champion, challenger_id, champion_id, work_dir)

@@ -104,7 +104,7 @@ class SleepingGpuEvaluator(FakeGpuEvaluator):
         if self.compile:
             return super().build(loaded, source, candidate_id)
         from cuda_llm.results import CompileResult, EvalResult
-        from cuda_llm.tools.compile import source_hash
+        from cuda_llm.tools.compiler.compile import source_hash
 
         return EvalResult(task=loaded.task.name, candidate=candidate_id, source_hash=source_hash(source), status=Status.ok,
                           compile=CompileResult(ok=True, arch=self.arch, source_hash=source_hash(source)))

@@ -85,6 +85,6 @@ LIBRARY_TASKS = {"sgemm": "cublas", "hgemm": "cublas", "gemv": "cublas",
 
 def cublas_installed() -> bool:
     """cuBLAS in the CUDA toolkit, or NVIDIA's pip wheel (library_flags then names its folders)."""
-    from cuda_llm.tools.libraries import in_toolkit, library_flags
+    from cuda_llm.tools.compiler.libraries import in_toolkit, library_flags
 
     return in_toolkit("cublas") or len(library_flags("cublas")) > 1

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from cuda_llm.tasks import load_task
-from cuda_llm.tools.device_probe import has_cuda_device
+from cuda_llm.tools.device.device_probe import has_cuda_device
 from cuda_llm.results import EvalResult, Status
 from adversarial_kernels import ADV, ALL, expected, header
 
@@ -41,7 +41,7 @@ def test_every_adversarial_kernel_names_its_task_trick_and_status():
 
 @pytest.mark.parametrize("path", BEFORE_GPU, ids=lambda p: p.stem)
 def test_refused_before_the_gpu(path: Path, tmp_path):
-    from cuda_llm.tools.evaluate import EvalOptions, evaluate_candidate
+    from cuda_llm.tools.harness.evaluate import EvalOptions, evaluate_candidate
 
     h = header(path)
     loaded = load_task(h["task"])
@@ -62,12 +62,12 @@ def test_refused_before_the_gpu(path: Path, tmp_path):
 def test_gpu_side_kernels_compile_and_pass_the_static_checks():
     """Otherwise the GPU tests would see a static or compile error instead of the trick under test: the
     raw-text rules, the preprocessed-source rules and the symbol check all pass them."""
-    from cuda_llm.tools.compile import compile_many
-    from cuda_llm.tools.static_check import check_source
+    from cuda_llm.tools.compiler.compile import compile_many
+    from cuda_llm.tools.compiler.static_check import check_source
 
     for p in ON_GPU:
         assert check_source(p.read_text(), load_task(header(p)["task"]).task) == [], p.name
-    from cuda_llm.tools.symbols import check_build
+    from cuda_llm.tools.compiler.symbols import check_build
 
     results = compile_many([p.read_text() for p in ON_GPU], arch="sm_90", filenames=[p.name for p in ON_GPU])
     for p, r in zip(ON_GPU, results):
@@ -77,7 +77,7 @@ def test_gpu_side_kernels_compile_and_pass_the_static_checks():
 
 @pytest.mark.skipif(has_cuda_device(), reason="checks the behaviour without a CUDA device")
 def test_good_kernel_without_device_is_no_device(tmp_path):
-    from cuda_llm.tools.evaluate import EvalOptions, evaluate_candidate
+    from cuda_llm.tools.harness.evaluate import EvalOptions, evaluate_candidate
 
     loaded = load_task("gelu")
     res = evaluate_candidate(loaded, loaded.task.baseline_path.read_text(), options=EvalOptions(arch="sm_90"),

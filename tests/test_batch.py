@@ -63,7 +63,7 @@ def model(llm_log: Path | None = None) -> Any:
 def pool(work: Path, sleep_s: float = 0.15) -> Any:
     from sleeping_gpu_evaluator import SleepingGpuEvaluator
 
-    from cuda_llm.graph.gpu_pool import EvaluatorSlot, GpuPool
+    from cuda_llm.measure.gpu_pool import EvaluatorSlot, GpuPool
 
     slots = [EvaluatorSlot(SleepingGpuEvaluator(str(i), {"baseline": 10.0}, span_log=work / "spans.jsonl",
                                                 sleep_s=sleep_s, ms_of=ms_of), str(i)) for i in range(2)]

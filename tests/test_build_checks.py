@@ -16,9 +16,9 @@ import pytest
 from cuda_llm.feature_db.catalogue import load_catalogue
 from cuda_llm.results import Status
 from cuda_llm.tasks import load_task
-from cuda_llm.tools.compile import compile_many
-from cuda_llm.tools.static_check import check_source
-from cuda_llm.tools.symbols import check_build, check_kernels, check_symbols, classify_symbol
+from cuda_llm.tools.compiler.compile import compile_many
+from cuda_llm.tools.compiler.static_check import check_source
+from cuda_llm.tools.compiler.symbols import check_build, check_kernels, check_symbols, classify_symbol
 
 HOPPER = Path(__file__).parent / "hopper"
 
@@ -179,7 +179,7 @@ def test_each_trick_is_refused_after_compiling(builds, name):
 def test_hidden_tricks_pass_the_raw_text_and_are_static_errors_in_evaluation(builds, name, tmp_path):
     """The raw source hides these (that is the point); evaluation still refuses them as static_error,
     without a GPU, naming the symbol or construct."""
-    from cuda_llm.tools.evaluate import EvalOptions, evaluate_candidate
+    from cuda_llm.tools.harness.evaluate import EvalOptions, evaluate_candidate
 
     task, src, _rules, word, _line = REFUSALS[name]
     loaded = load_task(task)
@@ -272,7 +272,7 @@ def test_symbols_read_the_same_with_nm(builds):
     """pyelftools is the reader; binutils' nm -D is the fallback where it is missing."""
     import shutil
 
-    from cuda_llm.tools import symbols
+    from cuda_llm.tools.compiler import symbols
 
     if shutil.which("nm") is None:
         pytest.skip("binutils' nm not installed")
@@ -283,7 +283,7 @@ def test_symbols_read_the_same_with_nm(builds):
 
 
 def test_a_file_that_is_not_elf_is_refused(tmp_path):
-    from cuda_llm.tools import symbols
+    from cuda_llm.tools.compiler import symbols
 
     junk = tmp_path / "x.so"
     junk.write_bytes(b"not an elf")

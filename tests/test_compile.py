@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from cuda_llm.tools import compile as comp
-from cuda_llm.tools.compile import (
+from cuda_llm.tools.compiler import compile as comp
+from cuda_llm.tools.compiler.compile import (
     CompileSetupError,
     build_command,
     compile_many,
@@ -24,7 +24,7 @@ from cuda_llm.tools.compile import (
     resolve_arch,
     source_hash,
 )
-from cuda_llm.tools.ptxas import parse_ptxas
+from cuda_llm.tools.compiler.ptxas import parse_ptxas
 
 GOOD = """#include <cuda_runtime.h>
 __global__ void scale_kernel(const float* x, float* y, int n) {
@@ -338,7 +338,7 @@ def test_parse_ptxas_older_layout_with_cmem():
 
 
 def test_parse_ptxas_keeps_mangled_names_without_demangler(monkeypatch):
-    from cuda_llm.tools import ptxas
+    from cuda_llm.tools.compiler import ptxas
 
     monkeypatch.setattr(ptxas, "_demangler", lambda: None)
     assert parse_ptxas(OLD_FORMAT)[0].name == "_Z6reducePKfPfi"

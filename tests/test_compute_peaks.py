@@ -1,4 +1,4 @@
-"""One home for "which compute peak bounds this kernel" (tools/compute_peaks.py): the units a build runs on,
+"""One home for "which compute peak bounds this kernel" (tools/bounds/compute_peaks.py): the units a build runs on,
 the rate of each on a device and where it comes from, and the one bound made from them
 (speed_of_light.bound): the judge, the roofline and the diagnosis read the same unit, rate, speed of light
 and % of it, with one sentence saying which unit and why."""
@@ -12,10 +12,10 @@ import pytest
 from cuda_llm.results import DeviceInfo, SassSummary
 from cuda_llm.tasks import load_task
 from cuda_llm.tasks.model import Tolerance
-from cuda_llm.tools import compute_peaks, speed_of_light
-from cuda_llm.tools.compute_peaks import bound_peak, unit_peak
-from cuda_llm.tools.roofline import roofline_point
-from cuda_llm.tools.sass import summarize_sass
+from cuda_llm.tools.bounds import compute_peaks, speed_of_light
+from cuda_llm.tools.bounds.compute_peaks import bound_peak, unit_peak
+from cuda_llm.tools.profile.roofline import roofline_point
+from cuda_llm.tools.compiler.sass import summarize_sass
 
 FIXTURES = Path(__file__).parent / "fixtures" / "sass"
 H100 = DeviceInfo(name="H100", arch="sm_90", compute_capability=(9, 0), sm_count=132, peak_bandwidth_gbs=3000.0,
@@ -157,7 +157,7 @@ def test_unknown_units_and_library_yardsticks(tasks):
 def test_the_evaluators_roofline_reads_the_build_the_judge_read():
     """ToolsMixin.analyze (the roofline the report and the critic show) hands the build's SASS to the roofline,
     so a packed-half hgemm has the judge's roof: the same speed of light and % of it in both places."""
-    from cuda_llm.graph.evaluator import ToolsMixin
+    from cuda_llm.measure.evaluator import ToolsMixin
     from cuda_llm.results import CompileResult, EvalResult, Status, TimingResult
 
     class Tools(ToolsMixin):

@@ -3,7 +3,7 @@ tests check the same path end to end with the real compiler."""
 
 from __future__ import annotations
 
-from cuda_llm.tools.condense import condense_errors, extract_warnings
+from cuda_llm.tools.compiler.condense import condense_errors, extract_warnings
 
 MANY_SRC = """#include <cuda_runtime.h>
 template <typename T>

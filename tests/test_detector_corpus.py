@@ -100,7 +100,7 @@ def test_build_and_source_disagree_only_where_said():
 @pytest.mark.parametrize("name", ["fn_vector_loads_aligned_struct", "fn_cp_async_template_wait", "hgemm_wgmma_warpgroup"])
 def test_a_recorded_build_is_what_nvcc_builds(name, nvcc_path, tmp_path):
     """The fixtures are real: building the kernel again gives the same SASS opcode counts and kernels."""
-    from cuda_llm.tools.build_facts import build_facts
+    from cuda_llm.tools.compiler.build_facts import build_facts
 
     k = next(k for k in CORPUS if k.name == name)
     kernels, sass = build_facts(k.path, k.arch, nvcc=nvcc_path)

@@ -14,12 +14,12 @@ from cuda_llm.feature_db.catalogue import load_catalogue
 from cuda_llm.feature_db.model import Serves
 from cuda_llm.results import CompileResult, DeviceInfo, KernelResources, SassSummary
 from cuda_llm.tasks import load_task
-from cuda_llm.tools.diagnosis import (
+from cuda_llm.tools.profile.diagnosis import (
     AT_ROOF_COMPUTE, AT_ROOF_MEMORY, RULES, STALL_FEATURES, Bottleneck, Facts, diagnose,
 )
-from cuda_llm.tools.ncu_parse import profile_from_text
-from cuda_llm.tools.profile_models import KernelMetrics, ProfileResult, StallReason
-from cuda_llm.tools.roofline import roofline_from_counts, roofline_point
+from cuda_llm.tools.profile.ncu_parse import profile_from_text
+from cuda_llm.tools.profile.profile_models import KernelMetrics, ProfileResult, StallReason
+from cuda_llm.tools.profile.roofline import roofline_from_counts, roofline_point
 
 FIXTURES = Path(__file__).parent / "fixtures" / "ncu"
 CATALOGUE = load_catalogue()

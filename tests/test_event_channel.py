@@ -1,4 +1,4 @@
-"""The worker's events channel (cuda_llm/tools/event_channel.py): each line comes with the time the worker
+"""The worker's events channel (cuda_llm/tools/harness/event_channel.py): each line comes with the time the worker
 sent it, however late the parent reads it; a line longer than one message comes whole; the channel ends when
 the worker does; where stamps are off, a line's time is when it was read (the old pipe)."""
 
@@ -10,11 +10,11 @@ import time
 
 import pytest
 
-from cuda_llm.tools.event_channel import MAX_MESSAGE, EventChannel
+from cuda_llm.tools.harness.event_channel import MAX_MESSAGE, EventChannel
 
 WRITER = """
 import os, sys, time
-from cuda_llm.tools.event_channel import write_all
+from cuda_llm.tools.harness.event_channel import write_all
 fd = int(sys.argv[1])
 for i in range(3):
     write_all(fd, b'{"ev": "t", "i": %d}\\n' % i)

@@ -13,7 +13,7 @@ import pytest
 
 from cuda_llm.feature_db import load_catalogue
 from cuda_llm.feature_db.catalogue import check_program, nvcc_arch_flags, parse_arch
-from cuda_llm.tools.device_probe import has_cuda_device
+from cuda_llm.tools.device.device_probe import has_cuda_device
 
 pytestmark = pytest.mark.gpu_long
 CATALOGUE = load_catalogue()

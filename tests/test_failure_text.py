@@ -7,7 +7,7 @@ import re
 import pytest
 
 from cuda_llm.results import CaseResult, CompileResult, EvalResult, StaticIssue, Status, ValidationResult
-from cuda_llm.tools import failure_text
+from cuda_llm.tools.harness import failure_text
 
 SHOWN = CaseResult(sizes={"rows": 64, "cols": 1000}, passed=False, kind="nonfinite",
                    reason="y: 1 NaN/Inf values where the reference is finite", first_bad_index=[3, 7], expected=0.5,

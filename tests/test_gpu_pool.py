@@ -13,9 +13,9 @@ from sleeping_gpu_evaluator import (
     SleepingGpuEvaluator, intervals, max_concurrency, overlaps_per_gpu, read_spans,
 )
 
-from cuda_llm.graph.evaluator import CachedEvaluator
-from cuda_llm.graph.gpu_pool import EvaluationLost, EvaluatorSlot, GpuPool, check_gpus, parse_gpus
-from cuda_llm.graph.stop_rules import WORKERS_LOST
+from cuda_llm.measure.evaluator import CachedEvaluator
+from cuda_llm.measure.gpu_pool import EvaluationLost, EvaluatorSlot, GpuPool, check_gpus, parse_gpus
+from cuda_llm.halts import WORKERS_LOST
 from cuda_llm.results import Status
 from cuda_llm.tasks import load_task
 
@@ -160,7 +160,7 @@ def test_gpus_flag():
 
 
 def test_a_pool_of_two_models_is_refused():
-    from cuda_llm.graph.gpu_pool import same_kind
+    from cuda_llm.measure.gpu_pool import same_kind
     from cuda_llm.results import DeviceInfo
 
     def dev(name: str) -> DeviceInfo:

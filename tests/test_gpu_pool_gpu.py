@@ -34,10 +34,10 @@ def _no_overlap(events: list[dict]) -> None:
 
 
 def test_pool_with_gpus_0_measures_real_kernels(tmp_path):
-    from cuda_llm.graph.evaluator import CachedEvaluator
-    from cuda_llm.graph.gpu_pool import local_pool
+    from cuda_llm.measure.evaluator import CachedEvaluator
+    from cuda_llm.measure.gpu_pool import local_pool
     from cuda_llm.tasks import load_task
-    from cuda_llm.tools.runner import pinned_device
+    from cuda_llm.tools.harness.runner import pinned_device
 
     loaded = load_task("softmax")
     events: list[dict] = []
@@ -58,10 +58,10 @@ def test_pool_with_gpus_0_measures_real_kernels(tmp_path):
 
 
 def test_pool_with_its_gpu_in_a_process_of_its_own(tmp_path):
-    """The slot a pool over several GPUs gives each GPU (graph/process_slots.py), here on GPU 0 alone: the real
+    """The slot a pool over several GPUs gives each GPU (measure/process_slots.py), here on GPU 0 alone: the real
     evaluator in a child process measures real kernels, a baseline and a profile-less run as in this process."""
-    from cuda_llm.graph.evaluator import CachedEvaluator
-    from cuda_llm.graph.gpu_pool import local_pool
+    from cuda_llm.measure.evaluator import CachedEvaluator
+    from cuda_llm.measure.gpu_pool import local_pool
     from cuda_llm.tasks import load_task
 
     loaded = load_task("softmax")
@@ -81,10 +81,10 @@ def test_pool_with_its_gpu_in_a_process_of_its_own(tmp_path):
 
 
 def test_pool_over_every_gpu(tmp_path):
-    from cuda_llm.graph.evaluator import CachedEvaluator
-    from cuda_llm.graph.gpu_pool import local_pool
+    from cuda_llm.measure.evaluator import CachedEvaluator
+    from cuda_llm.measure.gpu_pool import local_pool
     from cuda_llm.tasks import load_task
-    from cuda_llm.tools.device_probe import cuda_device_count
+    from cuda_llm.tools.device.device_probe import cuda_device_count
 
     n = cuda_device_count()
     loaded = load_task("softmax")
@@ -156,7 +156,7 @@ sys.exit(cli.main(["batch", {tasks!r}, "--runs-dir", {str(tmp_path / "runs")!r},
 
 
 def test_pool_where_cuda_visible_devices_names_another_gpu(tmp_path):
-    from cuda_llm.tools.device_probe import cuda_device_count
+    from cuda_llm.tools.device.device_probe import cuda_device_count
 
     if cuda_device_count() < 2:
         pytest.skip("needs two GPUs: CUDA_VISIBLE_DEVICES must name a GPU other than 0")
@@ -165,9 +165,9 @@ import sys
 sys.path.insert(0, {str(HERE)!r})
 from pathlib import Path
 from fake_gpu_evaluator import softmax_source
-from cuda_llm.graph.gpu_pool import local_pool
+from cuda_llm.measure.gpu_pool import local_pool
 from cuda_llm.tasks import load_task
-from cuda_llm.tools.runner import lock_path
+from cuda_llm.tools.harness.runner import lock_path
 pool = local_pool(None, time_budget_s=1.0, profile=False)
 events = []
 res = pool.client(on_event=lambda n, **f: events.append(f)).evaluate(load_task("softmax"), softmax_source("v"), "v",
@@ -184,7 +184,7 @@ print("LABELS", pool.labels, "STATUS", res.status.value, "GPU", events[-1]["gpu"
 
 
 def test_gpus_flag_naming_an_absent_gpu_is_refused(tmp_path):
-    from cuda_llm.tools.device_probe import cuda_device_count
+    from cuda_llm.tools.device.device_probe import cuda_device_count
 
     n = cuda_device_count()
     proc = subprocess.run([sys.executable, "-m", "cuda_llm.cli", "optimize", "softmax", "--gpus", f"0,{n}",

@@ -7,7 +7,7 @@ import pytest
 from adversarial_kernels import ALL, expected
 from cuda_llm.results import Status
 from cuda_llm.tasks import list_task_names, load_task
-from cuda_llm.tools.evaluate import EvalOptions, evaluate_candidate
+from cuda_llm.tools.harness.evaluate import EvalOptions, evaluate_candidate
 from gpu_precompile import precompile, sources
 
 

@@ -14,11 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from cuda_llm.graph.answer_folder import answer_file, coder_answer
+from cuda_llm.runs.answer_folder import answer_file, coder_answer
 from cuda_llm.report.harness_report import harness_markdown, harness_table
 from cuda_llm.results import DeviceInfo
-from cuda_llm.tools.device_probe import has_cuda_device
-from cuda_llm.tools.harness_stats import event_vs_ncu_pct, spread_pct, summarize
+from cuda_llm.tools.device.device_probe import has_cuda_device
+from cuda_llm.tools.harness.harness_stats import event_vs_ncu_pct, spread_pct, summarize
 
 ROOT = Path(__file__).resolve().parents[1]
 H100 = DeviceInfo(name="NVIDIA H100 80GB HBM3", arch="sm_90", compute_capability=(9, 0), sm_count=132,
@@ -216,8 +216,8 @@ def test_a_prepared_answer_is_read_as_the_coder_s_kernel():
 
 def test_the_hand_written_softmax_answers_build():
     from cuda_llm.tasks import load_task
-    from cuda_llm.tools.compile import compile_source
-    from cuda_llm.tools.static_check import check_source
+    from cuda_llm.tools.compiler.compile import compile_source
+    from cuda_llm.tools.compiler.static_check import check_source
 
     task = load_task("softmax").task
     for f in sorted((ROOT / "benchmarks" / "manual_answers" / "softmax").glob("r*.cu")):
@@ -231,8 +231,8 @@ def test_the_loop_benchmark_s_softmax_variants_build(tmp_path):
     """`loop_bench.py --write-variants DIR`: the kernels the loop and throughput benchmarks' scripted coder answers
     with name their variant on their first line (how the loop benchmark tells which one won) and build."""
     from cuda_llm.tasks import load_task
-    from cuda_llm.tools.compile import compile_source
-    from cuda_llm.tools.static_check import check_source
+    from cuda_llm.tools.compiler.compile import compile_source
+    from cuda_llm.tools.compiler.static_check import check_source
 
     proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "loop_bench.py"), "--write-variants", str(tmp_path)],
                           capture_output=True, text=True, timeout=120, cwd=ROOT)

@@ -260,7 +260,7 @@ def test_stops_on_each_budget(tmp_path, limit, reason):
 
 
 def test_a_user_stage_can_reject_candidates(tmp_path):
-    from cuda_llm.graph.stages import default_stages
+    from cuda_llm.graph.stage_list import default_stages
 
     class NoV5:
         name = "sanitize"
@@ -287,7 +287,7 @@ def test_a_user_stage_can_reject_candidates(tmp_path):
 def test_checkpoint_growth_per_round_is_small(tmp_path):
     """State keeps only summaries: the checkpoint database grows by at most 50 KB per round (measured on
     the file, once per round, by a tool stage: the same hook users have)."""
-    from cuda_llm.graph.stages import default_stages
+    from cuda_llm.graph.stage_list import default_stages
 
     sizes: list[int] = []
 

@@ -107,7 +107,7 @@ def test_reducers_merge_parallel_updates_and_reset():
 
 def test_stage_list_is_checked():
     from cuda_llm.graph.build import check_stages
-    from cuda_llm.graph.stages import default_stages
+    from cuda_llm.graph.stage_list import default_stages
 
     class Bad:
         name = "plan"

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from cuda_llm.tasks import list_task_names, load_task
-from cuda_llm.tools.evaluate import EvalOptions, evaluate_candidate
+from cuda_llm.tools.harness.evaluate import EvalOptions, evaluate_candidate
 from cuda_llm.results import Status
 from adversarial_kernels import ADV, RUNTIME, build_without_checks, expected, header
 from test_suite_first8 import FIRST8
@@ -74,7 +74,7 @@ def test_naive_baseline_passes_its_task(name: str) -> None:
 
 
 def test_timing_is_sane_repeatable_and_converges() -> None:
-    from cuda_llm.tools.device_info import get_device_info
+    from cuda_llm.tools.harness.device_info import get_device_info
 
     dev = get_device_info()
     assert dev is not None and dev.peak_bandwidth_gbs and dev.peak_bandwidth_gbs > 100
@@ -99,8 +99,8 @@ def test_timing_is_sane_repeatable_and_converges() -> None:
 
 
 def test_run_once_for_the_profiler(tmp_path: Path) -> None:
-    from cuda_llm.tools.compile import compile_source
-    from cuda_llm.tools.runner import run_worker
+    from cuda_llm.tools.compiler.compile import compile_source
+    from cuda_llm.tools.harness.runner import run_worker
 
     loaded = load_task("gelu")
     comp = compile_source(loaded.task.baseline_path.read_text())
@@ -118,7 +118,7 @@ def test_l2_flush_keeps_a_cache_sized_benchmark_at_dram_speed(tmp_path: Path) ->
     naive kernel stays at or below the measured copy bandwidth (the speed-of-light bound)."""
     import shutil
 
-    from cuda_llm.tools.device_info import get_device_info
+    from cuda_llm.tools.harness.device_info import get_device_info
 
     dev = get_device_info()
     assert dev is not None and dev.l2_bytes > 0 and dev.peak_bandwidth_gbs, dev
@@ -166,7 +166,7 @@ def test_eval_command_on_the_gpu(capsys) -> None:
 def test_an_honest_gemm_passes_the_varied_timing_loop(name: str, tmp_path: Path) -> None:
     """The naive GEMMs through the whole loop (three input sets in the same buffers, kept outputs, the
     parent's clock): ok, not suspect. The memo kernels for the same tasks are adversarial kernels above."""
-    from cuda_llm.tools.worker_protocol import EvaluateResponse
+    from cuda_llm.tools.harness.worker_protocol import EvaluateResponse
 
     loaded = load_task(name)
     res = evaluate_candidate(loaded, loaded.task.baseline_path.read_text(), candidate="naive",
@@ -183,7 +183,7 @@ def test_runtime_only_candidates_get_their_verdict(path: Path, tmp_path: Path) -
     """Built without the static and symbol checks on purpose (they refuse dlsym and exit before any GPU
     work): tampering with the worker's Python state cannot change the verdict, forged event times are
     caught by the parent's clock, and an exit is a runtime_error that says so."""
-    from cuda_llm.tools.evaluate import run_compiled
+    from cuda_llm.tools.harness.evaluate import run_compiled
 
     h = header(path)
     loaded = load_task(h["task"])
@@ -199,7 +199,7 @@ def test_runtime_only_candidates_get_their_verdict(path: Path, tmp_path: Path) -
 
 
 def test_the_worker_is_pinned_to_the_gpu_it_was_given(tmp_path: Path) -> None:
-    from cuda_llm.tools.device_probe import cuda_device_count
+    from cuda_llm.tools.device.device_probe import cuda_device_count
 
     loaded = load_task("gelu")
     last = cuda_device_count() - 1
@@ -246,14 +246,14 @@ def test_a_hanging_kernel_is_killed_at_the_limit_of_one_call(tmp_path: Path) -> 
     message names that limit; the next evaluation works."""
     import time
 
-    from cuda_llm.tools.eval_options import call_limit_s
-    from cuda_llm.tools.evaluate import baseline_result
+    from cuda_llm.tools.harness.eval_options import call_limit_s
+    from cuda_llm.tools.harness.evaluate import baseline_result
 
     loaded = load_task("gelu")
     naive = baseline_result(loaded, "naive", EvalOptions(**QUICK_TIMING))     # cached per device, as a run's setup
     assert naive is not None and naive.status == Status.ok and naive.timing is not None, naive
     limit = call_limit_s(naive.timing.median_ms)
-    from cuda_llm.tools.compile import compile_source, resolve_arch
+    from cuda_llm.tools.compiler.compile import compile_source, resolve_arch
 
     assert compile_source(HANGS_IN_THE_TIMED_LOOP, arch=resolve_arch(None)).ok     # built before the clock starts
     t0 = time.perf_counter()

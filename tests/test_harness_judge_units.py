@@ -16,9 +16,10 @@ import numpy as np
 import pytest
 
 from cuda_llm.tasks import list_task_names, load_task
-from cuda_llm.tools import bench_data, cache_store, timing_plan, timing_stats, transport, validate
-from cuda_llm.tools.checker import Expectation, RawCall, check_call
-from cuda_llm.tools.worker_protocol import GUARD_BYTE, GUARD_BYTES
+from cuda_llm.tools.harness import bench_data, timing_plan, timing_stats, transport, validate
+from cuda_llm import cache_store
+from cuda_llm.tools.harness.checker import Expectation, RawCall, check_call
+from cuda_llm.tools.harness.worker_protocol import GUARD_BYTE, GUARD_BYTES
 
 
 @pytest.fixture
@@ -416,7 +417,7 @@ def test_transport_round_trip_and_the_fallback_folder(tmp_path):
 
 # -------------------------------------------------------------------------------------- environment
 def test_the_worker_gets_no_secrets_and_one_gpu(tmp_path):
-    from cuda_llm.tools.runner import describe_exit, pinned_device, worker_env
+    from cuda_llm.tools.harness.runner import describe_exit, pinned_device, worker_env
 
     base = {"PATH": "/usr/bin", "HOME": "/home/u", "OPENAI_API_KEY": "sk-secret", "AWS_SECRET_ACCESS_KEY": "x",
             "HF_TOKEN": "t", "CUDA_VISIBLE_DEVICES": "2,3", "LD_LIBRARY_PATH": "/usr/local/cuda/lib64",
@@ -446,7 +447,7 @@ os._exit(9)
 def test_a_worker_that_dies_at_start_up(tmp_path, monkeypatch, loading):
     """While the candidate's .so is being loaded, its static initializers run: a death then is the candidate's.
     Before that (a broken request, a missing file) it is the harness's own failure and never blamed on the kernel."""
-    from cuda_llm.tools.evaluate import EvalOptions, run_compiled
+    from cuda_llm.tools.harness.evaluate import EvalOptions, run_compiled
 
     monkeypatch.setenv("CUDA_LLM_CACHE", str(tmp_path / "cache"))
     script = tmp_path / "dies.py"
@@ -464,7 +465,7 @@ def test_a_worker_that_dies_at_start_up(tmp_path, monkeypatch, loading):
 
 def test_a_relative_work_folder_reaches_the_worker(tmp_path, monkeypatch):
     """The worker runs in a fresh folder of its own: a relative work_dir must still find its request."""
-    from cuda_llm.tools.evaluate import EvalOptions, run_compiled
+    from cuda_llm.tools.harness.evaluate import EvalOptions, run_compiled
 
     monkeypatch.setenv("CUDA_LLM_CACHE", str(tmp_path / "cache"))
     monkeypatch.chdir(tmp_path)
@@ -496,7 +497,7 @@ def test_hand_back_writes_a_npy_chunk_by_chunk(tmp_path, monkeypatch):
     sys.path.insert(0, str(Path(__file__).parent))
     from numpy_device_worker import NumpyDevice
 
-    from cuda_llm.tools import worker_loop
+    from cuda_llm.tools.harness import worker_loop
 
     monkeypatch.setattr(worker_loop, "HAND_BACK_CHUNK", 1000)          # 1000 bytes: 19 chunks, the last partial
     dev = NumpyDevice()
@@ -518,7 +519,7 @@ def test_the_worker_poisons_outputs_of_every_dtype_bit_exactly_and_stops_at_the_
     from numpy_device_worker import NumpyDevice
 
     from cuda_llm.tasks import LoadedTask, Task
-    from cuda_llm.tools import worker_loop
+    from cuda_llm.tools.harness import worker_loop
 
     outs = {"i64": "int64", "f16": "float16", "f32": "float32", "i32": "int32", "u32": "uint32"}
     params = [{"name": "x", "kind": "pointer", "dtype": "int64", "shape": ["n"]}]
@@ -546,8 +547,8 @@ def test_the_worker_poisons_outputs_of_every_dtype_bit_exactly_and_stops_at_the_
 def test_a_gpu_index_the_driver_does_not_have_is_refused(monkeypatch):
     """Without CUDA_VISIBLE_DEVICES every device is visible: an index past the driver's count is an error, not a
     worker pinned to a GPU that does not exist (seen on the H100: gpu=1 on a one-GPU machine was accepted)."""
-    from cuda_llm.tools import device_probe
-    from cuda_llm.tools.runner import pinned_device
+    from cuda_llm.tools.device import device_probe
+    from cuda_llm.tools.harness.runner import pinned_device
 
     monkeypatch.setattr(device_probe, "cuda_device_count", lambda: 1)
     assert pinned_device(0, {}) == "0"
@@ -563,7 +564,7 @@ def test_relative_paths_reach_the_worker_absolute(tmp_path, monkeypatch):
     import json as _json
 
     from cuda_llm.paths import cache_dir
-    from cuda_llm.tools.evaluate import EvalOptions, run_compiled
+    from cuda_llm.tools.harness.evaluate import EvalOptions, run_compiled
 
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("CUDA_LLM_CACHE", "rel-cache")

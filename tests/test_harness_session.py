@@ -17,7 +17,7 @@ import pytest
 
 from cuda_llm.results import Status
 from cuda_llm.tasks import load_task
-from cuda_llm.tools.evaluate import EvalOptions, run_compiled
+from cuda_llm.tools.harness.evaluate import EvalOptions, run_compiled
 
 HERE = Path(__file__).parent
 KERNELS = HERE / "numpy_kernels"
@@ -60,7 +60,7 @@ def test_an_honest_kernel_passes_and_every_set_is_checked(gelu_small, tmp_path):
     assert res.revalidation is not None and res.revalidation.passed
     t = res.timing
     assert t is not None and t.sizes == {"n": BENCH_N} and 6 <= t.repetitions <= 24
-    from cuda_llm.tools.worker_protocol import EvaluateResponse
+    from cuda_llm.tools.harness.worker_protocol import EvaluateResponse
     resp = EvaluateResponse.model_validate_json((tmp_path / "work" / "eval_result.json").read_text())
     assert resp.clock is not None and resp.clock.issues == [] and resp.clock.calls == t.repetitions
     assert resp.clock.parent_blank_ms is not None and resp.clock.parent_call_ms is not None
@@ -72,7 +72,7 @@ def test_outputs_at_the_benchmark_shape_equal_to_a_checked_one_are_not_checked_a
                                                                                      monkeypatch):
     """Six outputs at the benchmark shape (first call, one kept per timed set, the last, fresh inputs after),
     on four input sets: the ones bit for bit equal to an output of their set that passed skip the float check."""
-    from cuda_llm.tools import validate
+    from cuda_llm.tools.harness import validate
 
     sizes: list[int] = []
     real = validate.compare_output
@@ -136,10 +136,10 @@ def busy_parent(threads: int = 2):
 
 
 def test_the_parents_clock_sees_each_call_even_while_the_parent_is_busy(gelu_small, tmp_path):
-    """The events carry the kernel's send times (tools/event_channel.py): read late, they still say when each
+    """The events carry the kernel's send times (tools/harness/event_channel.py): read late, they still say when each
     call ended. Stamped when read, the busy parent saw a call cost 0.0-0.7 ms against 6.5 ms of events, and a
     kernel that reported its calls twice as fast as they ran passed (below)."""
-    from cuda_llm.tools.worker_protocol import EvaluateResponse
+    from cuda_llm.tools.harness.worker_protocol import EvaluateResponse
 
     with busy_parent():
         res = judge(gelu_small, "gelu_ok", tmp_path, max_reps=12, clock_retries=0)
@@ -187,7 +187,7 @@ def test_an_abort_on_a_held_out_shape_names_neither_its_size_nor_its_index(gelu_
     assert res.status == Status.runtime_error, res.message
     assert "signal 6 (SIGABRT)" in res.message and "a held-out case" in res.message
     assert not re.search(r"\b7\b", res.message.replace("signal 6", "")), res.message
-    from cuda_llm.tools.failure_text import describe, note
+    from cuda_llm.tools.harness.failure_text import describe, note
     for text in (describe(res, full=True), note(res)):
         assert not re.search(r"n=7\b|\b1048579\b", text), text
 

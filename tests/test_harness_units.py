@@ -16,10 +16,11 @@ import pytest
 from cuda_llm.tasks import load_task
 from pydantic import ValidationError
 
-from cuda_llm.tools import speed_of_light, timing_stats, validate
-from cuda_llm.tools.device_probe import has_cuda_device
+from cuda_llm.tools.bounds import speed_of_light
+from cuda_llm.tools.harness import timing_stats, validate
+from cuda_llm.tools.device.device_probe import has_cuda_device
 from cuda_llm.results import CaseResult, DeviceInfo, Status, TimingResult, ValidationResult
-from cuda_llm.tools.worker_protocol import (DeviceInfoResponse, EvaluateResponse, RunOnceRequest, ServeRequest,
+from cuda_llm.tools.harness.worker_protocol import (DeviceInfoResponse, EvaluateResponse, RunOnceRequest, ServeRequest,
                                             TimeCommand, WorkerError, decode, dump_json, encode)
 
 
@@ -312,7 +313,7 @@ def test_protocol_round_trips():
 
 # ------------------------------------------------------------------------------------------ runner
 def test_runner_kills_the_whole_process_group_on_timeout(tmp_path, monkeypatch):
-    from cuda_llm.tools.runner import lock_path, run_worker
+    from cuda_llm.tools.harness.runner import lock_path, run_worker
 
     monkeypatch.setenv("CUDA_LLM_CACHE", str(tmp_path / "cache"))
     pidfile = tmp_path / "child.pid"
@@ -335,7 +336,7 @@ def test_runner_kills_the_whole_process_group_on_timeout(tmp_path, monkeypatch):
 
 
 def test_runner_reports_exit_code_and_output(tmp_path, monkeypatch):
-    from cuda_llm.tools.runner import run_worker
+    from cuda_llm.tools.harness.runner import run_worker
 
     monkeypatch.setenv("CUDA_LLM_CACHE", str(tmp_path / "cache"))
     out = run_worker([sys.executable, "-c", "import sys; print('hi'); print('[gpu-worker] case 2/7', file=sys.stderr); sys.exit(3)"],
@@ -351,8 +352,8 @@ def test_runner_reports_exit_code_and_output(tmp_path, monkeypatch):
 @pytest.fixture
 def no_device(monkeypatch, tmp_path_factory):
     """As on a machine without a GPU (CI): the probe says no device. The compile cache is shared."""
-    import cuda_llm.tools.device_info as device_info
-    import cuda_llm.tools.evaluate as evaluate
+    import cuda_llm.tools.harness.device_info as device_info
+    import cuda_llm.tools.harness.evaluate as evaluate
 
     monkeypatch.setattr(evaluate, "has_cuda_device", lambda: False)
     monkeypatch.setattr(device_info, "has_cuda_device", lambda: False)
@@ -360,8 +361,8 @@ def no_device(monkeypatch, tmp_path_factory):
 
 
 def test_good_kernel_compiles_then_needs_a_device(no_device):
-    from cuda_llm.tools.device_info import get_device_info
-    from cuda_llm.tools.evaluate import EvalOptions, evaluate_candidate
+    from cuda_llm.tools.harness.device_info import get_device_info
+    from cuda_llm.tools.harness.evaluate import EvalOptions, evaluate_candidate
 
     assert get_device_info() is None
     loaded = load_task("gelu")
@@ -372,7 +373,7 @@ def test_good_kernel_compiles_then_needs_a_device(no_device):
 
 
 def test_bad_kernels_are_refused_before_the_device(no_device):
-    from cuda_llm.tools.evaluate import EvalOptions, evaluate_candidate
+    from cuda_llm.tools.harness.evaluate import EvalOptions, evaluate_candidate
 
     loaded = load_task("gelu")
     good = loaded.task.baseline_path.read_text()
@@ -388,7 +389,7 @@ def test_bad_kernels_are_refused_before_the_device(no_device):
 
 def test_baseline_result_without_device_is_not_cached(no_device, tmp_path):
     from cuda_llm.paths import cache_dir
-    from cuda_llm.tools.evaluate import EvalOptions, baseline_result
+    from cuda_llm.tools.harness.evaluate import EvalOptions, baseline_result
 
     loaded = load_task("gelu")
     res = baseline_result(loaded, "naive", EvalOptions(arch="sm_90"))
@@ -420,7 +421,7 @@ def test_a_large_failed_check_reports_the_same_counts_block_by_block_and_over_th
     element of each kind and the error maxima of a whole-array pass."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from cuda_llm.tools import validate
+    from cuda_llm.tools.harness import validate
 
     n = 5 * validate.CHUNK + 7
     rng = np.random.default_rng(4)
@@ -445,7 +446,7 @@ def test_a_large_failed_check_reports_the_same_counts_block_by_block_and_over_th
 
 
 def test_the_limit_of_one_call_is_max_2_s_and_50x_the_naive_kernel():
-    from cuda_llm.tools.eval_options import call_limit_s, call_limit_text
+    from cuda_llm.tools.harness.eval_options import call_limit_s, call_limit_text
 
     assert call_limit_s(None) is None and call_limit_s(0.0) is None        # unknown: only the evaluation's limit
     assert call_limit_s(0.5) == 2.0                                       # 25 ms: the floor
@@ -455,8 +456,8 @@ def test_the_limit_of_one_call_is_max_2_s_and_50x_the_naive_kernel():
 
 def test_the_limit_of_one_call_comes_from_the_cached_naive_baseline_of_this_device(tmp_path, monkeypatch):
     from cuda_llm.results import EvalResult
-    from cuda_llm.tools.eval_options import EvalOptions
-    from cuda_llm.tools.evaluate import _baseline_path, with_call_limit
+    from cuda_llm.tools.harness.eval_options import EvalOptions
+    from cuda_llm.tools.harness.evaluate import _baseline_path, with_call_limit
 
     monkeypatch.setenv("CUDA_LLM_CACHE", str(tmp_path))
     loaded = load_task("gelu")

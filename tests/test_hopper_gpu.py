@@ -10,8 +10,8 @@ import pytest
 
 from cuda_llm.results import Status
 from cuda_llm.tasks import load_task
-from cuda_llm.tools.device_probe import compute_capability
-from cuda_llm.tools.evaluate import EvalOptions, baseline_result, evaluate_candidate
+from cuda_llm.tools.device.device_probe import compute_capability
+from cuda_llm.tools.harness.evaluate import EvalOptions, baseline_result, evaluate_candidate
 
 pytestmark = pytest.mark.gpu_long
 
@@ -22,7 +22,7 @@ HOPPER = Path(__file__).parent / "hopper"
 def hopper():
     if compute_capability() != (9, 0):
         pytest.skip(f"needs a Hopper GPU (compute capability 9.0), this is {compute_capability()}")
-    from cuda_llm.tools.device_info import get_device_info
+    from cuda_llm.tools.harness.device_info import get_device_info
 
     info = get_device_info()
     print(f"device {info.name}: bandwidth {info.peak_bandwidth_gbs:.0f} GB/s, fp32 {info.peak_fp32_gflops / 1e3:.1f} "

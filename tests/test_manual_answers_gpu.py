@@ -14,7 +14,7 @@ ANSWERS = Path(__file__).resolve().parents[1] / "benchmarks" / "manual_answers" 
 @pytest.mark.parametrize("name", ["r1.cu", "r2.cu", "r3.cu"])
 def test_hand_written_softmax_passes_and_beats_the_naive_kernel(name):
     from cuda_llm.tasks import load_task
-    from cuda_llm.tools.evaluate import EvalOptions, baseline_result, evaluate_candidate
+    from cuda_llm.tools.harness.evaluate import EvalOptions, baseline_result, evaluate_candidate
 
     loaded = load_task("softmax")
     opts = EvalOptions(time_budget_s=2.0)

@@ -174,7 +174,7 @@ def test_a_run_played_by_a_person_with_rules_killed_and_resumed(work):
     assert plans and all(e["by"] == "bandit (rules planner)" for e in plans)
 
 
-@pytest.mark.skipif(__import__("cuda_llm.tools.device_probe", fromlist=["x"]).has_cuda_device(),
+@pytest.mark.skipif(__import__("cuda_llm.tools.device.device_probe", fromlist=["x"]).has_cuda_device(),
                     reason="checks the no-device stop, which comes after the settings")
 def test_optimize_with_a_manual_coder_and_rules_asks_for_no_model_or_key(tmp_path):
     env = dict(NO_ENDPOINT_ENV, PYTHONPATH=str(HERE.parent))

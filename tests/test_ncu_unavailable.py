@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from cuda_llm.tasks import load_task
-from cuda_llm.tools import ncu
-from cuda_llm.tools.diagnosis import diagnose
+from cuda_llm.tools.profile import ncu
+from cuda_llm.tools.profile.diagnosis import diagnose
 
 FIXTURES = Path(__file__).parent / "fixtures" / "ncu"
 
@@ -41,7 +41,7 @@ def fresh_warnings(tmp_path, monkeypatch):
 
 def test_missing_ncu_via_env(tmp_path, monkeypatch, caplog):
     monkeypatch.setenv(ncu.NCU_ENV, str(tmp_path / "no-such-ncu"))
-    caplog.set_level(logging.WARNING, logger="cuda_llm.tools.ncu")
+    caplog.set_level(logging.WARNING, logger="cuda_llm.tools.profile.ncu")
     loaded = load_task("gelu")
     first = ncu.profile_candidate(loaded, str(tmp_path / "k.so"), out_dir=tmp_path / "p1")
     second = ncu.profile_candidate(loaded, str(tmp_path / "k.so"), out_dir=tmp_path / "p2")
@@ -65,7 +65,7 @@ def test_permission_error_is_recorded(tmp_path, monkeypatch, caplog):
     script = fake_ncu(tmp_path, f'if [ "$1" = "--version" ]; then echo "Version 2025.3.1.0 (build 1)"; exit 0; fi\n'
                                 f'printf "{out}"\nexit 1\n')
     monkeypatch.setenv(ncu.NCU_ENV, str(script))
-    caplog.set_level(logging.WARNING, logger="cuda_llm.tools.ncu")
+    caplog.set_level(logging.WARNING, logger="cuda_llm.tools.profile.ncu")
     loaded = load_task("gelu")
     results = [ncu.profile_candidate(loaded, str(tmp_path / "k.so"), out_dir=tmp_path / f"p{i}") for i in range(3)]
     for r in results:
@@ -148,7 +148,7 @@ exit 0
 
 
 def test_source_counters_are_opt_in(tmp_path, monkeypatch):
-    from cuda_llm.tools.profile_models import ProfileOptions
+    from cuda_llm.tools.profile.profile_models import ProfileOptions
 
     seen = tmp_path / "argv.txt"
     script = fake_ncu(tmp_path, f'if [ "$1" = "--version" ]; then exit 0; fi\necho "$@" > "{seen}"\nexit 1\n')
@@ -158,4 +158,4 @@ def test_source_counters_are_opt_in(tmp_path, monkeypatch):
     assert "SourceCounters" in seen.read_text()
     ncu.profile_candidate(loaded, "k.so", out_dir=tmp_path / "b")
     assert "SourceCounters" not in seen.read_text()
-    assert "cuda_llm.tools.gpu_worker run-once --request" in seen.read_text()
+    assert "cuda_llm.tools.harness.gpu_worker run-once --request" in seen.read_text()

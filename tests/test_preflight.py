@@ -11,8 +11,8 @@ from fake_openai_server import FakeOpenAIServer, Reply
 
 from cuda_llm.agents.settings import RoleSettings
 from cuda_llm.cli import main
-from cuda_llm.graph import preflight
-from cuda_llm.tools.device_probe import has_cuda_device
+from cuda_llm.commands import preflight
+from cuda_llm.tools.device.device_probe import has_cuda_device
 
 no_gpu = pytest.mark.skipif(has_cuda_device(), reason="checks the machine without a GPU")
 

@@ -1,4 +1,4 @@
-"""The GPU pool's slots in processes of their own (graph/process_slots.py), with the sleeping test evaluator in
+"""The GPU pool's slots in processes of their own (measure/process_slots.py), with the sleeping test evaluator in
 each child (no GPU needed): each GPU measures in its own process, side by side; a child that dies in the middle
 of a job, or whose evaluator raises, loses that job to the pool's re-queue and is started again; a task folder
 is loaded where it is; an evaluator that cannot be built is refused at start with its own error; a child ends
@@ -17,10 +17,10 @@ from pathlib import Path
 import pytest
 from sleeping_gpu_evaluator import SleepingFactory, intervals, max_concurrency, overlaps_per_gpu, read_spans
 
-from cuda_llm.graph.evaluator import CachedEvaluator
-from cuda_llm.graph.gpu_pool import GpuPool
-from cuda_llm.graph.process_slots import ProcessSlot, start_slots
-from cuda_llm.graph.slot_server import task_payload
+from cuda_llm.measure.evaluator import CachedEvaluator
+from cuda_llm.measure.gpu_pool import GpuPool
+from cuda_llm.measure.process_slots import ProcessSlot, start_slots
+from cuda_llm.measure.slot_server import task_payload
 from cuda_llm.tasks import load_task
 
 HERE = Path(__file__).resolve().parent
@@ -140,7 +140,7 @@ def test_a_child_ends_when_the_process_driving_it_is_killed(tmp_path):
         import os, sys
         sys.path[:0] = [{str(HERE)!r}]
         from sleeping_gpu_evaluator import SleepingFactory
-        from cuda_llm.graph.process_slots import ProcessSlot, start_slots
+        from cuda_llm.measure.process_slots import ProcessSlot, start_slots
         slot = ProcessSlot(SleepingFactory({str(tmp_path)!r}, gpu="0"), "0")
         start_slots([slot])
         print(slot.pid, flush=True)
@@ -153,7 +153,7 @@ def test_a_child_ends_when_the_process_driving_it_is_killed(tmp_path):
 
 
 def test_the_throughput_bench_counts_the_slot_processes_cpu_as_the_judges(tmp_path):
-    from cuda_llm.graph import throughput as tb
+    from cuda_llm.measure import throughput as tb
 
     pool, _ = pool_of(tmp_path, ["0", "1"], sleep_s=0.3, busy=True)
     try:

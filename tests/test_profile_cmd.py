@@ -10,8 +10,8 @@ import pytest
 
 from cuda_llm.cli import main
 from cuda_llm.tasks import load_task
-from cuda_llm.tools import ncu
-from cuda_llm.tools.ncu_parse import profile_from_text
+from cuda_llm.tools.profile import ncu
+from cuda_llm.tools.profile.ncu_parse import profile_from_text
 
 FIXTURES = Path(__file__).parent / "fixtures" / "ncu"
 

@@ -6,10 +6,10 @@ from __future__ import annotations
 import pytest
 
 from cuda_llm.tasks import load_task
-from cuda_llm.tools.compile import compile_source
-from cuda_llm.tools.diagnosis import diagnose
-from cuda_llm.tools.ncu import find_ncu, profile_candidate
-from cuda_llm.tools.roofline import roofline_point
+from cuda_llm.tools.compiler.compile import compile_source
+from cuda_llm.tools.profile.diagnosis import diagnose
+from cuda_llm.tools.profile.ncu import find_ncu, profile_candidate
+from cuda_llm.tools.profile.roofline import roofline_point
 
 pytestmark = pytest.mark.gpu_long
 
@@ -36,7 +36,7 @@ def datasheet(name: str) -> tuple[float, float] | None:
 
 @pytest.fixture(scope="module")
 def device():
-    from cuda_llm.tools.device_info import get_device_info
+    from cuda_llm.tools.harness.device_info import get_device_info
 
     info = get_device_info()
     assert info is not None, "a CUDA device is present but get_device_info() returned None"
@@ -59,7 +59,7 @@ def test_measured_peaks_match_the_datasheet(device):
 
 
 def _baseline_timing(loaded):
-    from cuda_llm.tools.evaluate import EvalOptions, baseline_result
+    from cuda_llm.tools.harness.evaluate import EvalOptions, baseline_result
 
     res = baseline_result(loaded, "naive", EvalOptions(**EVAL_OPTIONS))
     assert res is not None and res.status.passed, res.message if res else "no baseline"

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from cuda_llm.tools.ncu_parse import (
+from cuda_llm.tools.profile.ncu_parse import (
     NcuParseError,
     kernels_from_text,
     metric_names,
@@ -158,7 +158,7 @@ def test_units_and_placeholders():
 
 
 def test_metric_names_of_the_fixture_cover_what_the_parser_reads():
-    from cuda_llm.tools import ncu_parse as P
+    from cuda_llm.tools.profile import ncu_parse as P
 
     names = set(metric_names(text("gelu.csv")))
     for m in (P.DURATION, P.SM_PCT, P.MEM_PCT, P.DRAM_PCT, P.ACHIEVED_OCC, P.THEORETICAL_OCC, P.REGISTERS,
@@ -222,7 +222,7 @@ def test_tensor_pipes_and_merged_launches():
 
 
 def test_the_default_sections_include_the_compute_side():
-    from cuda_llm.tools.ncu import DEFAULT_SECTIONS, build_command
+    from cuda_llm.tools.profile.ncu import DEFAULT_SECTIONS, build_command
 
     assert {"ComputeWorkloadAnalysis", "InstructionStats", "WarpStateStats"} <= set(DEFAULT_SECTIONS)
     cmd = build_command("ncu", ["python", "-m", "x"], Path("/tmp/r"))

@@ -215,7 +215,7 @@ def test_the_parent_line_carries_the_bounds_sentence():
     from cuda_llm.agents.context import DiagnosisBrief, ParentKernel
     from cuda_llm.results import DeviceInfo, SassSummary
     from cuda_llm.tasks import load_task
-    from cuda_llm.tools.speed_of_light import bound
+    from cuda_llm.tools.bounds.speed_of_light import bound
 
     sgemm = load_task("sgemm").task
     h100 = DeviceInfo(name="H100", arch="sm_90", compute_capability=(9, 0), sm_count=132, peak_bandwidth_gbs=3000.0,

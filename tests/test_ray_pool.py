@@ -37,8 +37,8 @@ def src(name: str) -> str:
 def test_one_actor_per_gpu_side_by_side_and_a_lost_actor_requeues(cluster, tmp_path):
     from sleeping_gpu_evaluator import intervals, max_concurrency, overlaps_per_gpu, read_spans
 
-    from cuda_llm.graph.evaluator import CachedEvaluator
-    from cuda_llm.graph.ray_slots import ray_pool
+    from cuda_llm.measure.evaluator import CachedEvaluator
+    from cuda_llm.measure.ray_slots import ray_pool
     from cuda_llm.tasks import load_task
 
     softmax = load_task("softmax")
@@ -68,7 +68,7 @@ def test_one_actor_per_gpu_side_by_side_and_a_lost_actor_requeues(cluster, tmp_p
 
 
 def test_a_task_folder_travels_to_the_actors(cluster, tmp_path):
-    from cuda_llm.graph.ray_slots import ray_pool, task_payload
+    from cuda_llm.measure.ray_slots import ray_pool, task_payload
     from cuda_llm.tasks import load_task
     from cuda_llm.tasks.loader import SUITE_DIR
 

@@ -29,7 +29,7 @@ def _cache(tmp_path_factory, monkeypatch):
 @pytest.fixture
 def gpus_here(monkeypatch):
     """``gpus_here(n)``: this machine now shows ``n`` GPUs to the --gpus checks."""
-    import cuda_llm.tools.device_probe as probe
+    import cuda_llm.tools.device.device_probe as probe
 
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
 

@@ -95,7 +95,7 @@ def test_no_device_result_halts_and_is_not_cached(tmp_path):
 
 
 def test_the_real_evaluator_without_a_gpu_halts_before_any_llm_call(tmp_path):
-    from cuda_llm.tools.device_probe import has_cuda_device
+    from cuda_llm.tools.device.device_probe import has_cuda_device
 
     if has_cuda_device():
         pytest.skip("this machine has a GPU")

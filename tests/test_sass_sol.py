@@ -10,8 +10,9 @@ import pytest
 
 from cuda_llm.results import DeviceInfo, SassSummary
 from cuda_llm.tasks import load_task
-from cuda_llm.tools import sass, speed_of_light
-from cuda_llm.tools.sass import summarize_sass, tensor_kind
+from cuda_llm.tools.compiler import sass
+from cuda_llm.tools.bounds import speed_of_light
+from cuda_llm.tools.compiler.sass import summarize_sass, tensor_kind
 
 FIXTURES = Path(__file__).parent / "fixtures" / "sass"
 
@@ -173,8 +174,8 @@ def test_the_verdict_reads_the_units_from_the_build_it_judges(tasks, tmp_path, m
     one; seen on the H100: the verdict ran before the build was attached and sgemm's naive kernel read 0.19% of
     a tensor-core bound."""
     from cuda_llm.results import EvalResult, Status, TimingResult
-    from cuda_llm.tools import evaluate
-    from cuda_llm.tools.worker_protocol import EvaluateResponse
+    from cuda_llm.tools.harness import evaluate
+    from cuda_llm.tools.harness.worker_protocol import EvaluateResponse
 
     monkeypatch.setenv("CUDA_LLM_CACHE", str(tmp_path))
     loaded = load_task("sgemm")

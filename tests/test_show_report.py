@@ -133,7 +133,7 @@ def test_the_library_yardstick_reaches_the_report(tmp_path):
     """The setup's library median (tasks with library.cu) is kept once it passed, and the report compares with it."""
     from fake_gpu_evaluator import FakeGpuEvaluator
 
-    from cuda_llm.graph.evaluator import CachedEvaluator
+    from cuda_llm.measure.evaluator import CachedEvaluator
     from cuda_llm.report.markdown import render_report
     from cuda_llm.report.summary import build_summary
     from cuda_llm.runs.rundir import RunDir
@@ -164,7 +164,7 @@ def test_the_report_shows_the_best_kernels_one_bound_and_its_sentence():
     from cuda_llm.report.markdown import RunSummary, render_report
     from cuda_llm.results import DeviceInfo, SassSummary
     from cuda_llm.tasks import load_task
-    from cuda_llm.tools.speed_of_light import bound
+    from cuda_llm.tools.bounds.speed_of_light import bound
 
     sgemm = load_task("sgemm").task
     h100 = DeviceInfo(name="H100", arch="sm_90", compute_capability=(9, 0), sm_count=132, peak_bandwidth_gbs=3000.0,

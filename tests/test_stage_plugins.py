@@ -21,7 +21,7 @@ from test_graph_loop import TIMINGS, scripted, shared_cache, trace
 
 from cuda_llm.cli import main
 from cuda_llm.graph.run import Extension, RunOptions, resume_run, start_run
-from cuda_llm.graph.stages import StageError, installed_stages, parse_stage_spec, with_plugins
+from cuda_llm.graph.stage_plugins import StageError, installed_stages, parse_stage_spec, with_plugins
 from cuda_llm.graph.state import Limits
 
 pytestmark = pytest.mark.slow     # whole graph runs / every suite build: `pytest -m "not slow"` leaves them out

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from cuda_llm.tasks import load_all, load_task
-from cuda_llm.tools.static_check import canonical_type, check_source, strip_comments
+from cuda_llm.tools.compiler.static_check import canonical_type, check_source, strip_comments
 
 KERNEL = "__global__ void k(const float* x, float* y, int n) { int i = threadIdx.x; if (i < n) y[i] = x[i]; }\n"
 GOOD = KERNEL + 'extern "C" void solve(const float* x, float* y, int n) { k<<<1, 32>>>(x, y, n); }\n'

@@ -12,8 +12,8 @@ import pytest
 
 from cuda_llm.tasks import TaskError, list_task_names, load_task, load_task_folder
 from cuda_llm.tasks.loader import SUITE_DIR
-from cuda_llm.tools.compile import compile_many
-from cuda_llm.tools.symbols import check_build
+from cuda_llm.tools.compiler.compile import compile_many
+from cuda_llm.tools.compiler.symbols import check_build
 from cuda_llm.results import CompileResult
 from suite_checks import LIBRARY_TASKS, cublas_installed
 
@@ -101,7 +101,7 @@ def test_library_links_are_declared_in_task_toml():
 def test_library_yardstick_is_found_where_present(name):
     """library.cu, where a task has one, is what task.library_path gives; it defines the task's exact
     entry point and is refused as a candidate (it lets a library do the work)."""
-    from cuda_llm.tools.static_check import check_source
+    from cuda_llm.tools.compiler.static_check import check_source
 
     task = load_task(name).task
     src = SUITE_DIR / name / "library.cu"

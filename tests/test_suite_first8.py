@@ -270,7 +270,7 @@ def test_layernorm_tolerance_refuses_a_missing_mean_and_a_missing_eps():
 def test_naive_baseline_timing_is_not_suspect(name):
     """At the benchmark shape the naive kernel is slower than the speed-of-light bound of its bytes and
     flops formulas; a `suspect` here means a formula over-counts."""
-    from cuda_llm.tools.evaluate import EvalOptions, evaluate_candidate
+    from cuda_llm.tools.harness.evaluate import EvalOptions, evaluate_candidate
     from cuda_llm.results import Status
 
     loaded = load_task(name)

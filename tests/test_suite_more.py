@@ -19,7 +19,7 @@ from cuda_llm.tasks import load_task
 from cuda_llm.tasks.formulas import evaluate
 from cuda_llm.tasks.inputs import dims, make_case_inputs, reference_outputs
 from cuda_llm.tasks.loader import SUITE_DIR
-from cuda_llm.tools.validate import within
+from cuda_llm.tools.harness.validate import within
 from suite_checks import LIBRARY_TASKS, assert_reference_matches_loop, buffer_bytes, cublas_installed
 
 SIGNATURES = {
@@ -324,7 +324,7 @@ def test_attention_tolerance_refuses_an_unnormalised_softmax():
 @pytest.mark.gpu
 @pytest.mark.parametrize("name", sorted(LIBRARY_TASKS))
 def test_library_baseline_passes_every_shape_on_the_gpu(name):
-    from cuda_llm.tools.evaluate import EvalOptions, evaluate_candidate
+    from cuda_llm.tools.harness.evaluate import EvalOptions, evaluate_candidate
 
     loaded = load_task(name)
     assert loaded.task.library_path is not None

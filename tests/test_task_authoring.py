@@ -136,7 +136,7 @@ def test_check_task_names_what_is_wrong_with_the_reference(tmp_path, capsys, bod
 
 def test_check_task_names_the_held_out_shape_that_fails_to_its_author(tmp_path, capsys):
     """The author wrote the held-out shapes: check-task names the one that fails and where the reference broke
-    (only the model never sees them; tools/failure_text.py words what it is told)."""
+    (only the model never sees them; tools/harness/failure_text.py words what it is told)."""
     body = '{"k": 1}["cols"] if sizes["n"] == 333 else inputs["alpha"] * inputs["x"] + inputs["z"]'
     rc = main(["check-task", str(make_task(tmp_path, body=body)), "--no-benchmark", "--no-compile"])
     out = capsys.readouterr().out

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from cuda_llm.tools import tensor_peak
+from cuda_llm.tools.harness import tensor_peak
 
 
 def test_the_measuring_instruction_per_architecture():
@@ -33,7 +33,7 @@ def peak_builds(nvcc_path, tmp_path_factory):
     """The peak kernels as the device-info command builds them (compile_source, the plan's target)."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from cuda_llm.tools.compile import compile_source
+    from cuda_llm.tools.compiler.compile import compile_source
 
     root = tmp_path_factory.mktemp("peaks")
 

@@ -1,4 +1,4 @@
-"""The throughput benchmark's measurement (cuda_llm/graph/throughput.py) and report
+"""The throughput benchmark's measurement (cuda_llm/measure/throughput.py) and report
 (cuda_llm/report/throughput_report.py) on the CPU, with "GPUs" that sleep per measurement: today's path and the pool
 on one GPU measured candidate by candidate in alternating order, the paired cost and its interval, the pool's
 own work per job taken from its trace events, and the table's verdicts, so that the GPU machine's run cannot
@@ -9,8 +9,8 @@ from __future__ import annotations
 import pytest
 from sleeping_gpu_evaluator import SleepingGpuEvaluator, intervals, read_spans
 
-from cuda_llm.graph import throughput as tb
-from cuda_llm.graph.gpu_pool import EvaluatorSlot, GpuPool
+from cuda_llm.measure import throughput as tb
+from cuda_llm.measure.gpu_pool import EvaluatorSlot, GpuPool
 from cuda_llm.report import throughput_report as report
 from cuda_llm.tasks import load_task
 

@@ -16,7 +16,7 @@ torch = pytest.importorskip("torch")
 
 from cuda_llm.tasks import load_task_folder  # noqa: E402
 from cuda_llm.tasks.torch_import import import_file  # noqa: E402
-from cuda_llm.tools.evaluate import EvalOptions, evaluate_candidate  # noqa: E402
+from cuda_llm.tools.harness.evaluate import EvalOptions, evaluate_candidate  # noqa: E402
 
 pytestmark = pytest.mark.gpu_long
 
@@ -48,7 +48,7 @@ def test_sample_imports(sample):
 @pytest.mark.parametrize("module", ["softmax_rows", "argmax_rows"])
 def test_eager_and_torch_compile_are_timed(sample, module):
     """argmax_rows: PyTorch's own int64 output is checked exactly against the reference too."""
-    from cuda_llm.tools.torch_baseline import torch_baseline
+    from cuda_llm.tools.harness.torch_baseline import torch_baseline
 
     loaded = load_task_folder(sample[module])
     eager = torch_baseline(loaded, "eager", FAST)

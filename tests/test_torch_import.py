@@ -18,7 +18,7 @@ from cuda_llm.tasks import load_task, load_task_folder  # noqa: E402
 from cuda_llm.tasks.inputs import make_case_inputs, reference_outputs  # noqa: E402
 from cuda_llm.tasks.torch_import import ImportOptions, derive, import_file, write_task_folder  # noqa: E402
 from cuda_llm.tasks.torch_source import ModuleFileError  # noqa: E402
-from cuda_llm.tools import validate  # noqa: E402
+from cuda_llm.tools.harness import validate  # noqa: E402
 
 SAMPLE = Path(__file__).resolve().parents[1] / "examples" / "torch" / "modules"
 LEVEL1 = ["swish", "row_sum", "softmax_rows", "layer_norm", "matmul", "batched_matmul", "conv2d", "avg_pool",

@@ -21,7 +21,7 @@ from cuda_llm.results import Status  # noqa: E402
 from cuda_llm.tasks import load_task_folder  # noqa: E402
 from cuda_llm.tasks.inputs import make_case_inputs, reference_outputs  # noqa: E402
 from cuda_llm.tasks.torch_import import ImportOptions, derive, import_file, write_task_folder  # noqa: E402
-from cuda_llm.tools import validate  # noqa: E402
+from cuda_llm.tools.harness import validate  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLE = ROOT / "examples" / "torch" / "modules"
@@ -43,7 +43,7 @@ def _case(folder: Path, seed: int = 0, sizes=None):
 
 
 def test_index_tensors_get_64_bit_pointers_and_exact_tolerances(tasks):
-    from cuda_llm.tools.static_check import check_signature
+    from cuda_llm.tools.compiler.static_check import check_signature
 
     emb = load_task_folder(tasks["embedding_bag"]).task
     arg = load_task_folder(tasks["argmax_rows"]).task
@@ -206,9 +206,9 @@ def test_the_samples_int64_kernels_pass_the_static_checks_and_compile(tasks, mod
                                                                      tmp_path):
     """The CUDA kernels tests/test_torch_gpu.py judges, up to where a device is needed: the entry point with
     long long pointers is the one derived, and nvcc builds them."""
-    import cuda_llm.tools.device_info as device_info
-    import cuda_llm.tools.evaluate as evaluate
-    from cuda_llm.tools.evaluate import EvalOptions, evaluate_candidate
+    import cuda_llm.tools.harness.device_info as device_info
+    import cuda_llm.tools.harness.evaluate as evaluate
+    from cuda_llm.tools.harness.evaluate import EvalOptions, evaluate_candidate
 
     monkeypatch.setattr(evaluate, "has_cuda_device", lambda: False)
     monkeypatch.setattr(device_info, "has_cuda_device", lambda: False)
@@ -254,7 +254,7 @@ def small(tmp_path_factory):
 
 
 def _judge(folder: Path, kernel: str, tmp_path: Path):
-    from cuda_llm.tools.evaluate import EvalOptions, run_compiled
+    from cuda_llm.tools.harness.evaluate import EvalOptions, run_compiled
 
     loaded = load_task_folder(folder)
     src = HERE / "numpy_kernels" / f"{kernel}.py"

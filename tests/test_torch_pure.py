@@ -324,8 +324,8 @@ def test_the_report_plot_takes_the_recorded_label():
 def test_baseline_of_a_torch_task_is_eager_not_naive_cu(tmp_path, monkeypatch):
     """Without a GPU the baseline hook answers no_device for PyTorch eager; it never runs the starting-point
     naive.cu (which computes nothing) as the baseline."""
-    import cuda_llm.tools.device_probe as probe
-    from cuda_llm.tools.evaluate import baseline_result
+    import cuda_llm.tools.device.device_probe as probe
+    from cuda_llm.tools.harness.evaluate import baseline_result
 
     monkeypatch.setattr(probe, "has_cuda_device", lambda: False)
     loaded = load_task_folder(write_folder(tmp_path))

@@ -1,5 +1,5 @@
 """benchmarks/tune_bench.py on the CPU: the replay of the search over an exhaustive table
-(cuda_llm/tools/tune_replay.py), its report (cuda_llm/report/tune_report.py) and the script's no-device exit,
+(cuda_llm/tools/tune/tune_replay.py), its report (cuda_llm/report/tune_report.py) and the script's no-device exit,
 so that a run on the GPU machine does not fail in its reporting."""
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ import pytest
 
 from cuda_llm.report.tune_report import tune_markdown
 from cuda_llm.results import CompileResult, EvalResult, Status, TimingResult
-from cuda_llm.tools.tune_replay import ExhaustiveTable, summarize
-from cuda_llm.tools.tuning import all_points, parse_tunables
+from cuda_llm.tools.tune.tune_replay import ExhaustiveTable, summarize
+from cuda_llm.tools.tune.tuning import all_points, parse_tunables
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -61,7 +61,7 @@ def test_bad_input_is_refused_with_a_clear_error(tmp_path, capsys):
 
 
 def test_without_a_device_every_point_is_compiled_and_listed(tmp_path, capsys, monkeypatch):
-    import cuda_llm.tools.device_probe as probe
+    import cuda_llm.tools.device.device_probe as probe
 
     monkeypatch.setattr(probe, "has_cuda_device", lambda: False)
     kernel = tmp_path / "small.cu"
@@ -77,13 +77,13 @@ def test_without_a_device_every_point_is_compiled_and_listed(tmp_path, capsys, m
 
 
 def _with_test_evaluator(monkeypatch, ev: ParametricTimingEvaluator, gpus: int = 1, judge=None) -> None:
-    """The harness (tools.evaluate) and nvcc (tools.compile.compile_many) answered by the test evaluator, on a
+    """The harness (tools.harness.evaluate) and nvcc (tools.compiler.compile.compile_many) answered by the test evaluator, on a
     machine with ``gpus`` visible GPUs; ``judge(loaded, source, candidate, options)`` replaces the harness when
     given (it sees the options, the GPU it is pinned to included)."""
-    import cuda_llm.graph.gpu_pool as gpu_pool
-    import cuda_llm.tools.compile as compile_mod
-    import cuda_llm.tools.device_probe as probe
-    import cuda_llm.tools.evaluate as evaluate_mod
+    import cuda_llm.measure.gpu_pool as gpu_pool
+    import cuda_llm.tools.compiler.compile as compile_mod
+    import cuda_llm.tools.device.device_probe as probe
+    import cuda_llm.tools.harness.evaluate as evaluate_mod
 
     monkeypatch.setattr(gpu_pool, "SLOT_PROCESSES", False)   # the doubles below live in this process only
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)

@@ -1,6 +1,6 @@
 """Tuning on a GPU: three parametric kernels written for the test (a tiled sgemm with BLOCK_M/N/K, a
 reduction with BLOCK and ITEMS_PER_THREAD, a transpose with TILE, PAD and BLOCK_ROWS) are searched
-with the real harness, through tools.tuning.search and through the graph's tune stage (a scripted coder
+with the real harness, through tools.tune.tuning.search and through the graph's tune stage (a scripted coder
 answers the kernel; evaluation, tuning and the final check are real)."""
 
 from __future__ import annotations
@@ -30,9 +30,9 @@ def _cache(tmp_path_factory, monkeypatch):
 @pytest.mark.parametrize("task", sorted(KERNELS))
 def test_the_search_finds_a_point_no_slower_than_the_written_one(task):
     from cuda_llm.tasks import load_task
-    from cuda_llm.tools.compile import compile_many
-    from cuda_llm.tools.evaluate import EvalOptions, evaluate_candidate
-    from cuda_llm.tools.tuning import TuneBudget, apply_point, parse_tunables, search
+    from cuda_llm.tools.compiler.compile import compile_many
+    from cuda_llm.tools.harness.evaluate import EvalOptions, evaluate_candidate
+    from cuda_llm.tools.tune.tuning import TuneBudget, apply_point, parse_tunables, search
 
     loaded = load_task(task)
     source = _source(task)
@@ -73,7 +73,7 @@ def _scripted(kernel: str) -> Any:
 def test_the_tune_stage_keeps_the_best_point_of_a_candidate(task, tmp_path):
     from cuda_llm.graph.run import RunOptions, start_run
     from cuda_llm.graph.state import Limits
-    from cuda_llm.tools.tuning import parse_tunables
+    from cuda_llm.tools.tune.tuning import parse_tunables
 
     model = _scripted(_source(task))
     opts = RunOptions(limits=Limits(n_candidates=1, max_rounds=1, tune_evals=6, tune_seconds=300),

@@ -1,6 +1,6 @@
 """Tuning on a GPU pool, on the CPU: the points of one kernel measured by two or three test GPUs at once
 (each a ParametricTimingEvaluator behind a pool slot that sleeps per point and logs where and when it ran),
-in tools/tuning.search, in the graph's tune stage and in `cuda-llm tune --gpus`. Never two points at once
+in tools/tune/tuning.search, in the graph's tune stage and in `cuda-llm tune --gpus`. Never two points at once
 on one GPU, every GPU used, and the same points, the same best as one GPU measuring them one by one."""
 
 from __future__ import annotations
@@ -22,9 +22,9 @@ from sleeping_gpu_evaluator import (
 )
 from test_tuning import GEMM_LIKE, bowl, fits
 
-from cuda_llm.graph.gpu_pool import EvaluatorSlot, GpuPool
+from cuda_llm.measure.gpu_pool import EvaluatorSlot, GpuPool
 from cuda_llm.results import Status
-from cuda_llm.tools.tuning import TuneBudget, parse_tunables, search
+from cuda_llm.tools.tune.tuning import TuneBudget, parse_tunables, search
 
 
 def log_span(path: Path, phase: str, gpu: str, kind: str, candidate: str) -> None:

@@ -1,4 +1,4 @@
-"""Tuning without a model (cuda_llm/tools/tuning.py): the tune directives, the points, and the search
+"""Tuning without a model (cuda_llm/tools/tune/tuning.py): the tune directives, the points, and the search
 with Optuna's samplers against a test evaluator whose times are a known function of the parameters."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import pytest
 
 from parametric_timing_evaluator import ParametricTimingEvaluator, params_of
 
-from cuda_llm.tools.tuning import (
+from cuda_llm.tools.tune.tuning import (
     CODER_TUNABLES_HINT, TuneBudget, TuneSpaceError, all_points, apply_point, default_point, parse_tunables,
     search, space_size,
 )

@@ -1,6 +1,8 @@
 """LLM roles (planner, coder, critic): prompts, structured answers and the chat model configuration.
 
 Nothing here runs a compiler or touches a GPU; the graph passes the evidence in and gets text out.
+
+May import: cuda_llm.results, cuda_llm.paths.
 """
 
 from cuda_llm.agents.errors import CodeExtractionError, LLMAnswerError, LLMCallError, LLMConfigError, LLMError

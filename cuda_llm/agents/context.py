@@ -225,7 +225,7 @@ class FeatureBrief(BaseModel):
 
 
 class DiagnosisBrief(BaseModel):
-    """The rule-based diagnosis (cuda_llm.tools.diagnosis.Diagnosis) as the prompts show it."""
+    """The rule-based diagnosis (cuda_llm.tools.profile.diagnosis.Diagnosis) as the prompts show it."""
 
     bottleneck: str = "unknown"
     evidence: list[str] = Field(default_factory=list)

@@ -1,4 +1,7 @@
-"""One module per `cuda-llm` subcommand (see cuda_llm/cli.py for the interface)."""
+"""One module per `cuda-llm` subcommand (see cuda_llm/cli.py for the interface).
+
+May import: anything of the package.
+"""
 
 from __future__ import annotations
 

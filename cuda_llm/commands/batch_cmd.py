@@ -74,11 +74,11 @@ def _make_pool(*, ray_address: str | None, gpus: list[int] | None, arch: str | N
         return make_pool_override()
     if ray_address:
         try:
-            from cuda_llm.graph.ray_slots import ray_pool
+            from cuda_llm.measure.ray_slots import ray_pool
         except ImportError:
             raise ValueError("--ray needs Ray: pip install -e '.[ray]' (on this machine and every node)") from None
         return ray_pool(ray_address, arch=arch, time_budget_s=eval_time, profile=profile)
-    from cuda_llm.graph.gpu_pool import local_pool
+    from cuda_llm.measure.gpu_pool import local_pool
 
     return local_pool(gpus, arch=arch, time_budget_s=eval_time, profile=profile)
 

@@ -35,7 +35,7 @@ def _gb(n: int) -> str:
 def run(args: argparse.Namespace) -> int:
     from cuda_llm.paths import cache_dir
     from cuda_llm.report.formats import render_table
-    from cuda_llm.tools import cache_store
+    from cuda_llm import cache_store
 
     root = cache_dir()
     try:

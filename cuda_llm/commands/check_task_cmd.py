@@ -32,8 +32,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def compile_baseline(loaded, arch: str | None = None) -> tuple[bool, str]:
     """naive.cu through the harness (static checks and nvcc; the tests and timing too where there is a GPU)."""
     from cuda_llm.results import Status
-    from cuda_llm.tools import failure_text
-    from cuda_llm.tools.evaluate import EvalOptions, evaluate_candidate
+    from cuda_llm.tools.harness import failure_text
+    from cuda_llm.tools.harness.evaluate import EvalOptions, evaluate_candidate
 
     source = loaded.task.baseline_path.read_text()
     res = evaluate_candidate(loaded, source, candidate="naive", options=EvalOptions(arch=arch))

@@ -41,7 +41,7 @@ def run(args: argparse.Namespace) -> int:
     from cuda_llm.agents.errors import LLMConfigError
     from cuda_llm.agents.settings import load_settings
     from cuda_llm.commands.optimize_cmd import llm_cli
-    from cuda_llm.graph.preflight import Check, failures, run_checks
+    from cuda_llm.commands.preflight import Check, failures, run_checks
 
     settings, config_check = None, None
     if not args.no_llm:

@@ -107,8 +107,8 @@ def run(args: argparse.Namespace) -> int:
         _err(str(exc))
         return 2
 
-    from cuda_llm.tools.compile import CompileSetupError, resolve_arch
-    from cuda_llm.tools.evaluate import EvalOptions, baseline_result, evaluate_candidate
+    from cuda_llm.tools.compiler.compile import CompileSetupError, resolve_arch
+    from cuda_llm.tools.harness.evaluate import EvalOptions, baseline_result, evaluate_candidate
 
     try:
         arch = resolve_arch(args.arch)
@@ -268,7 +268,7 @@ def render_result(result: Any, summary: dict[str, Any], task: Any) -> str:
 
 def _failure_detail(result: Any) -> str:
     """The condensed message: the harness's own, plus the compiler errors or the first failing case."""
-    from cuda_llm.tools import failure_text
+    from cuda_llm.tools.harness import failure_text
 
     parts: list[str] = []
     if result.message and not result.static_issues and result.status.value != "no_device":

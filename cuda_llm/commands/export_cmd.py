@@ -82,8 +82,8 @@ def run(args: argparse.Namespace) -> int:
         source, where = got
 
     from cuda_llm.tasks.torch_export import export_files
-    from cuda_llm.tools.compile import CompileSetupError, compile_source, resolve_arch
-    from cuda_llm.tools.static_check import check_source
+    from cuda_llm.tools.compiler.compile import CompileSetupError, compile_source, resolve_arch
+    from cuda_llm.tools.compiler.static_check import check_source
 
     issues = check_source(source, task)
     if issues:

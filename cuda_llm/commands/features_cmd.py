@@ -51,7 +51,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def _default_arch() -> str:
     try:
-        from cuda_llm.tools.compile import resolve_arch
+        from cuda_llm.tools.compiler.compile import resolve_arch
     except ImportError:
         return os.environ.get("CUDA_LLM_ARCH") or "sm_90"
     return resolve_arch(None)

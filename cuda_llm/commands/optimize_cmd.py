@@ -246,7 +246,7 @@ def add_search_arguments(p: argparse.ArgumentParser) -> None:
 
 def parse_stage_arg(text: str) -> str:
     """'NAME' or 'NAME:POSITION' as written (the stage is imported once the flags are read)."""
-    from cuda_llm.graph.stages import StageError, parse_stage_spec
+    from cuda_llm.graph.stage_plugins import StageError, parse_stage_spec
 
     try:
         parse_stage_spec(text)
@@ -256,7 +256,7 @@ def parse_stage_arg(text: str) -> str:
 
 
 def parse_gpus_arg(text: str) -> list[int] | None:
-    from cuda_llm.graph.gpu_pool import parse_gpus
+    from cuda_llm.measure.gpu_pool import parse_gpus
 
     try:
         return parse_gpus(text)
@@ -281,8 +281,8 @@ def check_gpus_arg(gpus: list[int] | None, *, what: str = "--gpus", preflight: b
     """None when every GPU of ``gpus`` is visible here, else what is wrong (checked before anything starts;
     ``what`` names where the choice came from, as check_gpus words it). Where no device is visible at all a
     command with a preflight lets it say so in its own words; one without (tune) is told here."""
-    from cuda_llm.graph.gpu_pool import check_gpus
-    from cuda_llm.tools.device_probe import cuda_device_count
+    from cuda_llm.measure.gpu_pool import check_gpus
+    from cuda_llm.tools.device.device_probe import cuda_device_count
 
     count = cuda_device_count()
     if count == 0 and (preflight or gpus is None):
@@ -334,7 +334,7 @@ def preflight_ok(command: str, settings, *, runs_dir: Path, arch: str | None, pr
                  gpu: bool = True) -> bool:
     """The doctor's checks; each failure and warning one line on stderr. False when the run must not start.
     ``gpu=False``: the GPUs are elsewhere (a Ray cluster), so this machine's is not checked."""
-    from cuda_llm.graph.preflight import failures, run_checks
+    from cuda_llm.commands.preflight import failures, run_checks
 
     stream = stream or sys.stderr
     checks = run_checks(settings, runs_dir=runs_dir, arch=arch, profile=profile, gpu=gpu)
@@ -421,7 +421,7 @@ def run(args: argparse.Namespace) -> int:
         return _err(f"{exc} (list the tasks with `cuda-llm tasks`)")
     if args.start_from is not None and not args.start_from.is_file():
         return _err(f"--start-from {args.start_from}: no such file; give a .cu file defining {loaded.task.signature}")
-    from cuda_llm.graph.stages import StageError, with_plugins
+    from cuda_llm.graph.stage_plugins import StageError, with_plugins
 
     try:
         with_plugins(args.stage)      # each plugin imports and has its place, before anything is created

@@ -98,7 +98,7 @@ def render(report: ProfileReport, profile, diagnosis) -> str:
     else:
         out.append(f"\nno Nsight Compute profile: {profile.reason}")
     if report.roofline is not None:
-        from cuda_llm.tools.roofline import RooflinePoint
+        from cuda_llm.tools.profile.roofline import RooflinePoint
 
         point = RooflinePoint.model_validate(report.roofline)
         out.append("\nroofline: " + point.summary() + (f"\n{point.basis}" if point.basis else ""))
@@ -114,11 +114,11 @@ def render(report: ProfileReport, profile, diagnosis) -> str:
 def run(args: argparse.Namespace) -> int:
     from cuda_llm.paths import cache_dir
     from cuda_llm.commands.task_kernel import ArgumentProblem, load_task_argument, read_kernel_argument
-    from cuda_llm.tools.compile import CompileSetupError, compile_source
-    from cuda_llm.tools.diagnosis import diagnose
-    from cuda_llm.tools.ncu import profile_candidate
-    from cuda_llm.tools.profile_models import ProfileOptions
-    from cuda_llm.tools.roofline import roofline_point
+    from cuda_llm.tools.compiler.compile import CompileSetupError, compile_source
+    from cuda_llm.tools.profile.diagnosis import diagnose
+    from cuda_llm.tools.profile.ncu import profile_candidate
+    from cuda_llm.tools.profile.profile_models import ProfileOptions
+    from cuda_llm.tools.profile.roofline import roofline_point
 
     try:
         loaded = load_task_argument(args.task)
@@ -128,7 +128,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     task = loaded.task
-    from cuda_llm.tools.static_check import check_source
+    from cuda_llm.tools.compiler.static_check import check_source
 
     issues = check_source(source, task)
     if issues:   # the harness would refuse it: say so once, before any compile line
@@ -136,7 +136,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"refused before compiling:\n{lines}", file=sys.stderr)
         return 1
     # this command prints why there is no profile itself: keep the runner's one-time warning quiet
-    logging.getLogger("cuda_llm.tools.ncu").setLevel(logging.ERROR)
+    logging.getLogger("cuda_llm.tools.profile.ncu").setLevel(logging.ERROR)
     seconds: dict[str, float] = {}
 
     t = time.perf_counter()
@@ -158,7 +158,7 @@ def run(args: argparse.Namespace) -> int:
     if not args.no_time:
         t = time.perf_counter()
         try:
-            from cuda_llm.tools.evaluate import EvalOptions, evaluate_candidate
+            from cuda_llm.tools.harness.evaluate import EvalOptions, evaluate_candidate
         except ImportError:            # the harness is an optional part of a minimal install
             evaluate_candidate = None
         if evaluate_candidate is not None:
@@ -178,7 +178,7 @@ def run(args: argparse.Namespace) -> int:
 
     device = None
     try:
-        from cuda_llm.tools.device_info import get_device_info
+        from cuda_llm.tools.harness.device_info import get_device_info
 
         device = get_device_info()
     except Exception as exc:  # peaks refine the diagnosis; without them it is judged from the profile alone

@@ -89,7 +89,7 @@ def run(args: argparse.Namespace) -> int:
               f"on; start a run of your own with `cuda-llm optimize {config.get('task') or 'TASK'}`", file=sys.stderr)
         return 2
     from cuda_llm.graph.run import saved_options
-    from cuda_llm.graph.stages import StageError, restore_stages
+    from cuda_llm.graph.stage_plugins import StageError, restore_stages
 
     try:   # a stage the run was started with and that cannot be imported now: refused, never dropped
         restore_stages(config.get("stages"), saved_options(config, args.runs_dir).stages, run_id=rundir.run_id)

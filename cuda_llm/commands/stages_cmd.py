@@ -23,8 +23,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from cuda_llm.graph.stages import ENTRY_POINT_GROUP, StageError, default_stages, installed_stages, load_plugin, \
-        plugin_origin
+    from cuda_llm.graph.stage_plugins import ENTRY_POINT_GROUP, StageError, installed_stages, load_plugin, plugin_origin
+    from cuda_llm.graph.stage_list import default_stages
 
     print("built-in, in order: " + " -> ".join(s.name for s in default_stages()))
     found = installed_stages()

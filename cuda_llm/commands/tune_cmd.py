@@ -94,7 +94,7 @@ def default_out(kernel: Path) -> Path:
 
 def run(args: argparse.Namespace) -> int:
     from cuda_llm.commands.task_kernel import ArgumentProblem, load_task_argument, read_kernel_argument
-    from cuda_llm.tools.tuning import TuneBudget, TuneSpaceError, parse_tunables, space_size
+    from cuda_llm.tools.tune.tuning import TuneBudget, TuneSpaceError, parse_tunables, space_size
 
     kernel: Path = args.kernel
     try:
@@ -119,8 +119,8 @@ def run(args: argparse.Namespace) -> int:
              f"before `#define NAME v` or `constexpr int NAME = v;` (see `cuda-llm tune --help`)")
         return 2
 
-    from cuda_llm.tools.compile import CompileSetupError, compile_many, resolve_arch
-    from cuda_llm.tools.device_probe import has_cuda_device
+    from cuda_llm.tools.compiler.compile import CompileSetupError, compile_many, resolve_arch
+    from cuda_llm.tools.device.device_probe import has_cuda_device
 
     try:
         arch = resolve_arch(args.arch)
@@ -141,7 +141,7 @@ def run(args: argparse.Namespace) -> int:
         except (ValueError, RuntimeError) as exc:    # GPUs of two models, a device that cannot be measured
             _err(str(exc))
             return 2
-        from cuda_llm.graph.gpu_pool import EvaluationLost
+        from cuda_llm.measure.gpu_pool import EvaluationLost
 
         with pool:
             try:
@@ -153,7 +153,7 @@ def run(args: argparse.Namespace) -> int:
         _err(str(exc))
         return 2
     if outcome.best is not None:
-        from cuda_llm.tools.tuning import apply_point
+        from cuda_llm.tools.tune.tuning import apply_point
 
         out_path.write_text(apply_point(source, tunables, outcome.best.params))
     if args.json:
@@ -173,14 +173,14 @@ def run(args: argparse.Namespace) -> int:
 def point_pool(args: argparse.Namespace, arch: str) -> Any:
     """The GPUs that measure points (--gpus, default all): one harness worker pinned to each, judging a point
     as `cuda-llm eval` does, with this command's timing budget, timeout, input seed and held-out shapes."""
-    from cuda_llm.graph.gpu_pool import local_pool
+    from cuda_llm.measure.gpu_pool import local_pool
 
     return local_pool(args.gpus, arch=arch, time_budget_s=args.eval_time_budget, profile=False,
                       eval_options={"timeout_s": args.timeout, "seed": args.seed, "held_out": not args.no_held_out})
 
 
 def _search(loaded: Any, source: str, tunables: Any, budget: Any, pool: Any, arch: str, compile_many: Any) -> Any:
-    from cuda_llm.tools.tuning import point_text, search
+    from cuda_llm.tools.tune.tuning import point_text, search
 
     where: dict[str, str] = {}           # point -> the GPU that measured it (the pool's job events)
     several = len(pool.labels) > 1
@@ -207,9 +207,9 @@ def _search(loaded: Any, source: str, tunables: Any, budget: Any, pool: Any, arc
 
 def _compile_only(source: str, tunables: Any, arch: str, jobs: int, as_json: bool) -> int:
     """No device: compile every point (up to a few hundred) and say which would be timed."""
-    from cuda_llm.tools.compile import compile_many, source_hash
-    from cuda_llm.tools.evaluate import NO_DEVICE_MESSAGE
-    from cuda_llm.tools.tuning import TuneOutcome, TunePoint, all_points, apply_point, space_size
+    from cuda_llm.tools.compiler.compile import compile_many, source_hash
+    from cuda_llm.tools.harness.evaluate import NO_DEVICE_MESSAGE
+    from cuda_llm.tools.tune.tuning import TuneOutcome, TunePoint, all_points, apply_point, space_size
 
     points = all_points(tunables, limit=256)
     sources = [apply_point(source, tunables, p) for p in points]
@@ -241,7 +241,7 @@ def render_points(outcome: Any) -> str:
         mark = "*" if p.index == best else ""
         pct = f"{p.pct_of_sol:.0f}" if p.pct_of_sol is not None else "-"
         rows.append([f"{p.index}{mark}", *[p.params.get(n, "") for n in names], p.status, fmt_ms(p.ms), pct, p.note[:70]])
-    from cuda_llm.tools.speed_of_light import SOL_NOTE
+    from cuda_llm.tools.bounds.speed_of_light import SOL_NOTE
 
     return render_table(["#", *names, "status", "ms", "% SOL", "note"], rows,
                         align="r" + "r" * len(names) + "lrrl") + f"\n{SOL_NOTE}"

@@ -4,6 +4,8 @@
 ones a candidate uses, ``StatsStore`` keeps per (feature, task family, arch) statistics in SQLite, and
 ``rank_features`` / ``assign_features`` turn them into the planner's offer (a seeded bandit);
 ``credit_step`` decides what one measured candidate teaches (credit.py).
+
+May import: cuda_llm.results, cuda_llm.paths, cuda_llm.tasks.
 """
 
 from cuda_llm.feature_db.bandit import (

@@ -13,7 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 Category = Literal["memory", "compute", "parallelism", "synchronization", "launch"]
 Bound = Literal["memory", "compute", "*"]
-# The bottlenecks the rule-based diagnosis names (tools/diagnosis.py, Bottleneck, less "unknown"): what a
+# The bottlenecks the rule-based diagnosis names (tools/profile/diagnosis.py, Bottleneck, less "unknown"): what a
 # feature serves. A test keeps the two lists equal and checks every suggestion of the diagnosis against it.
 Serves = Literal["memory-bound", "compute-bound", "latency-bound", "occupancy-bound", "launch-bound", "divergence",
                  "bank-conflicts", "algorithm-bound"]

@@ -202,7 +202,7 @@ RunStarter = Callable[..., Any]
 class Batch:
     """Drives one batch: starts and resumes its tasks' runs on a shared evaluator pool (see the module doc).
 
-    ``pool``: a GpuPool (graph/gpu_pool.py) or anything with ``client()`` and ``parallelism``; ``settings`` or
+    ``pool``: a GpuPool (measure/gpu_pool.py) or anything with ``client()`` and ``parallelism``; ``settings`` or
     ``model_factory`` as for start_run; ``run_options``: the per-task RunOptions (limits and runs_dir included)."""
 
     def __init__(self, root: Path, state: BatchState, *, pool: Any, run_options: Any, settings: Any = None,

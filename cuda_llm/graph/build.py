@@ -14,7 +14,8 @@ from langgraph.graph import END, START, StateGraph
 
 from cuda_llm.graph import nodes
 from cuda_llm.graph.deps import Deps
-from cuda_llm.graph.stages import ToolStage, default_stages
+from cuda_llm.graph.stages import ToolStage
+from cuda_llm.graph.stage_list import default_stages
 from cuda_llm.graph.state import GraphState
 
 RESERVED = {"setup", "plan", "code", "select", "critique", "repair", "finalize"}

@@ -20,7 +20,7 @@ from cuda_llm.agents.context import HistoryItem
 from cuda_llm.graph import evidence, search
 from cuda_llm.graph.state import Candidate, candidate_id, short
 from cuda_llm.results import EvalResult, Status
-from cuda_llm.tools import failure_text
+from cuda_llm.tools.harness import failure_text
 
 REPAIRABLE = {Status.compile_error.value, Status.wrong_answer.value, Status.runtime_error.value,
               Status.static_error.value, Status.timeout.value}

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from cuda_llm.paths import atomic_write
-from cuda_llm.graph.evaluator import CachedEvaluator, content_hash
+from cuda_llm.measure.evaluator import CachedEvaluator, content_hash
 
 
 @dataclass

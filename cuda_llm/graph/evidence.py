@@ -45,7 +45,7 @@ def candidate_source(deps: Any, cid: str) -> str | None:
 
 def load_profile(deps: Any, cid: str) -> dict[str, Any]:
     """profiles/<cid>.json: {profile, roofline, diagnosis} ({} when the candidate was not profiled)."""
-    from cuda_llm.graph.stages import load_profile as stored_profile
+    from cuda_llm.graph.stage_inputs import load_profile as stored_profile
 
     return stored_profile(deps.rundir, cid) or {}
 
@@ -54,7 +54,7 @@ def load_profile(deps: Any, cid: str) -> dict[str, Any]:
 def profile_evidence(profile: Any, min_bytes: float | None = None) -> list[str]:
     """What a coder and a critic need from a profile, as `metric = value` lines: throughputs, the warp stall
     mix, sectors per request, DRAM bytes against the task's minimum, occupancy and its limiter, waves."""
-    from cuda_llm.tools.profile_models import ProfileResult
+    from cuda_llm.tools.profile.profile_models import ProfileResult
 
     prof = profile if isinstance(profile, ProfileResult) else ProfileResult.model_validate(profile or {"available": False})
     k = prof.dominant() if prof.available else None
@@ -120,7 +120,7 @@ def _min_bytes(deps: Any, sizes: dict[str, int] | None) -> float | None:
 
 def profile_of(deps: Any, cid: str) -> tuple[Any, list[str], str]:
     """(one-line summary, evidence lines, why there is none) of a candidate's stored profile."""
-    from cuda_llm.tools.profile_models import ProfileResult
+    from cuda_llm.tools.profile.profile_models import ProfileResult
 
     rec = load_profile(deps, cid)
     if not rec.get("profile"):

@@ -16,13 +16,14 @@ from langgraph.types import Send
 from cuda_llm.agents.errors import LLMAnswerError
 from cuda_llm.agents.usage import total_tokens
 from cuda_llm.graph import coding, evidence, planning, refine, review, search, stop_rules
+from cuda_llm import halts
 from cuda_llm.graph.deps import Deps
 from cuda_llm.graph.selection import decide, interval
 from cuda_llm.graph.stages import PASSED, StageContext, ToolStage
 from cuda_llm.graph.state import BestSummary, Candidate, GraphState, Limits, RESET, round_cands, short
 from cuda_llm.results import EvalResult, Status
 from cuda_llm.runs.llm_cache import call_label
-from cuda_llm.tools import failure_text
+from cuda_llm.tools.harness import failure_text
 
 REPAIRABLE = coding.REPAIRABLE
 
@@ -141,7 +142,7 @@ def _seed(deps: Deps, state: GraphState) -> BestSummary:
     deps.event("evaluation", candidate=SEED_ID, round=0, status=res.status.value, cached=not got.fresh,
                median_ms=res.median_ms, note=short(failure_text.note(res), 300), purpose="start-from")
     if res.status != Status.ok or res.timing is None:
-        raise stop_rules.RunHalted(stop_rules.SEED_FAILED, f"your kernel does not pass: {failure_text.describe(res, full=True)}",
+        raise halts.RunHalted(halts.SEED_FAILED, f"your kernel does not pass: {failure_text.describe(res, full=True)}",
                                    "fix it (`cuda-llm eval TASK KERNEL.cu` shows every case) and start again, or start "
                                    "from the naive baseline (no --start-from)")
     lo, hi = interval(res.timing)
@@ -149,15 +150,15 @@ def _seed(deps: Deps, state: GraphState) -> BestSummary:
     return BestSummary(id=SEED_ID, hash=h, ms=res.timing.median_ms, lo=lo, hi=hi, pct_sol=res.timing.pct_of_sol)
 
 
-def baseline_halt(deps: Deps, res: EvalResult) -> stop_rules.RunHalted:
+def baseline_halt(deps: Deps, res: EvalResult) -> halts.RunHalted:
     """Why the naive baseline stops the run, and what the user does about it."""
     if res.status == Status.no_device:
-        return stop_rules.RunHalted(stop_rules.NO_DEVICE, "there is no CUDA device to measure the baseline on",
+        return halts.RunHalted(halts.NO_DEVICE, "there is no CUDA device to measure the baseline on",
                                     f"run `cuda-llm resume {deps.rundir.run_id}` on a machine with an NVIDIA GPU "
                                     "(`cuda-llm doctor` checks one)")
     folder = deps.task.folder
-    return stop_rules.RunHalted(
-        stop_rules.BASELINE_FAILED,
+    return halts.RunHalted(
+        halts.BASELINE_FAILED,
         f"the naive baseline of {deps.task.name} fails ({failure_text.note(res)})",
         f"fix {folder}/naive.cu or {folder}/reference.py (`cuda-llm check-task {folder}` runs the reference on the "
         f"CPU; `cuda-llm eval {deps.task.name} {folder}/naive.cu` shows every case), then "
@@ -166,9 +167,9 @@ def baseline_halt(deps: Deps, res: EvalResult) -> stop_rules.RunHalted:
 
 def check_no_code(deps: Deps, lim: Limits) -> None:
     """Halt before asking for more code when the coder's last answers held none."""
-    if stop_rules.no_code_halt(deps.no_code_streak, lim.max_no_code):
-        raise stop_rules.RunHalted(
-            stop_rules.NO_CODE,
+    if halts.no_code_halt(deps.no_code_streak, lim.max_no_code):
+        raise halts.RunHalted(
+            halts.NO_CODE,
             f"the last {deps.no_code_streak} coder answers held no usable ```cuda block with the entry point",
             f"read them (`cuda-llm show {deps.rundir.run_id} CANDIDATE`, answers/coder-*.md); use a coder model "
             f"that writes CUDA, or resume (`cuda-llm resume {deps.rundir.run_id}`) to give it {lim.max_no_code} more tries")

@@ -48,7 +48,7 @@ def parent_facts(deps: Any, parent_id: str) -> Any:
     solve() (the stored profile's count, else the source's launch sites), the features it uses."""
     from cuda_llm.feature_db.detect import detect_features
     from cuda_llm.feature_db.offers import parent_facts as facts_of
-    from cuda_llm.tools.profile_models import ProfileResult
+    from cuda_llm.tools.profile.profile_models import ProfileResult
 
     pid = parent_id or evidence.BASELINE
     source = evidence.candidate_source(deps, pid) or ""

@@ -49,7 +49,7 @@ def profile_text(deps: Any, source: str, cid: str, res: EvalResult) -> str:
         return f"(not available: {type(exc).__name__}: {short(str(exc), 200)})"
     if prof is None or not getattr(prof, "available", False):
         return f"(not available: {getattr(prof, 'reason', '') or 'no profiler'})"
-    from cuda_llm.graph.stages import applicable_feature_ids
+    from cuda_llm.graph.stage_inputs import applicable_feature_ids
 
     analysis = deps.evaluator.analyze(deps.loaded, res, prof, applicable_feature_ids(deps))
     return prof.summary().strip() + "\n" + analysis.diagnosis.as_text()

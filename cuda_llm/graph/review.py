@@ -15,7 +15,7 @@ from typing import Any
 from cuda_llm.agents.context import CritiqueBrief, DiagnosisBrief, FeatureBrief, make_diff
 from cuda_llm.agents.usage import TokenUsage
 from cuda_llm.graph import evidence
-from cuda_llm.graph.stages import applicable_feature_ids
+from cuda_llm.graph.stage_inputs import applicable_feature_ids
 from cuda_llm.graph.state import Candidate, short
 from cuda_llm.results import EvalResult
 from cuda_llm.runs.llm_cache import call_label

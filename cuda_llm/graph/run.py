@@ -24,12 +24,15 @@ from typing import Any, Callable, Sequence
 from pydantic import BaseModel, Field
 
 from cuda_llm.graph.deps import Deps
-from cuda_llm.graph.evaluator import CachedEvaluator, Evaluator
+from cuda_llm.measure.evaluator import CachedEvaluator, Evaluator
 from cuda_llm.runs.dirlock import DirLock
 from cuda_llm.runs.llm_cache import CachedChatModel
-from cuda_llm.graph.stages import ToolStage, default_stages, restore_stages, with_plugins
+from cuda_llm.graph.stages import ToolStage
+from cuda_llm.graph.stage_plugins import restore_stages, with_plugins
+from cuda_llm.graph.stage_list import default_stages
 from cuda_llm.graph.state import Limits
-from cuda_llm.graph.stop_rules import ENDPOINT_ERRORS, NO_DEVICE, RunHalted, endpoint_halt, reason_text
+from cuda_llm.halts import ENDPOINT_ERRORS, NO_DEVICE, RunHalted, endpoint_halt
+from cuda_llm.graph.stop_rules import reason_text
 from cuda_llm.results import baseline_label
 
 ModelFactory = Callable[[str], Any]
@@ -120,7 +123,7 @@ class RunOutcome(BaseModel):
     stop_text: str = ""                  # the stop reason in words, with the run's numbers
     interrupted: bool = False
     error: str | None = None
-    halt: str | None = None              # a stop rule that needs a person (stop_rules.HALTS)
+    halt: str | None = None              # a stop rule that needs a person (halts.HALTS)
     halt_text: str = ""                  # what happened and what to do
     waiting: list[dict[str, str]] = Field(default_factory=list)   # manual roles: {name, role, prompt, answer}
     best: dict[str, Any] = Field(default_factory=dict)
@@ -293,8 +296,8 @@ def _make_models(rundir: Any, settings: Any, factory: ModelFactory | None, trace
 def _needs_device_now(evaluator: Any) -> bool:
     """The real evaluator (or a pool of this machine's GPUs) on a machine without a CUDA device: every
     measurement would be wasted."""
-    from cuda_llm.graph.evaluator import GpuEvaluator
-    from cuda_llm.tools.device_probe import has_cuda_device
+    from cuda_llm.measure.evaluator import GpuEvaluator
+    from cuda_llm.tools.device.device_probe import has_cuda_device
 
     local = isinstance(evaluator, GpuEvaluator) or bool(getattr(evaluator, "needs_local_device", False))
     return local and not has_cuda_device()
@@ -303,12 +306,12 @@ def _needs_device_now(evaluator: Any) -> bool:
 def default_evaluator(options: RunOptions) -> Any:
     """What measures a run when none is given: a pool over the GPUs of ``options.gpus`` (all by default); on a
     machine without a CUDA device the plain evaluator, which the run halts on before spending anything."""
-    from cuda_llm.graph.evaluator import GpuEvaluator
-    from cuda_llm.tools.device_probe import has_cuda_device
+    from cuda_llm.measure.evaluator import GpuEvaluator
+    from cuda_llm.tools.device.device_probe import has_cuda_device
 
     if not has_cuda_device():
         return GpuEvaluator(arch=options.arch, time_budget_s=options.eval_time_budget_s, profile=options.profile)
-    from cuda_llm.graph.gpu_pool import local_pool
+    from cuda_llm.measure.gpu_pool import local_pool
 
     return local_pool(options.gpus, arch=options.arch, time_budget_s=options.eval_time_budget_s,
                       profile=options.profile).client()

@@ -1,8 +1,8 @@
 """Tool stages: the ordered nodes between the coder and the critic, all with one interface.
 
 A stage has a ``name`` and ``run(ctx) -> dict``: it reads the round's candidates through ``ctx`` and
-returns a state update, usually ``ctx.patch(cid, ...)`` merged over candidates. The default list is
-``[EvaluateStage(), TuneStage(), ProfileStage()]``; pass your own list to ``start_run(..., stages=...)`` to add one
+returns a state update, usually ``ctx.patch(cid, ...)`` merged over candidates. The default list
+(stage_list.py) is ``[EvaluateStage(), TuneStage(), ProfileStage()]``; pass your own list to ``start_run(..., stages=...)`` to add one
 (a sanitizer, a second profiler) without touching the graph code.
 
 A stage can also be a plugin: a package declares it in the ``cuda_llm.stages`` entry-point group (the entry
@@ -12,14 +12,13 @@ same graph (examples/stage_plugin/ is one, docs/graph.md says more).
 """
 from __future__ import annotations
 
-import importlib.metadata
 from pathlib import Path
-from typing import Any, Protocol, Sequence, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from cuda_llm.graph.deps import Deps
 from cuda_llm.graph.state import Candidate, GraphState, round_cands, short
 from cuda_llm.results import EvalResult, Status
-from cuda_llm.tools import failure_text
+from cuda_llm.tools.harness import failure_text
 
 PASSED = {Status.ok.value, Status.suspect.value}
 REJECTED = "rejected"
@@ -119,7 +118,7 @@ class EvaluateStage:
         for c, got in zip(todo, deps.evaluator.evaluate_each(deps.loaded, jobs)):
             res: EvalResult = got.value
             if res.status == Status.no_device:   # the GPU went away: stop unfinished, resumable on a GPU machine
-                from cuda_llm.graph.stop_rules import NO_DEVICE, RunHalted
+                from cuda_llm.halts import NO_DEVICE, RunHalted
 
                 raise RunHalted(NO_DEVICE, f"no CUDA device to measure {c.id} on",
                                 f"run `cuda-llm resume {deps.rundir.run_id}` on a machine with an NVIDIA GPU")
@@ -210,7 +209,7 @@ class ProfileStage:
 
     def run(self, ctx: StageContext) -> dict[str, Any]:
         from cuda_llm.graph.review import profile_and_diagnose
-        from cuda_llm.tools.profile_models import ProfileResult
+        from cuda_llm.tools.profile.profile_models import ProfileResult
 
         deps = ctx.deps
         passing = [c for c in ctx.passed() if c.status == Status.ok.value and c.ms is not None]
@@ -264,126 +263,3 @@ class ProfileStage:
                       ratio=done.ratio, profiled=done.profiled, cause=cause)
             update = ctx.merge(update, ctx.patch(c.id, cause=cause))
         return update
-
-
-def applicable_feature_ids(deps: Deps) -> set[str] | None:
-    """The catalogue features this task may use on this arch (its family, bound, tolerance, dtypes): the
-    only ones the diagnosis may suggest."""
-    if not deps.catalogue:
-        return None
-    try:
-        from cuda_llm.feature_db.bandit import applicable, task_filters
-
-        return {f.id for f in applicable(deps.catalogue, arch=deps.arch, **task_filters(deps.task))}
-    except Exception:  # noqa: BLE001 - without the filter the diagnosis still speaks
-        return None
-
-
-def default_stages() -> list[ToolStage]:
-    """A fresh list of the built-in stages, in order (insert your own where it belongs)."""
-    from cuda_llm.graph.tune_stage import TuneStage
-
-    return [EvaluateStage(), TuneStage(), ProfileStage()]
-
-
-# ------------------------------------------------------------------------------------------ plugins
-ENTRY_POINT_GROUP = "cuda_llm.stages"
-
-
-class StageError(ValueError):
-    """A plugin stage that cannot be named, found, imported or placed (one line, what to do)."""
-
-
-def parse_stage_spec(text: str) -> tuple[str, str | None]:
-    """'NAME' or 'NAME:POSITION' -> (name, position): POSITION is an index in the stage list (0 is first) or the
-    name of the stage it follows; none puts the stage last, just before selection."""
-    name, _, position = str(text).strip().partition(":")
-    if not name.isidentifier():
-        raise StageError(f"{text!r}: write a stage as NAME or NAME:POSITION (e.g. register_budget:evaluate)")
-    if _ and not position:
-        raise StageError(f"{text!r}: after ':' give the stage it follows or an index (e.g. {name}:evaluate)")
-    return name, position or None
-
-
-def installed_stages() -> dict[str, importlib.metadata.EntryPoint]:
-    """The stages installed packages declare, by name (entry points are read, nothing is imported)."""
-    found: dict[str, importlib.metadata.EntryPoint] = {}
-    for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
-        found.setdefault(ep.name, ep)
-    return found
-
-
-def plugin_origin(ep: importlib.metadata.EntryPoint) -> str:
-    """'module:object from distribution version', for messages and `cuda-llm stages`."""
-    dist = getattr(ep, "dist", None)
-    return f"{ep.value} from {dist.name} {dist.version}" if dist is not None else ep.value
-
-
-def load_plugin(name: str) -> ToolStage:
-    """The stage an installed package declares under ``name`` (its class or factory called with no arguments)."""
-    ep = installed_stages().get(name)
-    if ep is None:
-        have = ", ".join(sorted(installed_stages())) or "none"
-        raise StageError(f"no tool stage named {name!r} is installed (installed: {have}; `cuda-llm stages` lists "
-                         f"them, a package declares one in the {ENTRY_POINT_GROUP!r} entry-point group)")
-    try:
-        obj = ep.load()
-        stage = obj() if isinstance(obj, type) or not hasattr(obj, "run") else obj
-    except Exception as exc:  # noqa: BLE001 - any failure of someone else's import is reported the same way
-        raise StageError(f"tool stage {name!r} ({plugin_origin(ep)}) cannot be imported: "
-                         f"{type(exc).__name__}: {short(str(exc), 200)}") from exc
-    if getattr(stage, "name", None) != name or not callable(getattr(stage, "run", None)):
-        raise StageError(f"tool stage {name!r} ({plugin_origin(ep)}) must give an object with name = {name!r} and a "
-                         f"run(ctx) method; it gave {type(stage).__name__} named {getattr(stage, 'name', None)!r}")
-    return stage
-
-
-def _index(position: str | None, stages: Sequence[ToolStage], name: str) -> int:
-    names = [s.name for s in stages]
-    if position is None:
-        return len(stages)
-    if position.lstrip("-").isdigit():
-        i = int(position)
-        if not 0 <= i <= len(stages):
-            raise StageError(f"stage {name!r}: position {i} is outside the stage list 0..{len(stages)} "
-                             f"({', '.join(names)})")
-        return i
-    if position not in names:
-        raise StageError(f"stage {name!r}: no stage {position!r} to follow; the stages are {', '.join(names)}")
-    return names.index(position) + 1
-
-
-def with_plugins(specs: Sequence[str], base: Sequence[ToolStage] | None = None) -> list[ToolStage]:
-    """``base`` (the built-in stages by default) with each plugin stage of ``specs`` ('NAME[:POSITION]') put in
-    its place, in the order given."""
-    stages = list(base) if base is not None else default_stages()
-    for text in specs:
-        name, position = parse_stage_spec(text)
-        if name in {s.name for s in stages}:
-            raise StageError(f"stage {name!r} is already in the list ({', '.join(s.name for s in stages)})")
-        stage = load_plugin(name)
-        stages.insert(_index(position, stages, name), stage)
-    return stages
-
-
-def restore_stages(saved_names: Sequence[str] | None, specs: Sequence[str],
-                   given: Sequence[ToolStage] | None = None, run_id: str = "RUN") -> list[ToolStage]:
-    """The stages a resumed run goes on with: ``given`` (the Python API's list) or the built-in ones with the
-    plugins it was started with; refused when a stage it ran before is missing, so no stage is dropped
-    silently."""
-    try:
-        stages = list(given) if given is not None else with_plugins(specs)
-    except StageError as exc:
-        raise StageError(f"run {run_id} was started with plugin stage(s) {', '.join(specs)}: {exc}; install it "
-                         f"again to resume") from None
-    missing = [n for n in saved_names or [] if n not in {s.name for s in stages}]
-    if missing:
-        raise StageError(f"run {run_id} was started with tool stage(s) {', '.join(missing)}, which are neither "
-                         f"installed plugins nor given (resume_run(stages=...)): resuming would drop them")
-    return stages
-
-
-def load_profile(rundir: Any, cid: str) -> dict[str, Any] | None:
-    from cuda_llm.runs.rundir import read_json
-
-    return read_json(Path(rundir.root) / "profiles" / f"{cid}.json")

@@ -14,7 +14,7 @@ about how much faster the kernel can get, so it leaves the plateau counter alone
 
 Halts are the other kind of stop: something a person must fix (no GPU, a broken naive baseline, a model
 that writes no code, an endpoint that keeps failing). Spending more would buy nothing, so the node that
-finds it raises ``RunHalted``; the step is not committed, the run is not finished, and ``cuda-llm resume``
+finds it raises ``RunHalted`` (halts.py); the step is not committed, the run is not finished, and ``cuda-llm resume``
 repeats that step once the cause is fixed.
 """
 
@@ -22,6 +22,8 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+
+from cuda_llm.halts import BASELINE_FAILED, ENDPOINT_ERRORS, NO_CODE, NO_DEVICE, SEED_FAILED, WORKERS_LOST
 
 PLATEAU = "plateau"
 MAX_ROUNDS = "max_rounds"
@@ -32,15 +34,6 @@ SPEED_OF_LIGHT = "speed_of_light"
 FAILING = "failing"
 REFERENCE_HEADROOM = 0.5     # the headroom at which the patience is plateau_rounds
 MAX_PATIENCE_FACTOR = 2.0
-
-# halts: the run stops unfinished and resumable
-NO_DEVICE = "no_device"
-BASELINE_FAILED = "baseline_failed"
-NO_CODE = "no_code"
-ENDPOINT_ERRORS = "endpoint_errors"
-SEED_FAILED = "seed_failed"
-WORKERS_LOST = "workers_lost"   # the GPU pool lost the workers an evaluation was sent to (graph/gpu_pool.py)
-HALTS = (NO_DEVICE, BASELINE_FAILED, NO_CODE, ENDPOINT_ERRORS, SEED_FAILED, WORKERS_LOST)
 
 
 def reason_text(reason: str | None, limits: object = None) -> str:
@@ -64,25 +57,6 @@ def reason_text(reason: str | None, limits: object = None) -> str:
         WORKERS_LOST: "the evaluation workers (GPUs, Ray actors) were lost",
     }
     return texts.get(reason or "", "")
-
-
-class RunHalted(Exception):
-    """Stop the run unfinished, so it can be resumed once ``advice`` is followed. Raised by a node; the step
-    that raised is not committed (its LLM answers and measurements stay cached in the run directory)."""
-
-    def __init__(self, reason: str, what: str, advice: str):
-        self.reason, self.what, self.advice = reason, what, advice
-        super().__init__(f"{reason}: {what}. What to do: {advice}")
-
-
-def no_code_halt(streak: int, limit: int) -> bool:
-    """True when ``streak`` candidates in a row came back without code and the limit is reached."""
-    return limit > 0 and streak >= limit
-
-
-def endpoint_halt(streak: int, limit: int) -> bool:
-    """True when ``streak`` LLM calls in a row failed at the endpoint and the limit is reached."""
-    return limit > 0 and streak >= limit
 
 
 def update_plateau(ref_ms: float | None, count: int, best_ms: float | None, threshold: float, *,

@@ -1,7 +1,7 @@
 """The tune stage: a passing candidate that declares tunable constants is searched without any model.
 
 For every candidate of the round that passed, declares ``// cuda-llm: tune NAME v1 v2 ...``
-(tools/tuning.py) and runs within 1.3x of the best (the run's or this round's fastest), the stage searches its points within the run's per-candidate budget
+(tools/tune/tuning.py) and runs within 1.3x of the best (the run's or this round's fastest), the stage searches its points within the run's per-candidate budget
 (``tune_evals`` timed points, ``tune_seconds``): points are compiled in parallel, then each is judged by
 the Evaluator seam like any candidate (cached by source, so a resumed run pays nothing twice), as many at
 once as the evaluator has GPUs (a GPU pool: one point per GPU at a time, each job in the trace as a
@@ -47,7 +47,7 @@ def compile_points(deps: Any, sources: list[str]) -> list[Any]:
     from concurrent.futures import ThreadPoolExecutor
 
     from cuda_llm.results import CompileResult
-    from cuda_llm.tools import failure_text
+    from cuda_llm.tools.harness import failure_text
 
     def build(source: str) -> Any:
         res = deps.evaluator.build(deps.loaded, source, "tune")
@@ -65,7 +65,7 @@ class TuneStage:
     name = "tune"
 
     def run(self, ctx: "StageContext") -> dict[str, Any]:
-        from cuda_llm.tools.tuning import TuneSpaceError, parse_tunables
+        from cuda_llm.tools.tune.tuning import TuneSpaceError, parse_tunables
 
         deps = ctx.deps
         lim = Limits(**ctx.state.get("limits", {}))
@@ -101,7 +101,7 @@ class TuneStage:
     @staticmethod
     def _tune(ctx: "StageContext", c: Any, source: str, tunables: list[Any], lim: Limits) -> tuple[dict[str, Any], int]:
         from cuda_llm.graph.selection import interval
-        from cuda_llm.tools.tuning import TuneBudget, apply_point, point_text, search
+        from cuda_llm.tools.tune.tuning import TuneBudget, apply_point, point_text, search
 
         deps = ctx.deps
         results: dict[str, EvalResult] = {}

@@ -123,7 +123,7 @@ def markdown(state: Any, rows: list[BatchRow]) -> str:
     note = ("\n> These figures come from a scripted model (canned answers for tests and benchmarks), not from an LLM.\n"
             if any(r.scripted for r in rows) else "")
     head = "\n".join(f"- {k}: {v}" for k, v in headline(state, rows))
-    from cuda_llm.tools.speed_of_light import SOL_NOTE
+    from cuda_llm.tools.bounds.speed_of_light import SOL_NOTE
 
     return (f"# cuda-llm batch {state.batch_id}\n{note}\n{head}\n\n{md_table(HEADERS, [_cells(r) for r in rows])}\n\n"
             f"{SOL_NOTE}\n\nEach task's run: `cuda-llm report RUN_ID`, `cuda-llm show RUN_ID CANDIDATE`, `cuda-llm trace RUN_ID`.\n")

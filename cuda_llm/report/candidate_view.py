@@ -3,7 +3,7 @@ produced it (and the critic's on it), compile log, per-case results, timing samp
 
 `cuda-llm show RUN CANDIDATE` prints it; the HTML report and `report --json` embed it for every candidate.
 Held-out shapes stay redacted: per-case text comes only from the one failure formatter
-(tools/failure_text.py), which names a held-out case by its kind of failure and nothing else.
+(tools/harness/failure_text.py), which names a held-out case by its kind of failure and nothing else.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from pydantic import BaseModel, Field
 
 from cuda_llm.runs.replay import replay_line
 from cuda_llm.runs.rundir import read_json
-from cuda_llm.tools import failure_text
+from cuda_llm.tools.harness import failure_text
 
 _CID = re.compile(r"^r(\d+)c(\d+)(?:f(\d+))?$")
 SEED = "seed"     # the kernel of optimize --start-from

@@ -1,6 +1,6 @@
 """The harness benchmark's report: its table of per-task figures and harness.md.
 
-Rows are benchmarks/harness_bench.py's dicts (figures in cuda_llm/tools/harness_stats.py); the table goes
+Rows are benchmarks/harness_bench.py's dicts (figures in cuda_llm/tools/harness/harness_stats.py); the table goes
 through the one text-table formatter (formats.render_table), so the console and the file read alike.
 """
 
@@ -10,8 +10,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from cuda_llm.report.formats import fmt_fixed, render_table
-from cuda_llm.tools.harness_stats import HarnessSummary
-from cuda_llm.tools.speed_of_light import SOL_NOTE
+from cuda_llm.tools.harness.harness_stats import HarnessSummary
+from cuda_llm.tools.bounds.speed_of_light import SOL_NOTE
 
 HEADERS = ["task", "status", "naive ms", "library ms", "naive/lib", "% SOL", "lib % SOL", "RSE %", "spread %",
            "compile s", "valid. s", "timing s", "check s", "transp. s", "sets s", "start s", "eval s", "ncu ms",

@@ -1,4 +1,4 @@
-"""The throughput benchmark's table and verdicts (cuda_llm/graph/throughput.py measures): candidates per GPU-hour
+"""The throughput benchmark's table and verdicts (cuda_llm/measure/throughput.py measures): candidates per GPU-hour
 per path, the pool's cost on one GPU against today's path (target at most 5%), the N-GPU rate against the
 one-GPU rate (target at least 0.9 x N), and why a gap is what it is (GPUs busy, judge costs, retimes)."""
 

@@ -1,5 +1,5 @@
 """The tuning benchmark's report (tune.md): per kernel, the written point, the exhaustive best and what the
-replayed searches found (cuda_llm/tools/tune_replay.py's summaries), then every point of each space."""
+replayed searches found (cuda_llm/tools/tune/tune_replay.py's summaries), then every point of each space."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from cuda_llm.report.formats import fmt_ms, md_table
-from cuda_llm.tools.speed_of_light import SOL_NOTE
-from cuda_llm.tools.tuning import point_text
+from cuda_llm.tools.bounds.speed_of_light import SOL_NOTE
+from cuda_llm.tools.tune.tuning import point_text
 
 HEAD = ["kernel", "points (valid)", "written", "written ms", "exhaustive best", "best ms", "found ms (median)",
         "found / best (median, worst)", "exact best found", "evaluations (mean)"]
@@ -22,7 +22,7 @@ def _point(params: Mapping[str, str] | None) -> str:
 def tune_markdown(results: Sequence[Mapping[str, Any]], device: str, budget: int, seeds: int) -> str:
     """tune.md from tune_replay.summarize's results, one per kernel."""
     lines = [f"# Tuning benchmark ({device})", "",
-             f"Search: cuda_llm.tools.tuning.search with a budget of {budget} timed points, replayed over the "
+             f"Search: cuda_llm.tools.tune.tuning.search with a budget of {budget} timed points, replayed over the "
              f"exhaustive table (every point measured once with the harness) for {seeds} seeds.", ""]
     rows = []
     for r in results:

@@ -3,7 +3,7 @@
 the benchmark shape is big enough to fill a GPU. `cuda-llm check-task DIR` adds a compile of naive.cu (tools/, so not here).
 
 Held-out shapes are checked like the others and named in full, with the reference's error: this is for the
-task's author, who wrote them in task.toml (what the model sees goes through tools/failure_text.py, which
+task's author, who wrote them in task.toml (what the model sees goes through tools/harness/failure_text.py, which
 never names them).
 """
 

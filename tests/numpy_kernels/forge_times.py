@@ -5,7 +5,7 @@ import sys
 
 
 def forge(factor: float = 10.0) -> None:
-    loop = sys.modules["cuda_llm.tools.worker_loop"]
+    loop = sys.modules["cuda_llm.tools.harness.worker_loop"]
     emit = loop.Events.__call__
 
     def forged(self, ev, **fields):

@@ -16,7 +16,7 @@ for mod in list(sys.modules.values()):
         if hasattr(mod, "check_call"):
             mod.check_call = lambda *a, **k: None
 
-_loop = sys.modules["cuda_llm.tools.worker_loop"]
+_loop = sys.modules["cuda_llm.tools.harness.worker_loop"]
 _loop.validate.poison_word32 = lambda dtype: 0          # "poison" with zeros: nothing to see
 
 

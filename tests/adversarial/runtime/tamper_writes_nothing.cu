@@ -21,7 +21,7 @@ static const char* kTamper =
     "        for attr in ('compare_output', 'check_case', 'check_call'):\n"
     "            if hasattr(m, attr):\n"
     "                setattr(m, attr, _passes)\n"
-    "v = sys.modules.get('cuda_llm.tools.validate')\n"
+    "v = sys.modules.get('cuda_llm.tools.harness.validate')\n"
     "if v is not None:\n"
     "    v.poison_word32 = lambda dtype: 0\n";
 

@@ -1,0 +1,409 @@
+"""How the graph measures and builds candidates: the Evaluator seam, the real GPU one, and a run-directory cache.
+
+The graph never talks to the tools directly; it calls an Evaluator: to measure (``evaluate``,
+``baseline``, ``profile``, ``final_check``, and ``head_to_head``: a challenger and the champion in turns
+in one job), to build a source for the coder's compile-fix turns
+(``build``), to turn a profile into a roofline point and a diagnosis (``analyze``) and to say how
+candidates are built (``toolchain``). ``GpuEvaluator`` is the real one (nvcc, the GPU worker, Nsight
+Compute); its ``build``, ``analyze`` and ``toolchain`` come from ``ToolsMixin``, which a test double can
+use too. ``CachedEvaluator`` wraps either and stores every measurement in the run directory by source
+hash, so a resumed run never measures a source twice (and a candidate that repeats an earlier source
+costs nothing).
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import re
+import subprocess
+import tempfile
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from collections.abc import Collection, Iterator, Sequence
+from typing import Any, Protocol, runtime_checkable
+
+from cuda_llm.paths import atomic_write
+from cuda_llm.results import CHALLENGER, HEAD_TO_HEAD_ORDER, DeviceInfo, EvalResult, HeadToHead, Status
+
+
+def content_hash(source: str, *parts: str) -> str:
+    """sha256 of the source (and any extra parts), 16 hex digits: the key of every cached artefact."""
+    h = hashlib.sha256(source.encode())
+    for p in parts:
+        h.update(b"\0" + p.encode())
+    return h.hexdigest()[:16]
+
+
+@dataclass
+class Analysis:
+    """What a profile means: the roofline point (None without measured peaks) and the rule-based diagnosis."""
+
+    roofline: Any
+    diagnosis: Any
+
+
+@runtime_checkable
+class Evaluator(Protocol):
+    """What the graph needs measured and built. Implementations never raise for a bad kernel: they return a result."""
+
+    arch: str
+    device: DeviceInfo | None
+
+    def evaluate(self, loaded: Any, source: str, candidate_id: str, work_dir: Path) -> EvalResult:
+        """Static check, compile, validate on every case, time at the benchmark shape."""
+
+    def baseline(self, loaded: Any) -> EvalResult:
+        """The task's naive kernel, measured the same way."""
+
+    def profile(self, loaded: Any, source: str, candidate_id: str, work_dir: Path, result: EvalResult) -> Any:
+        """A ProfileResult (Nsight Compute) for a passing candidate, or None when profiling is not possible."""
+
+    def final_check(self, loaded: Any, source: str, candidate_id: str, work_dir: Path) -> tuple[EvalResult, EvalResult]:
+        """(candidate, naive baseline) validated on fresh inputs and timed back to back in one go."""
+
+    def head_to_head(self, loaded: Any, challenger: str, champion: str, challenger_id: str, champion_id: str,
+                     work_dir: Path) -> HeadToHead:
+        """The two sources timed in turns (HEAD_TO_HEAD_ORDER) in one job on one GPU, each leg a whole evaluation."""
+
+    def build(self, loaded: Any, source: str, candidate_id: str) -> EvalResult:
+        """Static check and compile only (no device): status static_error, compile_error, or ok (it builds)."""
+
+    def analyze(self, loaded: Any, result: EvalResult, profile: Any,
+                allowed_features: Collection[str] | None = None) -> Analysis:
+        """The roofline point of a timed result and the rule-based diagnosis of its profile (None: no profile),
+        suggesting only ``allowed_features`` (the catalogue features that apply to the task) when given."""
+
+    def toolchain(self) -> dict[str, str]:
+        """How candidates are built: cuda_version, ptx_isa, command (the nvcc line) and rules (text)."""
+
+
+def interleaved(evaluate: Any, challenger: str, champion: str, challenger_id: str, champion_id: str,
+                work_dir: Path) -> HeadToHead:
+    """A head-to-head made of ``evaluate(source, id, work_dir)`` calls in HEAD_TO_HEAD_ORDER, one after another
+    in the caller's thread (so on the caller's GPU). Leg ids are ``<id>-h2h<leg>``."""
+    legs = []
+    for i, who in enumerate(HEAD_TO_HEAD_ORDER):
+        source, cid = (challenger, challenger_id) if who == CHALLENGER else (champion, champion_id)
+        leg = f"{cid}-h2h{i + 1}"
+        legs.append(evaluate(source, leg, Path(work_dir) / leg))
+    return HeadToHead(challenger=challenger_id, champion=champion_id, order=list(HEAD_TO_HEAD_ORDER), legs=legs)
+
+
+_PTX_VERSION = re.compile(r"^\s*\.version\s+(\d+\.\d+)", re.M)
+
+
+@functools.lru_cache(maxsize=8)
+def ptx_isa_version(nvcc: str, arch: str) -> str:
+    """The PTX ISA version this nvcc emits for ``arch`` (from the ``.version`` line of a tiny kernel)."""
+    with tempfile.TemporaryDirectory(prefix="cuda-llm-ptx-") as tmp:
+        src = Path(tmp) / "probe.cu"
+        src.write_text("__global__ void probe() {}\n")
+        try:
+            proc = subprocess.run([nvcc, f"-arch={arch}", "-ptx", str(src), "-o", str(Path(tmp) / "probe.ptx")],
+                                  capture_output=True, text=True, timeout=120)
+            text = (Path(tmp) / "probe.ptx").read_text() if proc.returncode == 0 else ""
+        except (OSError, subprocess.SubprocessError):
+            text = ""
+    m = _PTX_VERSION.search(text)
+    return m.group(1) if m else ""
+
+
+class ToolsMixin:
+    """``build``, ``analyze`` and ``toolchain`` from cuda_llm.tools, for an evaluator with ``arch`` and ``device``."""
+
+    arch: str
+    device: DeviceInfo | None
+
+    def build(self, loaded: Any, source: str, candidate_id: str) -> EvalResult:
+        from cuda_llm.results import Status
+        from cuda_llm.tools.compiler.compile import compile_source, source_hash
+        from cuda_llm.tools.compiler.static_check import check_source
+
+        res = EvalResult(task=loaded.task.name, candidate=candidate_id, source_hash=source_hash(source), status=Status.ok)
+        issues = check_source(source, loaded.task)
+        if issues:
+            return res.model_copy(update={"status": Status.static_error, "static_issues": issues})
+        comp = compile_source(source, arch=self.arch)
+        return res.model_copy(update={"compile": comp, "status": Status.ok if comp.ok else Status.compile_error})
+
+    def analyze(self, loaded: Any, result: EvalResult, profile: Any,
+                allowed_features: Collection[str] | None = None) -> Analysis:
+        from cuda_llm.tools.profile.diagnosis import diagnose
+        from cuda_llm.tools.profile.roofline import roofline_point
+
+        roof = None
+        sass = result.compile.sass if result.compile is not None else None
+        if self.device is not None and result.timing is not None and result.timing.median_ms > 0:
+            try:   # the units of the build's SASS, as the judge's speed of light reads them
+                roof = roofline_point(loaded.task, result.timing.sizes, result.timing.median_ms, self.device,
+                                      sass=sass)
+            except Exception:  # noqa: BLE001 - a formula the roofline cannot evaluate: judged without it
+                roof = None
+        return Analysis(roofline=roof, diagnosis=diagnose(profile, roof, result.compile,
+                                                          allowed_features=allowed_features))
+
+    def head_to_head(self, loaded: Any, challenger: str, champion: str, challenger_id: str, champion_id: str,
+                     work_dir: Path) -> HeadToHead:
+        """The legs in turns through this evaluator's own ``evaluate``: one GPU, one job, nothing else between."""
+        return interleaved(lambda src, cid, work: self.evaluate(loaded, src, cid, work),  # type: ignore[attr-defined]
+                           challenger, champion, challenger_id, champion_id, work_dir)
+
+    def toolchain(self) -> dict[str, str]:
+        from cuda_llm.tools.compiler import compile as comp
+
+        out = {"cuda_version": "", "ptx_isa": "", "command": "", "rules": ""}
+        try:
+            nvcc = comp.nvcc_path()
+            out["cuda_version"] = comp.nvcc_version(nvcc)
+            out["ptx_isa"] = ptx_isa_version(nvcc, self.arch)
+            out["command"] = " ".join(comp.build_command(Path("candidate.cu"), Path("candidate.so"), self.arch))
+        except Exception:  # noqa: BLE001 - no nvcc: the prompt says the toolchain is unknown
+            return out
+        from cuda_llm.tools.tune.tuning import CODER_TUNABLES_HINT
+
+        try:   # the compile tool's own text (what needs sm_90a, guards, links), and what the tune stage reads
+            out["rules"] = comp.build_rules(self.arch) + "\n" + CODER_TUNABLES_HINT
+        except Exception:  # noqa: BLE001
+            out["rules"] = CODER_TUNABLES_HINT
+        return out
+
+
+class GpuEvaluator(ToolsMixin):
+    """The real evaluator: cuda_llm.tools.harness.evaluate (compile, GPU worker) and tools.profile.ncu for profiles.
+
+    ``gpu`` is the index of its device among the visible ones (default the first): every worker it starts is
+    pinned to that device and holds that device's lock, and ``device`` holds that device's measured facts.
+    The GPU pool (measure/gpu_pool.py) keeps one per GPU. ``eval_options``: more EvalOptions fields for every
+    measurement (`cuda-llm tune` sets its timeout, input seed and held-out shapes this way)."""
+
+    def __init__(self, *, arch: str | None = None, time_budget_s: float = 10.0, final_seed: int = 20_251_123,
+                 profile: bool = True, profile_timeout_s: float = 120.0, gpu: int | None = None,
+                 eval_options: dict[str, Any] | None = None):
+        from cuda_llm.tools.compiler.compile import resolve_arch
+        from cuda_llm.tools.harness.device_info import get_device_info
+
+        self.arch = resolve_arch(arch)
+        self.gpu = gpu
+        self.device = get_device_info(gpu=gpu)
+        self.time_budget_s = time_budget_s
+        self.final_seed = final_seed
+        self.do_profile = profile
+        self.profile_timeout_s = profile_timeout_s
+        self.eval_options = dict(eval_options or {})
+
+    def _options(self, **kw: Any) -> Any:
+        from cuda_llm.tools.harness.evaluate import EvalOptions
+
+        return EvalOptions(**{**self.eval_options, "arch": self.arch, "time_budget_s": self.time_budget_s,
+                              "gpu": self.gpu, **kw})
+
+    def evaluate(self, loaded: Any, source: str, candidate_id: str, work_dir: Path) -> EvalResult:
+        from cuda_llm.tools.harness.evaluate import evaluate_candidate
+
+        return evaluate_candidate(loaded, source, candidate=candidate_id, options=self._options(), work_dir=work_dir)
+
+    def baseline(self, loaded: Any) -> EvalResult:
+        from cuda_llm.tools.harness.evaluate import baseline_result, evaluate_candidate
+
+        res = baseline_result(loaded, "naive", self._options())
+        if res is None:  # no cached baseline and none computable the cached way: measure it directly
+            src = Path(loaded.task.baseline_path).read_text()
+            res = evaluate_candidate(loaded, src, candidate="baseline", options=self._options())
+        if getattr(loaded.task, "torch", None) is not None and res.timing is not None:
+            lib = baseline_result(loaded, "library", self._options())      # torch.compile, the yardstick
+            if lib is not None and lib.status.passed and lib.timing is not None:
+                res = res.model_copy(update={"library_ms": lib.timing.median_ms})
+        return res
+
+    def library(self, loaded: Any) -> EvalResult | None:
+        """The task's library yardstick (library.cu), measured like the baseline; None when the task has none."""
+        from cuda_llm.tools.harness.evaluate import baseline_result
+
+        return baseline_result(loaded, "library", self._options())
+
+    def profile(self, loaded: Any, source: str, candidate_id: str, work_dir: Path, result: EvalResult) -> Any:
+        if not self.do_profile or result.compile is None or not result.compile.so_path:
+            return None
+        from cuda_llm.tools.profile.ncu import profile_candidate
+
+        return profile_candidate(loaded, result.compile.so_path, out_dir=Path(work_dir), timeout_s=self.profile_timeout_s,
+                                 gpu=self.gpu)
+
+    def final_check(self, loaded: Any, source: str, candidate_id: str, work_dir: Path) -> tuple[EvalResult, EvalResult]:
+        from cuda_llm.tools.harness.evaluate import evaluate_candidate
+
+        opts = self._options(seed=self.final_seed)
+        cand = evaluate_candidate(loaded, source, candidate=candidate_id, options=opts, work_dir=Path(work_dir) / "final")
+        if getattr(loaded.task, "torch", None) is not None:     # a PyTorch task: eager, timed again now
+            from cuda_llm.tools.harness.torch_baseline import torch_baseline
+
+            base = torch_baseline(loaded, "eager", opts, fresh=True)
+        else:
+            naive = Path(loaded.task.baseline_path).read_text()
+            base = evaluate_candidate(loaded, naive, candidate="baseline", options=opts,
+                                      work_dir=Path(work_dir) / "final-baseline", baseline_ms=None)
+        if base.timing is not None:
+            cand = cand.model_copy(update={"baseline_ms": base.timing.median_ms})
+        return cand, base
+
+
+@dataclass
+class Cached:
+    """A result and whether it was measured now (False: read back from the run directory)."""
+
+    value: Any
+    fresh: bool
+
+
+class CachedEvaluator(ToolsMixin):
+    """An Evaluator whose answers are kept in ``<run>/cache/`` by (kind, source hash). ``build``, ``analyze``
+    and ``toolchain`` are the inner evaluator's, or the tools' own (ToolsMixin) for an evaluator written
+    before they were part of the seam."""
+
+    def __init__(self, inner: Evaluator, cache_dir: Path):
+        self.inner = inner
+        self.cache_dir = Path(cache_dir)
+        self.arch = getattr(inner, "arch", "sm_90")
+        self.device = getattr(inner, "device", None)
+        self._lock = threading.Lock()
+        self._toolchain: dict[str, str] | None = None
+
+    def _path(self, kind: str, key: str) -> Path:
+        return self.cache_dir / kind / f"{key}.json"
+
+    def _load(self, kind: str, key: str, model: Any = EvalResult) -> Any:
+        from cuda_llm.runs.rundir import read_json
+
+        data = read_json(self._path(kind, key))    # None also for a file torn by a kill: measure again
+        if data is None:
+            return None
+        return data if model is None else model.model_validate(data)
+
+    def stored(self, kind: str, source_hash: str) -> EvalResult | None:
+        """A result already measured for this source hash (None if there is none)."""
+        return self._load(kind, source_hash)
+
+    def evaluate(self, loaded: Any, source: str, candidate_id: str, work_dir: Path, *, kind: str = "eval") -> Cached:
+        key = content_hash(source)
+        hit = self._load(kind, key)
+        if hit is not None:
+            return Cached(hit.model_copy(update={"candidate": candidate_id}), False)
+        res = self.inner.evaluate(loaded, source, candidate_id, work_dir)
+        if res.status != Status.no_device:   # measured on a GPU machine later, not read back as "no device"
+            atomic_write(self._path(kind, key), res.model_dump_json())
+        return Cached(res, True)
+
+    @property
+    def parallelism(self) -> int:
+        """How many measurements the inner evaluator runs at once (the GPU pool's live GPUs; else 1)."""
+        try:
+            return max(1, int(getattr(self.inner, "parallelism", 1) or 1))
+        except (TypeError, ValueError):
+            return 1
+
+    def evaluate_each(self, loaded: Any, jobs: Sequence[tuple[str, str, Path]], *, kind: str = "eval") -> Iterator[Cached]:
+        """Evaluate (source, candidate id, work dir) jobs, yielding their results in the order given.
+
+        With one worker (a plain evaluator) they run one after another, each when its turn comes, as they always
+        did: a consumer that stops early (no device) leaves the rest unmeasured. With a pool they are all
+        submitted at once (twice as many in flight as GPUs, so the next ones compile while the GPUs time) and
+        each is stored as it finishes, so a kill loses none that finished. A source given twice is measured
+        once; its second candidate gets the stored result, as a later round's repeat would."""
+        width = self.parallelism
+        if width <= 1 or len(jobs) <= 1:
+            for source, cid, work in jobs:
+                yield self.evaluate(loaded, source, cid, work, kind=kind)
+            return
+        from concurrent.futures import ThreadPoolExecutor
+
+        first: dict[str, int] = {}
+        for i, (source, _, _) in enumerate(jobs):
+            first.setdefault(content_hash(source), i)
+        with ThreadPoolExecutor(max_workers=min(len(first), 2 * width), thread_name_prefix="evaluate") as ex:
+            futs = {i: ex.submit(self.evaluate, loaded, *jobs[i], kind=kind) for i in sorted(first.values())}
+            for i, (source, cid, _) in enumerate(jobs):
+                j = first[content_hash(source)]
+                got = futs[j].result()
+                yield got if j == i else Cached(got.value.model_copy(update={"candidate": cid}), False)
+
+    def head_to_head(self, loaded: Any, challenger: str, champion: str, challenger_id: str, champion_id: str,
+                     work_dir: Path) -> Cached:
+        """The inner evaluator's head-to-head (one job on one GPU), kept by the pair of sources: a resumed run
+        reads the verdict back. An inner evaluator without one gets the legs in turns through its ``evaluate``."""
+        key = content_hash(challenger, champion)
+        hit = self._load("h2h", key, HeadToHead)
+        if hit is not None:
+            return Cached(hit, False)
+        own = getattr(self.inner, "head_to_head", None)
+        got = own(loaded, challenger, champion, challenger_id, champion_id, work_dir) if callable(own) else None
+        if got is None:
+            got = interleaved(lambda src, cid, work: self.inner.evaluate(loaded, src, cid, work),
+                              challenger, champion, challenger_id, champion_id, work_dir)
+        if all(r.status != Status.no_device for r in got.legs):
+            atomic_write(self._path("h2h", key), got.model_dump_json())
+        return Cached(got, True)
+
+    def baseline(self, loaded: Any) -> Cached:
+        hit = self._load("baseline", "naive")
+        if hit is not None:
+            return Cached(hit, False)
+        res = self.inner.baseline(loaded)
+        if res.status.passed:   # a failing baseline halts the run: measure it again once it is fixed
+            atomic_write(self._path("baseline", "naive"), res.model_dump_json())
+        return Cached(res, True)
+
+    def library(self, loaded: Any) -> EvalResult | None:
+        """The library yardstick, when the inner evaluator measures one (kept once it passed)."""
+        hit = self._load("baseline", "library")
+        if hit is not None:
+            return hit
+        fn = getattr(self.inner, "library", None)
+        res = fn(loaded) if callable(fn) else None
+        if res is not None and res.status.passed:
+            atomic_write(self._path("baseline", "library"), res.model_dump_json())
+        return res
+
+    def profile(self, loaded: Any, source: str, candidate_id: str, work_dir: Path, result: EvalResult) -> Cached:
+        from cuda_llm.tools.profile.profile_models import ProfileResult
+
+        key = content_hash(source)
+        hit = self._load("profile", key, ProfileResult)
+        if hit is not None:
+            return Cached(hit, False)
+        prof = self.inner.profile(loaded, source, candidate_id, work_dir, result)
+        if prof is None:
+            prof = ProfileResult(available=False, reason="profiling is not available with this evaluator")
+        atomic_write(self._path("profile", key), prof.model_dump_json())
+        return Cached(prof, True)
+
+    def build(self, loaded: Any, source: str, candidate_id: str) -> EvalResult:
+        """Not cached here: the compile tool keeps every build on disk by source and flags already."""
+        own = getattr(self.inner, "build", None)
+        return own(loaded, source, candidate_id) if callable(own) else super().build(loaded, source, candidate_id)
+
+    def analyze(self, loaded: Any, result: EvalResult, profile: Any,
+                allowed_features: Collection[str] | None = None) -> Analysis:
+        own = getattr(self.inner, "analyze", None)
+        if callable(own):
+            return own(loaded, result, profile, allowed_features)
+        return super().analyze(loaded, result, profile, allowed_features)
+
+    def toolchain(self) -> dict[str, str]:
+        with self._lock:
+            if self._toolchain is None:
+                own = getattr(self.inner, "toolchain", None)
+                self._toolchain = dict(own() if callable(own) else super().toolchain())
+            return dict(self._toolchain)
+
+    def final_check(self, loaded: Any, source: str, candidate_id: str, work_dir: Path) -> Cached:
+        key = content_hash(source)
+        hit = self._load("final", key, None)
+        if hit is not None:
+            return Cached((EvalResult.model_validate(hit["candidate"]), EvalResult.model_validate(hit["baseline"])), False)
+        cand, base = self.inner.final_check(loaded, source, candidate_id, work_dir)
+        atomic_write(self._path("final", key), json.dumps({"candidate": cand.model_dump(mode="json"),
+                                                            "baseline": base.model_dump(mode="json")}))
+        return Cached((cand, base), True)

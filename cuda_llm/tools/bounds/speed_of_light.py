@@ -1,0 +1,149 @@
+"""The speed-of-light bound: no correct kernel can run faster than its bytes over peak bandwidth or its
+flops over the peak rate of the units it computes with. Pure; the peaks come from DeviceInfo (measured on
+the device, cached), the units from the candidate's compiled machine code (sass.py, once per build).
+
+One bound per kernel, computed here and nowhere else: the judge's ``suspect`` check, the roofline and the
+diagnosis, the prompts, the console, the reports and the plot all show this bound and its sentence
+(``Bound.basis``), so a kernel is never "12% of one bound and 37% of another". Its compute peak is
+compute_peaks.bound_peak, the fastest plausible unit:
+
+- the fp32 FMA peak for code on CUDA cores (twice that where the SASS does packed-half arithmetic, HFMA2);
+- where the SASS has tensor-core instructions, the measured tensor-core peak of their input type (fp16/bf16,
+  tf32; fp8 and int8 at twice the fp16 rate, the hardware ratio from sm_80 to sm_90): a tensor-core kernel
+  is measured against the tensor-core bound, an FFMA kernel against the fp32 one. An fp32 task whose
+  candidate uses tf32 MMA gets the full tf32 peak (a 3xTF32 split, three products per multiply-add,
+  reaches at most a third of it; the sentence says so);
+- the fastest measured peak the data type can run on where the units are unknown (no cuobjdump): looser,
+  never a false suspect;
+- for a yardstick that calls a vendor library (its kernels are not in the object), the units the task is
+  written for (half-precision GEMM-shaped or ``tensor-cores`` tasks: the tensor peak of their input type).
+
+Where a needed peak was not measured (tensor peaks on architectures without a peak kernel), the compute
+term is dropped rather than guessed. Integer tasks (sort, histogram) have bytes only.
+
+A time below the bound means the measurement cannot be trusted (work skipped, replayed or hidden from the
+timer).
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel
+
+from cuda_llm.results import DeviceInfo, SassSummary
+from cuda_llm.tasks.model import Task
+from cuda_llm.tasks.precision import allows_plain_tf32
+from cuda_llm.tools.bounds.compute_peaks import ComputeUnit, arithmetic_type, bound_peak, written_for
+
+__all__ = ["SOL_NOTE", "SUSPECT_MARGIN", "Bound", "arithmetic_type", "below_sol", "bound", "compute_peak_gflops", "pct_of_sol",
+           "sol_ms", "unit_label"]
+
+# A result is suspect only below this fraction of the bound: a read-mostly stream runs ~5-10% faster than
+# the device-to-device copy that measures the bandwidth peak, and clocks vary between runs.
+SUSPECT_MARGIN = 0.8
+
+# Under a table with a "% SOL" column: each row's % is of its own kernel's one bound.
+SOL_NOTE = ("% SOL: of each kernel's one speed-of-light bound, its bytes over the measured bandwidth or its flops "
+            "over the peak of the units its SASS uses (the tensor-core peak where it has tensor-core instructions, "
+            "else the fp32 or packed-half FMA peak), whichever is larger.")
+
+UNIT_LABELS: dict[str, str] = {"fp32": "fp32 FMA", "fp16x2": "packed-half FMA (HFMA2)"}
+
+
+def unit_label(unit: str | None) -> str:
+    """'fp32 FMA', 'tf32 tensor-core', ...: the unit a bound assumes, in words."""
+    if unit is None:
+        return "no compute"
+    return UNIT_LABELS.get(unit, unit.replace("-tensor", " tensor-core"))
+
+
+class Bound(BaseModel):
+    """The speed of light of one kernel at one shape and the sentence that says what it assumes."""
+
+    ms: float                                   # max(memory_ms, compute_ms)
+    memory_ms: float                            # the task's minimum bytes over the measured bandwidth
+    compute_ms: float | None = None             # its flops over the peak of ``unit``; None: no compute term
+    limiter: Literal["memory", "compute"]
+    unit: ComputeUnit | None = None             # the compute peak's unit
+    peak_gflops: float | None = None
+    peak_bandwidth_gbs: float
+    basis: str                                  # one sentence: which unit it assumes and why
+
+    def pct(self, median_ms: float) -> float | None:
+        return pct_of_sol(self.ms, median_ms)
+
+
+def _why_unit(task: Task, sass: SassSummary | None, library: bool, unit: ComputeUnit | None) -> str:
+    """Why the bound counts the flops at ``unit``'s peak."""
+    if sass is None and library:
+        return "a vendor library does the work, so the units the task is written for are assumed"
+    if sass is None:
+        return ("the build's machine code was not read, so the fastest unit the data type can run on is "
+                "assumed (never a false suspect)")
+    if sass.uses_tensor_cores:
+        kinds = ", ".join(sorted(k for k, n in sass.tensor.items() if n))
+        why = (f"the kernel's SASS has {kinds} tensor-core instructions, so it is measured against the "
+               f"tensor-core bound")
+        if "tf32" in sass.tensor and not allows_plain_tf32(task):
+            why += " (a 3xTF32 split, three products per multiply-add, reaches at most a third of it)"
+        return why
+    if sass.packed_half:
+        return "the kernel's SASS has packed-half arithmetic (HFMA2) and no tensor-core instructions"
+    return "the kernel's SASS has no tensor-core instructions, so its flops run on the CUDA cores"
+
+
+def bound(task: Task, sizes: dict[str, int], device: DeviceInfo | None, *, sass: SassSummary | None = None,
+          library: bool = False) -> Bound | None:
+    """The speed of light at ``sizes`` with its sentence; None without a measured bandwidth.
+
+    ``sass`` is the build's machine-code summary (CompileResult.sass); None means unknown. ``library``
+    marks a yardstick whose work happens in a vendor library (see the module doc)."""
+    if device is None or not device.peak_bandwidth_gbs:
+        return None
+    nbytes, flops = task.bytes_at(sizes), task.flops_at(sizes)
+    memory_ms = nbytes / (device.peak_bandwidth_gbs * 1e9) * 1e3
+    peak = bound_peak(task, device, sass, library=library) if flops > 0 else None
+    compute_ms = flops / (peak.gflops * 1e9) * 1e3 if peak is not None else None
+    limiter: Literal["memory", "compute"] = "compute" if compute_ms is not None and compute_ms > memory_ms else "memory"
+    ms = max(memory_ms, compute_ms or 0.0)
+    mem = f"the task's minimum {nbytes / 1e6:.4g} MB over the measured bandwidth {device.peak_bandwidth_gbs:.0f} GB/s"
+    if peak is not None:
+        comp = f"its {flops / 1e9:.4g} GFLOP at the {unit_label(peak.unit)} peak {peak.gflops / 1e3:.4g} TFLOP/s"
+        head = (f"{comp} ({compute_ms:.4g} ms) is larger than {mem} ({memory_ms:.4g} ms)" if limiter == "compute"
+                else f"{mem} ({memory_ms:.4g} ms) is larger than {comp} ({compute_ms:.4g} ms)")
+        why = _why_unit(task, sass, library, peak.unit)
+    else:
+        head = f"{mem} ({memory_ms:.4g} ms)"
+        if flops <= 0 or arithmetic_type(task) is None:
+            why = "the task counts no floating-point work, so only bytes bound it"
+        else:
+            missing = written_for(task) if sass is None and library else None
+            why = ("no measured peak for the units it may use" + (f" ({unit_label(missing)})" if missing else "")
+                   + ", so the bound counts bytes only")
+    basis = f"Speed of light {ms:.4g} ms: {head}; {why}."
+    return Bound(ms=ms, memory_ms=memory_ms, compute_ms=compute_ms, limiter=limiter,
+                 unit=peak.unit if peak is not None else None, peak_gflops=peak.gflops if peak is not None else None,
+                 peak_bandwidth_gbs=device.peak_bandwidth_gbs, basis=basis)
+
+
+def compute_peak_gflops(task: Task, device: DeviceInfo, sass: SassSummary | None, *,
+                        library: bool = False) -> float | None:
+    """The peak rate the candidate's flops are divided by, or None when there is no compute term."""
+    peak = bound_peak(task, device, sass, library=library)
+    return peak.gflops if peak is not None else None
+
+
+def sol_ms(task: Task, sizes: dict[str, int], device: DeviceInfo | None, *, sass: SassSummary | None = None,
+           library: bool = False) -> float | None:
+    """max(bytes / peak bandwidth, flops / peak rate of the units used) in ms; None without measured peaks."""
+    b = bound(task, sizes, device, sass=sass, library=library)
+    return b.ms if b is not None else None
+
+
+def pct_of_sol(sol: float | None, median_ms: float) -> float | None:
+    return 100.0 * sol / median_ms if sol is not None and median_ms > 0 else None
+
+
+def below_sol(median_ms: float, sol: float | None, margin: float = SUSPECT_MARGIN) -> bool:
+    return sol is not None and median_ms < margin * sol

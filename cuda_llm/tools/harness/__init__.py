@@ -1,0 +1,12 @@
+"""The judge: everything that runs on the GPU or times anything. "Where is timing?": here.
+
+Trust boundary: candidate code is loaded only by gpu_worker.py (with worker_loop.py), in a child process
+that runner.py starts (no secrets in its environment, one pinned GPU, a fresh folder, a time limit, the
+whole process group killed on expiry, one worker per device). torch_timer.py is the same kind of child for
+a task's PyTorch module. Every other module here runs in the parent and never imports candidate code:
+judge.py drives the worker, checker.py and validate.py give the verdict from raw data, timing_plan.py and
+timing_stats.py decide what is timed and when timing stops, evaluate.py chains compile -> judge -> time.
+Outside this folder only profile/ncu.py starts the worker (under Nsight Compute), through runner.py.
+
+May import: cuda_llm.results, cuda_llm.paths, cuda_llm.cache_store, cuda_llm.tasks, cuda_llm.tools.device, cuda_llm.tools.compiler, cuda_llm.tools.bounds.
+"""
