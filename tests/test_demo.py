@@ -1,6 +1,6 @@
 """`cuda-llm demo` on a machine with no GPU and no endpoint: it installs the recorded run under a new id, and
 `runs`, `report` (Markdown, HTML, JSON), `show`, `trace` and `export` work on it and say it is a replay.
-The recorded run carries the H100's figures (cuda_llm/runs/recorded/softmax/recording.json says where each
+The recorded runs carry the H100's figures (cuda_llm/runs/recorded/*/recording.json says where each
 comes from); nothing here measures anything."""
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ def _cli(capsys, *args: str) -> tuple[int, str]:
 
 def _recorded():
     """The shipped recording as a run folder of its own: what the installed copy must show."""
-    from cuda_llm.runs.replay import RECORDED_DIR
+    from cuda_llm.runs.replay import DEFAULT_RECORDING, RECORDED_DIR
     from cuda_llm.runs.run_info import run_info
     from cuda_llm.runs.rundir import RunDir
 
@@ -52,7 +52,7 @@ def _recorded():
             super().__init__(root)
             self.run_id = json.loads((Path(root) / "recording.json").read_text())["run_id"]
 
-    return run_info(Recorded(RECORDED_DIR / "softmax"))
+    return run_info(Recorded(RECORDED_DIR / DEFAULT_RECORDING))
 
 
 def test_the_demo_is_a_finished_run_under_its_own_id(demo, capsys):
@@ -80,7 +80,7 @@ def test_runs_report_show_and_trace_say_replay(demo, capsys):
     runs, run_id, _ = demo
     rd = ["--runs-dir", str(runs)]
     rc, out = _cli(capsys, "runs", *rd)
-    assert rc == 0 and "softmax (REPLAY)" in out and "nothing here was measured on this machine" in out
+    assert rc == 0 and f"{_recorded().task} (REPLAY)" in out and "nothing here was measured on this machine" in out
     best = _recorded().best_id
     rc, out = _cli(capsys, "report", run_id, *rd)
     assert rc == 0 and out.startswith("Replay:") and f"{best} *" in out
@@ -125,7 +125,7 @@ def test_a_replay_cannot_be_resumed(demo, capsys):
     runs, run_id, _ = demo
     assert main(["resume", run_id, "--runs-dir", str(runs), "--rounds", "+1"]) == 2
     err = capsys.readouterr().err
-    assert "is a replay" in err and "cuda-llm optimize softmax" in err and len(err.strip().splitlines()) == 1
+    assert "is a replay" in err and f"cuda-llm optimize {_recorded().task}" in err and len(err.strip().splitlines()) == 1
 
 
 def test_an_unknown_recording_is_one_line(tmp_path, capsys):
@@ -134,16 +134,18 @@ def test_an_unknown_recording_is_one_line(tmp_path, capsys):
     assert "no recorded run 'nope'" in err and "softmax" in err and len(err.strip().splitlines()) == 1
 
 
-def test_the_recording_names_where_each_figure_comes_from():
+@pytest.mark.parametrize("name", ["conv2d", "softmax"])
+def test_the_recording_names_where_each_figure_comes_from(name):
     from cuda_llm.runs.replay import RECORDED_DIR, RECORDING_FILE
 
-    rec = json.loads((RECORDED_DIR / "softmax" / RECORDING_FILE).read_text())
+    rec = json.loads((RECORDED_DIR / name / RECORDING_FILE).read_text())
     assert rec["device"].startswith("NVIDIA H100") and rec["sources"] and rec["not_recorded"]
     if rec["kind"] == "replayed figures":     # figures driven through the graph: each result names its source
-        for res in (RECORDED_DIR / "softmax" / "candidates").glob("r*c*.json"):
+        for res in (RECORDED_DIR / name / "candidates").glob("r*c*.json"):
             assert "recorded: docs/results-h100.md" in json.loads(res.read_text())["message"], res.name
     for name in rec["sources"].values():
-        for path in ("docs/results-h100.md", "tests/fixtures/ncu/softmax.csv", "benchmarks/manual_answers/softmax"):
+        for path in ("docs/results-h100.md", "tests/fixtures/ncu/softmax.csv", "benchmarks/manual_answers/softmax",
+                     "benchmarks/agent_answers/conv2d"):
             if path in name:
                 assert (ROOT / path).exists(), path
 

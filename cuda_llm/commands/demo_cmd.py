@@ -21,7 +21,7 @@ what was recorded and where each figure comes from. Delete it like any run: `cud
 def add_arguments(p: argparse.ArgumentParser) -> None:
     one_line_errors(p)
     p.add_argument("--runs-dir", type=Path, default=Path("runs"), help="where runs are kept (default ./runs)")
-    p.add_argument("--recording", default=None, help="which recorded run (default: the softmax one)")
+    p.add_argument("--recording", default=None, help="which recorded run: conv2d (default; a real H100 run whose coder was a model answering the prompts) or softmax (assembled from recorded H100 figures)")
 
 
 def run(args: argparse.Namespace) -> int:

@@ -18,7 +18,7 @@ from typing import Any
 RECORDED_DIR = Path(__file__).resolve().parent / "recorded"
 RECORDING_FILE = "recording.json"    # in a recorded folder: what it is and where its figures come from
 REPLAY_KEY = "replay"                # in an installed run's config.json
-DEFAULT_RECORDING = "softmax"
+DEFAULT_RECORDING = "conv2d"   # a real H100 run (benchmarks/agent_bench.py); "softmax" is assembled from recorded figures
 
 
 class RecordingError(RuntimeError):
