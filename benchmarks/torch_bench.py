@@ -4,9 +4,13 @@ process), % of speed of light, and for the modules with a hand-written kernel it
 over eager and over torch.compile, and the time one evaluation takes.
 
     python benchmarks/torch_bench.py [--modules swish,softmax_rows] [--no-compile] [--out bench-out]
+    python benchmarks/torch_bench.py --set kernelbench --out $OUT     # five real KernelBench files
 
---modules defaults to $MODULES (comma-separated), else every module in examples/torch/modules. Writes
-OUT/torch.md and OUT/torch.json after every module, so a run cut short still leaves its table.
+--modules defaults to $MODULES (comma-separated), else every module of the set. The sample set is
+examples/torch/modules; the kernelbench set is five unmodified KernelBench files at their real sizes
+(copied into tests/fixtures/kernelbench/modules: its README names them; they are not kept here) with a
+hand-written kernel each (kernels/<task>.cu).
+Writes OUT/torch.md and OUT/torch.json after every module, so a run cut short still leaves its table.
 torch.compile's first call compiles in a fresh process for every module (20-60 s each): split long runs.
 """
 
@@ -33,6 +37,8 @@ from cuda_llm.tools.harness.torch_baseline import torch_baseline  # noqa: E402
 
 SAMPLE = ROOT / "examples" / "torch" / "modules"
 KERNELS = ROOT / "examples" / "torch" / "kernels"
+KB_MODULES = ROOT / "tests" / "fixtures" / "kernelbench" / "modules"
+KB_KERNELS = ROOT / "tests" / "fixtures" / "kernelbench" / "kernels"
 HAND_WRITTEN = {"swish": "swish.cu", "softmax_rows": "softmax_rows.cu", "conv_bias_relu": "conv_bias_relu.cu",
                 "row_stats": "row_stats.cu", "cumsum_rows": "cumsum_rows_wrong.cu", "embedding_bag": "embedding_bag.cu",
                 "argmax_rows": "argmax_rows.cu"}
@@ -49,7 +55,7 @@ def _ms(res) -> float | None:
 def bench_module(name: str, out_root: Path, args) -> dict:
     row: dict = {"module": name}
     t0 = time.perf_counter()
-    folder, _ = import_file(SAMPLE / f"{name}.py", out_root, force=True)
+    folder, _ = import_file(args.source / f"{name}.py", out_root, force=True)
     row["import_s"] = time.perf_counter() - t0
     loaded = load_task_folder(folder)
     task = loaded.task
@@ -68,9 +74,10 @@ def bench_module(name: str, out_root: Path, args) -> dict:
         row["compile_s"] = comp.seconds
         if comp.status.value != "ok":
             row["note"] = (row.get("note", "") + " " + comp.message).strip()
-    kernel = HAND_WRITTEN.get(name)
-    if kernel:
-        src = (KERNELS / kernel).read_text()
+    kernel = HAND_WRITTEN.get(name) if args.set == "sample" else f"{task.name}.cu"
+    if kernel and (args.kernels / kernel).is_file():
+        row["cases"] = f"{len(task.shapes)} + {len(task.held_out)} held out"
+        src = (args.kernels / kernel).read_text()
         compile_source(src)                            # the compile is not part of "evaluate one candidate"
         t0 = time.perf_counter()
         res = evaluate_candidate(loaded, src, candidate=kernel, options=opts)
@@ -98,11 +105,12 @@ def write_table(rows: list[dict], out: Path, device: str) -> None:
               _f(r.get("vs_compile"), "{:.2f}"), _f(r.get("kernel_pct_sol"), "{:.1f}"), _f(r.get("eval_s"), "{:.1f}")]
              for r in rows]
     notes = [f"- {r['module']}: {r['note']}" for r in rows if r.get("note")]
-    text = "\n".join([f"# PyTorch sample on {device}", "",
+    notes += [f"- {r['module']}: the kernel was checked on {r['cases']} cases" for r in rows if r.get("cases")]
+    text = "\n".join([f"# PyTorch modules on {device}", "",
                       "Eager is speedup 1.0; torch.compile the yardstick. Both timed at the file's sizes with the L2 "
                       "flushed and the device synchronized before every call (tools/harness/torch_timer.py), TF32 off. "
                       "'eval s': one evaluation of the hand-written kernel, compile excluded. "
-                      "cumsum_rows_wrong.cu is wrong on purpose.", "",
+                      "cumsum_rows_wrong.cu (sample set) is wrong on purpose.", "",
                       render_table(head, table, align="llrrrrrllrrrrr"), "", *notes, ""])
     (out / "torch.md").write_text(text)
     (out / "torch.json").write_text(json.dumps({"device": device, "rows": rows}, indent=1))
@@ -112,10 +120,17 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--modules", default=os.environ.get("MODULES", ""), help="comma-separated (default: all)")
     ap.add_argument("--no-compile", action="store_true", help="skip torch.compile (it compiles for each module)")
+    ap.add_argument("--set", choices=["sample", "kernelbench"], default="sample",
+                    help="the project's sample modules, or five real KernelBench files at their sizes")
     ap.add_argument("--time-budget", type=float, default=3.0, help="timing seconds per measurement (default 3)")
     ap.add_argument("--out", type=Path, default=Path("bench-out"))
     args = ap.parse_args(argv)
-    known = sorted(f.stem for f in SAMPLE.glob("*.py"))
+    args.source, args.kernels = (SAMPLE, KERNELS) if args.set == "sample" else (KB_MODULES, KB_KERNELS)
+    known = sorted(f.stem for f in args.source.glob("*.py"))
+    if not known:
+        log(f"no modules in {args.source}: KernelBench's files are not kept in this repository; copy the five that "
+            f"{KB_KERNELS.parent / 'README.md'} names there")
+        return 2
     names = [m for m in args.modules.split(",") if m] or known
     unknown = [m for m in names if m not in known]
     if unknown:

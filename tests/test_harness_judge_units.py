@@ -577,3 +577,15 @@ def test_relative_paths_reach_the_worker_absolute(tmp_path, monkeypatch):
                  options=EvalOptions(timeout_s=20, seed=1), work_dir=Path("w"), worker_argv=[sys.executable, str(script)])
     req = _json.loads((tmp_path / "dump.py.json").read_text())
     assert Path(req["so_path"]).is_absolute() and Path(req["task_folder"]).is_absolute(), req
+
+
+def test_benchmark_data_larger_than_the_cap_is_made_and_never_stored(cache, tmp_path, monkeypatch):
+    loaded = load_task(_small_gelu(tmp_path))
+    sizes = dict(loaded.task.benchmark)
+    one = bench_data.entry_bytes(loaded, sizes)
+    assert one > 0
+    monkeypatch.setenv(cache_store.MAX_GB_ENV, str(one * len(bench_data.PLAN) / 1e9 * 0.9))
+    b = bench_data.prepare(loaded, sizes, cache)
+    b.close()
+    assert sorted(b.sets) == [0, 1, 2, 3] and b.made == 4
+    assert not (cache / "benchdata").exists() or not list((cache / "benchdata").iterdir())

@@ -129,9 +129,10 @@ def test_declared_shapes_complete_derived_sizes_and_numpy_agrees(tmp_path):
                                        "out_channels=5"], ["height=11,width=6"]))
     folder, _ = write_task_folder(rec, tmp_path)
     task = load_task_folder(folder).task
-    assert task.torch.declared_shapes and len(task.shapes) == 3 + 3 and len(task.held_out) == 1
-    small = task.shapes[3]
-    assert (small["out_dim2"], small["out_dim3"]) == (7, 5) and task.held_out[0]["out_dim2"] == 9
+    # the file's shape once, four varied, the three declared; two varied held out and the declared one
+    assert task.torch.declared_shapes and len(task.shapes) == 1 + 4 + 3 and len(task.held_out) == 2 + 1
+    small = task.shapes[5]
+    assert (small["out_dim2"], small["out_dim3"]) == (7, 5) and task.held_out[2]["out_dim2"] == 9
     loaded, i, r = _case(folder, sizes=small)
     x, w, b = (i[k].astype(np.float64) for k in ("x", "conv_weight", "bias"))
     out = np.zeros((2, 32, 7, 5))
@@ -149,7 +150,7 @@ def test_dims_no_constant_names_are_computed_per_shape(tmp_path):
     rec = derive(f, ImportOptions(), (["dim=6"], ["dim=8,batch=2"]))
     dims = {t.name: t.dims for t in rec.tensors}
     assert dims["x"] == ["batch", "x_dim1"] and dims["out"] == ["batch", "out_dim1"]
-    assert rec.shapes[0]["x_dim1"] == 18 and rec.held_out[0]["out_dim1"] == 12
+    assert rec.shapes[-1]["x_dim1"] == 18 and rec.held_out[-1]["out_dim1"] == 12
     with pytest.raises(ModuleFileError, match="--shape \\{'dim': 5\\}: the module fails at these sizes"):
         derive(f, ImportOptions(), (["dim=5"], ["dim=8"]))
 
@@ -181,16 +182,16 @@ BAD = {
     "no_model": ("import torch\ndef get_inputs():\n    return [torch.randn(2)]\n", "no class Model"),
     "no_get_inputs": (_MODULE.format(body="return x", inputs="", consts="n = 2").replace("def get_inputs", "def _gi"),
                       "get_inputs\\(\\) is missing"),
-    "not_tensor": (_MODULE.format(body="return x", inputs="3", consts="n = 2"),
-                   "get_inputs\\(\\) returned a int at position 0"),
+    "not_tensor": (_MODULE.format(body="return x", inputs="'three'", consts="n = 2"),
+                   "get_inputs\\(\\) returned a str at position 0"),
     "forward_fails": (_MODULE.format(body="return x @ x", inputs="torch.randn(n, 3)", consts="n = 2"),
-                      "forward failed on the dry run.*RuntimeError"),
+                      "the dry run at the file's own sizes failed: RuntimeError"),
     "dict_output": (_MODULE.format(body="return {'y': x}", inputs="torch.randn(n)", consts="n = 2"),
-                    "the output must be a tensor or a tuple of tensors"),
+                    "forward returned dict, not a tensor or a tuple of tensors"),
     "int8_input": (_MODULE.format(body="return x * 2", inputs="torch.randint(0, 5, (n,), dtype=torch.int8)",
                                   consts="n = 4"),
                    "input 'x' .* has dtype int8; the harness's buffers, poison values and checks exist for float32, "
-                   "float16, int32, uint32, int64 only \\(convert it in the module with .int\\(\\)"),
+                   "float16, int32, uint32, int64, uint8 only \\(convert it in the module with .int\\(\\)"),
     "float64_output": (_MODULE.format(body="return x.double()", inputs="torch.randn(n)", consts="n = 4"),
                        "output 0 of forward has dtype float64; .* with .float\\(\\)"),
     "random": (_MODULE.format(body="return torch.nn.functional.dropout(x, 0.5, training=True)",

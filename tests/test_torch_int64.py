@@ -157,11 +157,15 @@ def test_an_integer_output_float64_decides_differently_is_noted(tmp_path):
 def test_unsupported_dtypes_say_what_to_convert_to(tmp_path):
     from cuda_llm.tasks.torch_source import ModuleFileError
 
-    f = tmp_path / "mask.py"
-    f.write_text(_PERMUTE.replace("return x[:, self.perm]", "return x > 0"))
-    with pytest.raises(ModuleFileError, match=r"output 0 of forward has dtype bool; .* float32, float16, int32, "
-                                              r"uint32, int64 only \(convert it in the module with \.int\(\)"):
+    f = tmp_path / "small_ints.py"
+    f.write_text(_PERMUTE.replace("return x[:, self.perm]", "return x.to(torch.int8)"))
+    with pytest.raises(ModuleFileError, match=r"output 0 of forward has dtype int8; .* float32, float16, int32, "
+                                              r"uint32, int64, uint8 only \(convert it in the module with \.int\(\)"):
         derive(f)
+    g = tmp_path / "mask.py"                  # a bool output travels as uint8 0/1, compared exactly
+    g.write_text(_PERMUTE.replace("return x[:, self.perm]", "return x > 0"))
+    out = derive(g).of_role("output")[0]
+    assert out.dtype == "uint8" and out.bool_tensor
 
 
 def test_export_speaks_int64(tasks, tmp_path):

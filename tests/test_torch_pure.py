@@ -399,3 +399,21 @@ def test_export_command_errors(tmp_path, capsys):
     args = p.parse_args([rd.run_id, "--torch", str(tmp_path / "o"), "--runs-dir", str(tmp_path / "runs")])
     assert export_cmd.run(args) == 2
     assert "has no kernel that passed" in capsys.readouterr().err
+
+
+def test_varied_cases_are_odd_distinct_and_smaller():
+    from cuda_llm.tasks.shape_cases import CASES, halved_case, odd_case, shrink
+
+    values = {"N": 4096, "M": 4096, "K": 8192, "kernel_size": 3, "batch_size": 16}
+    seen = set()
+    for k in range(CASES):
+        case = odd_case(values, k)
+        assert "kernel_size" not in case                                  # small constants stay
+        assert all(v % 2 == 1 and 3 <= v < values[c] for c, v in case.items())
+        assert case["N"] != case["M"]                                     # equal sizes made different
+        seen.add(tuple(sorted(case.items())))
+        half = halved_case(values, k)
+        assert all(values[c] % v == 0 and v <= 64 for c, v in half.items() if c != "batch_size")
+    assert len(seen) == CASES
+    small = {"a": 37, "b": 20}
+    assert shrink(small) == {"a": 21, "b": 20} and shrink({"a": 3}) is None

@@ -105,7 +105,10 @@ def run(args: argparse.Namespace) -> int:
 
     replay = replay_line(rundir)
     origin = f"run {rundir.run_id}, kernel {where}, task {task.name}" + (f" ({replay})" if replay else "")
-    export = export_files(task, arch=arch, command=command, origin=origin)
+    try:
+        export = export_files(task, arch=arch, command=command, origin=origin)
+    except ValueError as exc:
+        return _err(str(exc))
     (out / "kernel.cu").write_text(source)
     shutil.copyfile(comp.so_path, out / "kernel.so")
     if task.torch is not None:

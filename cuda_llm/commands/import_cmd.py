@@ -12,15 +12,22 @@ from cuda_llm.commands import one_line_errors
 
 HELP = "make tasks from PyTorch modules in KernelBench's format (a file, or a folder of them)"
 DESCRIPTION = """Turn PyTorch modules into tasks. Each file defines `class Model(nn.Module)`, `get_inputs()` and
-`get_init_inputs()` (KernelBench's format). A dry run on the CPU derives the entry point the kernel
-implements: forward()'s inputs, then the module's parameters and buffers as const device pointers, then
-the outputs, then the sizes as ints, named after the file's int constants (batch_size, dim, ...). The
-reference is the module itself, run by PyTorch; PyTorch eager is the baseline (speedup 1.0) and
-torch.compile the yardstick. Needs PyTorch (pip install -e '.[torch]' in the cuda-llm checkout).
+`get_init_inputs()` (KernelBench's format). Dry runs derive the entry point the kernel implements:
+forward()'s inputs (a float or int argument passed by value, a bool tensor as uint8 0/1), then the
+module's parameters and buffers as const device pointers, then the outputs, then the sizes as ints,
+named after the file's int constants (batch_size, dim, and the elements of int tuples such as
+input_shape). The reference is the module itself, run by PyTorch; PyTorch eager is the baseline
+(speedup 1.0) and torch.compile the yardstick. Needs PyTorch (pip install -e '.[torch]' in the cuda-llm
+checkout).
 
-Each task is tested at the file's own sizes over --seeds seeds. With --shape (and then at least one
---held-out) it is also tested at other sizes: give the file's constants, e.g. --shape batch_size=7,dim=999.
+Shapes come from the meta device (nothing allocated), the checks run on the CPU at small sizes, and the
+file's own sizes are run only when the estimate fits --max-memory. Each task is tested at the file's own
+sizes and at six smaller ones with its size constants varied (odd and distinct where the module allows;
+two of them held out, never shown to the LLM); a module whose sizes cannot vary is tested at its own over
+--seeds seeds, and says so. --shape (and then at least one --held-out) adds shapes: give the file's
+constants, e.g. --shape batch_size=7,dim=999.
 
+A module that fails is one row of the table (out of memory named as such) and a folder import goes on.
 Writes OUT/<task>/ (module.py, task.toml, reference.py, naive.cu). A folder already imported from the same
 file is left as it is (your edits to task.toml stay); one from a changed file needs --force.
 
@@ -41,7 +48,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="another correctness shape, by the file's int constants (one file only; repeatable)")
     p.add_argument("--held-out", action="append", default=[], metavar="NAME=INT,...",
                    help="a correctness shape never shown to the LLM (needed with --shape; repeatable)")
-    p.add_argument("--seeds", type=int, default=3, help="cases at the file's own sizes, one seed each (default 3)")
+    p.add_argument("--seeds", type=int, help="cases at the file's own sizes, one seed each (default 1 where the sizes "
+                                             "vary, else 3)")
     p.add_argument("--eval-mode", action="store_true", help="run the module in eval mode (default: training mode, "
                                                             "nn.Module's default, as KernelBench runs it)")
     p.add_argument("--atol", type=float, help="absolute tolerance for float outputs (default KernelBench's: "
@@ -51,6 +59,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--bytes", help="bytes formula over the sizes (default: every input, weight and output once)")
     p.add_argument("--native-reference", action="store_true",
                    help="run the reference in the module's own dtypes (default float64 where it runs in it)")
+    p.add_argument("--max-memory", metavar="SIZE", help="memory the import may use for a full-size forward, e.g. 8G "
+                                                        "(default: half the memory available now)")
     p.add_argument("--force", action="store_true", help="replace task folders imported from another version")
     p.add_argument("--json", action="store_true", help="print one JSON object per file")
 
@@ -76,17 +86,25 @@ def run(args: argparse.Namespace) -> int:
         print("cuda-llm import: --name, --shape and --held-out apply to one file; import the folder without them, "
               "then each file you want more shapes for on its own", file=sys.stderr)
         return 2
-    if args.seeds < 1:
+    if args.seeds is not None and args.seeds < 1:
         print("cuda-llm import: --seeds must be at least 1", file=sys.stderr)
         return 2
+    from cuda_llm.tasks.import_limits import clip, default_max_memory, error_line, is_allocation_failure, parse_memory
+
     try:
-        from cuda_llm.tasks.torch_import import ImportOptions, derive, write_task_folder
+        max_memory = parse_memory(args.max_memory) if args.max_memory else default_max_memory()
+    except ValueError as exc:
+        print(f"cuda-llm import: {exc}", file=sys.stderr)
+        return 2
+    try:
+        from cuda_llm.tasks.torch_import import ImportOptions, default_limits, derive, write_task_folder
         from cuda_llm.tasks.torch_reference import import_torch
 
         import_torch()
     except ImportError:
         print(f"cuda-llm import: PyTorch is not installed; {INSTALL_HINT}", file=sys.stderr)
         return 2
+    limits = default_limits().model_copy(update={"max_memory": max_memory})
     from cuda_llm.report.formats import render_table
     from cuda_llm.tasks import TaskError, load_task_folder
 
@@ -97,15 +115,22 @@ def run(args: argparse.Namespace) -> int:
                              mode="eval" if args.eval_mode else "train", atol=args.atol, rtol=args.rtol,
                              flops=args.flops, bytes=args.bytes,
                              reference_dtype="native" if args.native_reference else None)
-        row = {"file": str(f), "task": None, "status": "error", "signature": "", "seconds": 0.0, "notes": []}
+        row = {"file": str(f), "task": None, "status": "error", "signature": "", "seconds": 0.0, "notes": [],
+               "shapes": ""}
         try:
-            record = derive(f, opts, (args.shape, args.held_out))
+            record = derive(f, opts, (args.shape, args.held_out), limits)
             folder, status = write_task_folder(record, args.out, force=args.force)
             task = load_task_folder(folder).task
-            row.update(task=task.name, folder=str(folder), status=status, signature=task.signature, notes=record.notes)
+            row.update(task=task.name, folder=str(folder), status=status, signature=task.signature, notes=record.notes,
+                       shapes=_shapes_text(record), estimate=record.estimate, reference=record.reference_dtype)
         except (ModuleFileError, TaskError, FileExistsError, ValueError, OSError) as exc:
             failed += 1
-            row["error"] = str(exc)
+            row["error"] = clip(str(exc), 400)
+            row["kind"] = _kind(exc)
+        except Exception as exc:  # noqa: BLE001 - one module's failure is its row; the folder goes on
+            failed += 1
+            row["error"] = f"{f}: " + ("out of memory: " if is_allocation_failure(exc) else "") + error_line(exc)
+            row["kind"] = "memory" if is_allocation_failure(exc) else "error"
         row["seconds"] = round(time.perf_counter() - t0, 2)
         rows.append(row)
         if args.json:
@@ -116,9 +141,9 @@ def run(args: argparse.Namespace) -> int:
             for n in row["notes"]:
                 print(f"[import]   note: {n}", file=sys.stderr)
     if not args.json:
-        table = [[Path(r["file"]).name, r["task"] or "-", r["status"], r["signature"] or r.get("error", "")]
-                 for r in rows]
-        print(render_table(["file", "task", "status", "entry point / error"], table))
+        table = [[Path(r["file"]).name, r["task"] or "-", r["status"], r["shapes"] or "-",
+                  r["signature"] or r.get("error", "")] for r in rows]
+        print(render_table(["file", "task", "status", "cases", "entry point / error"], table))
         ok = len(rows) - failed
         print(f"\n{ok} of {len(rows)} imported into {args.out}"
               + (f"; {failed} refused (see the errors above)" if failed else ""))
@@ -127,3 +152,17 @@ def run(args: argparse.Namespace) -> int:
             print(f"list them:  cuda-llm tasks --tasks-dir {args.out} -v\n"
                   f"optimize:   cuda-llm optimize {Path(first['folder'])}")
     return 1 if failed else 0
+
+
+def _shapes_text(record) -> str:
+    """The table's cases column: 'file + 4 + 2 held out', or 'fixed x3 (why)', and the reference's dtype."""
+    ref = "" if record.reference_dtype == "float64" else ", native reference (float64 failed: a dtype error)"
+    if record.fixed_sizes:
+        return f"fixed x{record.seeds}: sizes cannot vary{ref}"
+    return f"file + {len(record.shapes)} + {len(record.held_out)} held out{ref}"
+
+
+def _kind(exc: BaseException) -> str:
+    from cuda_llm.tasks.torch_import import ImportMemoryError
+
+    return "memory" if isinstance(exc, ImportMemoryError) else "refused"

@@ -28,13 +28,14 @@ class DType(str, Enum):
     int32 = "int32"
     uint32 = "uint32"
     int64 = "int64"          # indices (torch.long): embedding lookups, gather, argmax
+    uint8 = "uint8"          # bytes: a PyTorch bool tensor as 0/1 (masks)
 
     @property
     def c_type(self) -> str:
         # long long, not int64_t: 64 bits on every CUDA host compiler with no header needed (the signature
         # check reads int64_t as the same type)
         return {"float32": "float", "float16": "__half", "int32": "int", "uint32": "unsigned int",
-                "int64": "long long"}[self.value]
+                "int64": "long long", "uint8": "unsigned char"}[self.value]
 
     @property
     def numpy(self) -> str:
@@ -46,7 +47,7 @@ class DType(str, Enum):
 
     @property
     def itemsize(self) -> int:
-        return {"float32": 4, "float16": 2, "int32": 4, "uint32": 4, "int64": 8}[self.value]
+        return {"float32": 4, "float16": 2, "int32": 4, "uint32": 4, "int64": 8, "uint8": 1}[self.value]
 
 
 # The dtypes a scalar parameter may have: those the worker can pass by value through ctypes (it has no half).
@@ -127,6 +128,7 @@ DEFAULT_TOLERANCES: dict[DType, Tolerance] = {
     DType.int32: Tolerance(atol=0, rtol=0),
     DType.uint32: Tolerance(atol=0, rtol=0),
     DType.int64: Tolerance(atol=0, rtol=0),
+    DType.uint8: Tolerance(atol=0, rtol=0),
 }
 
 Sizes = dict[str, int]
@@ -221,9 +223,12 @@ class Task(BaseModel):
                                    ("outputs", t.outputs, "output")):
             for n in group:
                 p = by_name.get(n)
+                if label == "inputs" and p is not None and p.kind == "scalar":
+                    continue            # a float or int argument of forward(), passed by value
                 if p is None or p.kind != "pointer" or p.role != role:
                     raise ValueError(f"torch.{label}: {n!r} is not an {role} pointer parameter")
-        named = t.entry_names
+        scalars = {p.name for p in self.params if p.kind == "scalar"}
+        named = [n for n in t.entry_names if n not in scalars]
         if len(set(named)) != len(named):
             raise ValueError("torch: a parameter is named twice in inputs, weights and outputs")
         pointers = [p.name for p in self.params if p.kind == "pointer"]

@@ -20,7 +20,7 @@ from cuda_llm.tasks.formulas import names_in
 from cuda_llm.tasks.model import Task
 
 _TORCH_DTYPE = {"float32": "torch.float32", "float16": "torch.float16", "int32": "torch.int32",
-                "uint32": "torch.uint32", "int64": "torch.int64"}
+                "uint32": "torch.uint32", "int64": "torch.int64", "uint8": "torch.uint8"}
 _MATH = {"ceil": "math.ceil", "floor": "math.floor", "log2": "math.log2", "sqrt": "math.sqrt",
          "min": "min", "max": "max", "int": "int"}
 
@@ -371,6 +371,11 @@ def export_files(task: Task, *, arch: str, command: str, origin: str) -> ExportF
     command's to copy)."""
     module_name = f"{task.name}_ext"
     if task.torch is not None:
+        scalars = [p.name for p in task.params if p.kind == "scalar" and p.name in task.torch.inputs]
+        if scalars or task.torch.bool_tensors:
+            raise ValueError(f"task {task.name}: ModelNew does not yet pass a float or int argument of forward() "
+                             f"({', '.join(scalars) or 'none'}) or a bool tensor "
+                             f"({', '.join(task.torch.bool_tensors) or 'none'}) to the kernel; use kernel.cu directly")
         files = {f"{module_name}.py": torch_module_text(task, arch), f"{task.name}_test.py": torch_test_text(task, module_name)}
     else:
         files = {f"{module_name}.py": function_module_text(task, arch),

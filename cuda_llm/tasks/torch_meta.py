@@ -38,7 +38,8 @@ class TorchSource(BaseModel):
     module: str = Field(default="module.py", description="the module file, inside the task folder")
     module_sha256: str = Field(description="sha256 of the module file when the task was derived from it")
     class_name: str = "Model"
-    inputs: list[str] = Field(description="entry-point parameters that are forward()'s inputs, in order")
+    inputs: list[str] = Field(description="entry-point parameters that are forward()'s inputs, in order (pointers, "
+                                          "or scalars for a float or int argument)")
     weights: list[TorchWeight] = Field(default_factory=list)
     outputs: list[str] = Field(description="entry-point parameters that are forward()'s outputs, in order")
     tuple_output: bool = Field(default=False, description="forward() returns a tuple (else one tensor)")
@@ -48,10 +49,13 @@ class TorchSource(BaseModel):
                                description="sizes computed by a dry run for each shape (dims no constant names)")
     dropped_buffers: list[str] = Field(default_factory=list,
                                        description="buffers of an unsupported dtype that forward() does not read")
+    bool_tensors: list[str] = Field(default_factory=list,
+                                    description="pointers that are torch.bool in the module (uint8 0/1 on the device)")
     mode: Literal["train", "eval"] = Field(default="train", description="the module's mode, as KernelBench runs it")
     reference_dtype: Literal["float64", "native"] = Field(
         default="float64", description="float64: module and inputs promoted (exact reference); native: as written")
-    declared_shapes: bool = Field(default=False, description="the user declared shapes besides the file's own")
+    declared_shapes: bool = Field(default=False, description="shapes besides the file's own (varied or declared)")
+    fixed_sizes: str = Field(default="", description="why the sizes cannot vary, where they cannot")
     seeds: int = Field(default=3, ge=1, description="correctness cases at the file's own shape, one seed each")
     source_file: str = Field(default="", description="where the module was imported from (for people)")
     init_inputs: str = Field(default="", description="repr of get_init_inputs() at the file's own sizes")

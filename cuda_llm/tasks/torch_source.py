@@ -19,7 +19,7 @@ from pydantic import BaseModel, Field
 from cuda_llm.tasks.formulas import evaluate_int
 from cuda_llm.tasks.model import DType
 
-SUPPORTED_DTYPES = tuple(d.value for d in DType)   # float32, float16, int32, uint32, int64: what the harness runs
+SUPPORTED_DTYPES = tuple(d.value for d in DType)   # float32, float16, int32, uint32, int64, uint8: what the harness runs
 EXTRA = "torch"
 # cuda-llm is installed from its checkout (it is not on a package index): the extra is named there
 INSTALL_HINT = (f"install PyTorch with: pip install -e '.[{EXTRA}]' in the cuda-llm checkout (or any PyTorch build "
@@ -27,7 +27,7 @@ INSTALL_HINT = (f"install PyTorch with: pip install -e '.[{EXTRA}]' in the cuda-
 
 # KernelBench's eval (kernelbench/eval.py, get_tolerance_for_precision): fp32 1e-4, fp16/bf16 1e-2, as atol
 # and rtol alike. (Its first release compared every dtype at 1e-2; pass --atol/--rtol 1e-2 for that.)
-KERNELBENCH_TOLERANCE = {"float32": 1e-4, "float16": 1e-2, "int32": 0.0, "uint32": 0.0, "int64": 0.0}
+KERNELBENCH_TOLERANCE = {"float32": 1e-4, "float16": 1e-2, "int32": 0.0, "uint32": 0.0, "int64": 0.0, "uint8": 0.0}
 
 # Names C, C++ or CUDA reserve (a Python identifier may be one of them), and those the harness uses.
 _RESERVED = set("""
@@ -72,7 +72,7 @@ def task_name(stem: str) -> str:
 
 # How to convert an unsupported dtype in the module (the harness's buffers, poison values and comparisons
 # exist for SUPPORTED_DTYPES only).
-_CONVERT = {"float64": ".float()", "bfloat16": ".half() or .float()", "bool": ".int()", "uint8": ".int()",
+_CONVERT = {"float64": ".float()", "bfloat16": ".half() or .float()",
             "int8": ".int()", "int16": ".int()", "uint16": ".int()", "uint64": ".long() where the values fit"}
 
 
@@ -89,8 +89,10 @@ class TensorRecord(BaseModel):
     role: Literal["input", "weight", "output"]
     source: str                                 # forward()'s argument, the state_dict key, or "output 0"
     kind: Literal["parameter", "buffer", ""] = ""
-    dtype: str
-    dims: list[int | str]                       # a literal, or a size name
+    dtype: str                                  # the entry point's (a bool tensor travels as uint8)
+    dims: list[int | str]                       # a literal, or a size name; [] for a scalar
+    bool_tensor: bool = False                   # torch.bool in the module, 0/1 bytes on the device
+    scalar: float | int | None = None           # a float or int argument of forward(): its one value
 
 
 class ModuleRecord(BaseModel):
@@ -117,6 +119,8 @@ class ModuleRecord(BaseModel):
     bytes_override: str | int | None = None
     init_inputs: str = ""
     dropped_buffers: list[str] = Field(default_factory=list)
+    fixed_sizes: str = ""                                       # why the sizes cannot vary ("" where they do)
+    estimate: str = ""                                          # the full-size cost, for people
     notes: list[str] = Field(default_factory=list)
 
     def of_role(self, role: str) -> list[TensorRecord]:
@@ -143,6 +147,8 @@ def bytes_formula(record: ModuleRecord) -> str | int:
         return record.bytes_override
     terms = []
     for t in record.tensors:
+        if t.scalar is not None:
+            continue
         item = DType(t.dtype).itemsize
         factors = [str(d) for d in t.dims if d != 1] or ["1"]
         terms.append(" * ".join([str(item), *factors]))
@@ -174,6 +180,13 @@ def describe(record: ModuleRecord) -> str:
              "Every pointer is a device pointer to a contiguous row-major tensor:"]
     for t in record.tensors:
         shape = "[" + ", ".join(str(d) for d in t.dims) + "]"
+        if t.scalar is not None:
+            kind = "float" if isinstance(t.scalar, float) else "int"
+            lines.append(f"- `{t.name}` {t.dtype} scalar = {t.scalar!r}: forward() argument `{t.source}` (a Python "
+                         f"{kind} in get_inputs(), passed by value as {t.dtype})")
+            continue
+        if t.bool_tensor:
+            shape += " (a torch.bool tensor, passed as uint8: 0 or 1)"
         if t.role == "input":
             what = f"forward() argument `{t.source}`"
         elif t.role == "weight":
@@ -193,6 +206,9 @@ def task_dict(record: ModuleRecord) -> dict[str, Any]:
     """The task.toml data (validated by cuda_llm.tasks.model.Task)."""
     params: list[dict[str, Any]] = []
     for t in record.tensors:
+        if t.scalar is not None:
+            params.append({"name": t.name, "kind": "scalar", "dtype": t.dtype, "value": t.scalar})
+            continue
         p: dict[str, Any] = {"name": t.name, "kind": "pointer", "dtype": t.dtype, "shape": list(t.dims) or [1]}
         if t.role == "output":
             p["role"] = "output"
@@ -208,7 +224,9 @@ def task_dict(record: ModuleRecord) -> dict[str, Any]:
         return {k: int(v) for k, v in sizes.items() if k in sizes_needed or k in record.constants}
 
     bench = complete(record.benchmark)
-    shapes = [bench] * record.seeds + [complete(s) for s in record.shapes]
+    # where shapes vary the suite's rule holds (five shown): seeds of the file's own shape make up the count
+    seeds = max(record.seeds, 5 - len(record.shapes)) if record.held_out else record.seeds
+    shapes = [bench] * seeds + [complete(s) for s in record.shapes]
     tolerance = {dt: {"atol": a, "rtol": r} for dt, (a, r) in sorted(record.tolerance.items())}
     data: dict[str, Any] = {
         "name": record.name,
@@ -241,9 +259,11 @@ def task_dict(record: ModuleRecord) -> dict[str, Any]:
         "constants": list(record.constants),
         "derived": list(record.derived),
         "dropped_buffers": list(record.dropped_buffers),
+        "bool_tensors": [t.name for t in record.tensors if t.bool_tensor],
         "mode": record.mode,
         "reference_dtype": record.reference_dtype,
         "declared_shapes": bool(record.shapes or record.held_out),
+        **({"fixed_sizes": record.fixed_sizes} if record.fixed_sizes else {}),
         "seeds": record.seeds,
         "source_file": record.source_file,
         "init_inputs": record.init_inputs,
@@ -260,6 +280,8 @@ _FUSED_OPS = {"convolution", "mm", "addmm", "bmm", "relu", "gelu", "sigmoid", "t
 def check_dims(record: ModuleRecord, sizes: dict[str, int], actual: dict[str, tuple[int, ...]], label: str) -> None:
     """Every tensor's dimensions at ``sizes`` must be what the record's dims say (a dry run gave ``actual``)."""
     for t in record.tensors:
+        if t.scalar is not None:
+            continue
         got = tuple(actual[t.name])
         want = tuple(evaluate_int(d, sizes) for d in t.dims)
         if got != want and not (got == () and want == (1,)):

@@ -330,7 +330,7 @@ _TYPE_WORDS = {
     "const", "volatile", "unsigned", "signed", "int", "long", "short", "char", "float", "double", "bool",
     "void", "struct", "__half", "half", "__nv_bfloat16", "size_t",
 }
-_ALIASES = {"half": "__half", "int32_t": "int", "uint32_t": "unsigned int", "int64_t": "long long",
+_ALIASES = {"half": "__half", "int32_t": "int", "uint8_t": "unsigned char", "uint32_t": "unsigned int", "int64_t": "long long",
             "uint64_t": "unsigned long long", "uint": "unsigned int"}
 _RESTRICT = {"__restrict__", "__restrict", "restrict"}
 _NOT_DEFINITION = {"return", "else", "do", "case", "goto", "throw", "new", "delete", "sizeof", "co_return"}

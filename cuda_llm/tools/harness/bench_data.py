@@ -18,7 +18,8 @@ The changed part grows (x4 at a time) until a replay of any set's answer fails e
 within the task's tolerance; the test over all tasks checks that this holds.
 
 The key of an entry is the task's files, the sizes and the fixed seed of the set: nothing else, so an
-overnight run reuses the same entries (the cap in cache_store bounds the whole cache). References are
+overnight run reuses the same entries (the cap in cache_store bounds the whole cache; sets larger than the
+cap itself are made for the evaluation and never stored). References are
 stored in the output's dtype (float32 for float outputs, the rounding then adds 2^-23 to rtol).
 """
 
@@ -350,6 +351,10 @@ def prepare(loaded: LoadedTask, sizes: Sizes, root: Path | None, log: Log = lamb
     ``root=None``: no cache, everything in memory."""
     t0 = time.perf_counter()
     sizes = dict(sizes)
+    if root is not None and entry_bytes(loaded, sizes) * len(PLAN) > cache_store.max_bytes():
+        log(f"benchmark data: {entry_bytes(loaded, sizes) * len(PLAN) / 2**30:.1f} GB of sets, over the cache cap: "
+            f"made for this evaluation only, not stored")
+        root = None
     if root is None:
         sets, distinct = make_sets(loaded, sizes, log)
         return BenchSets(sizes=sizes, sets=sets, distinct=distinct, seconds=time.perf_counter() - t0, made=len(sets))
@@ -388,6 +393,16 @@ def prepare(loaded: LoadedTask, sizes: Sizes, root: Path | None, log: Log = lamb
     except BaseException:
         stack.close()
         raise
+
+
+def entry_bytes(loaded: LoadedTask, sizes: Sizes) -> int:
+    """One set's size on disk: every input and output at ``sizes`` (KernelBench's are gigabytes)."""
+    task = loaded.task
+    total = 0
+    for p in task.params:
+        if p.kind == "pointer":
+            total += int(np.prod(dims(p, sizes), dtype=np.int64)) * np.dtype(p.dtype.numpy).itemsize
+    return total
 
 
 def _meta_distinct(s: InputSet) -> bool:

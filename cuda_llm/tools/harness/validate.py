@@ -20,6 +20,7 @@ INT64_SENTINEL = (INT_SENTINEL << 32) | INT_SENTINEL
 # 0x7FC00000): an element that still holds exactly this pattern was never written, any other NaN was.
 FLOAT32_POISON = 0x7FC0DEAD
 FLOAT16_POISON = 0x7E5A
+UINT8_POISON = 0xAD               # a byte no 0/1 mask holds
 
 # dtype -> the bit pattern of one poisoned element (as an unsigned int of the element's size)
 _POISON_BITS: dict[np.dtype, int] = {
@@ -28,11 +29,12 @@ _POISON_BITS: dict[np.dtype, int] = {
     np.dtype(np.int32): INT_SENTINEL,
     np.dtype(np.uint32): INT_SENTINEL,
     np.dtype(np.int64): INT64_SENTINEL,
+    np.dtype(np.uint8): UINT8_POISON,
 }
 
 
 def _uint(itemsize: int) -> type:
-    return {2: np.uint16, 4: np.uint32, 8: np.uint64}[itemsize]
+    return {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}[itemsize]
 
 
 def _poison_bits(dtype: np.dtype) -> np.ndarray:
