@@ -14,10 +14,10 @@ every run whose prompts are all answered, until it waits again or finishes. The 
 where the answers are written may differ: the runs folder travels between them (`tar`), with the feature
 statistics the planner learns from (RUNS_DIR/feature_stats.sqlite).
 
-`table` reads each run's report data (`cuda-llm report RUN --json`): per task and round, the best passing
-time so far, its % of speed of light (the one bound the run reports for that kernel), the ratio to the
-task's library yardstick where it has one, and the gain of rounds 2-3 over round 1 (round 1's best over
-the final best). Needs no GPU.
+`table` reads each run's report data (`cuda-llm report RUN --json`; cuda_llm/report/round_table.py): per
+task and round, the best passing time so far, its % of speed of light (the one bound the run reports for
+that kernel), the ratio to the task's library yardstick where it has one, and the gain of rounds 2-3 over
+round 1 (round 1's best over the final best). Needs no GPU.
 """
 
 from __future__ import annotations
@@ -124,53 +124,11 @@ def _report(runs_dir: Path, root: Path) -> dict[str, Any]:
     return json.loads(proc.stdout)
 
 
-def round_rows(data: dict[str, Any]) -> list[dict[str, Any]]:
-    """Per round: the best passing time so far, with the candidate that holds it and its % of speed of light
-    (the bound the judge gave that kernel). Pure: reads `cuda-llm report --json`'s data."""
-    cands = data.get("candidates") or []
-    summary = data.get("summary") or {}
-    best: tuple[float, dict[str, Any]] | None = None
-    rows = []
-    for r in sorted({int(c.get("round") or 0) for c in cands if c.get("round")}):
-        mine = [c for c in cands if int(c.get("round") or 0) == r]
-        for c in mine:
-            ms = c.get("median_ms")
-            if c.get("status") == "ok" and ms and (best is None or ms < best[0]):
-                best = (float(ms), c)
-        timing = (best[1].get("timing") or {}) if best else {}
-        rows.append({"round": r, "best_ms": best[0] if best else None, "best": best[1].get("id") if best else None,
-                     "sol_pct": timing.get("pct_of_sol"), "library_ms": summary.get("library_ms"),
-                     "naive_ms": summary.get("baseline_ms"),
-                     "passed": sum(1 for c in mine if c.get("status") == "ok"), "candidates": len(mine)})
-    return rows
-
-
-def _fmt(x: float | None, spec: str, unit: str = "") -> str:
-    return "-" if x is None else f"{x:{spec}}{unit}"
-
-
-def table_text(per_task: dict[str, list[dict[str, Any]]]) -> str:
-    """The Markdown table per task and round, then the gain of rounds 2-3 over round 1 per task. Pure."""
-    lines = ["| task | round | passed | best ms | best | % SOL | vs library | vs naive |",
-             "|---|---:|---:|---:|---|---:|---:|---:|"]
-    gains = ["", "| task | round 1 best ms | final best ms | gain after round 1 |", "|---|---:|---:|---:|"]
-    for task, rows in per_task.items():
-        for r in rows:
-            lib = r["library_ms"] / r["best_ms"] if r["best_ms"] and r["library_ms"] else None
-            naive = r["naive_ms"] / r["best_ms"] if r["best_ms"] and r["naive_ms"] else None
-            lines.append(f"| {task} | {r['round']} | {r['passed']}/{r['candidates']} | {_fmt(r['best_ms'], '.4f')} | "
-                         f"{r['best'] or '-'} | {_fmt(r['sol_pct'], '.1f')} | {_fmt(lib, '.2f', 'x')} | "
-                         f"{_fmt(naive, '.1f', 'x')} |")
-        first = rows[0]["best_ms"] if rows else None
-        last = rows[-1]["best_ms"] if rows else None
-        gain = (first / last - 1) * 100 if first and last else None
-        gains.append(f"| {task} | {_fmt(first, '.4f')} | {_fmt(last, '.4f')} | {_fmt(gain, '+.1f', '%')} |")
-    return "\n".join(lines + gains) + "\n"
-
-
 def cmd_table(a: argparse.Namespace) -> int:
+    from cuda_llm.report.round_table import round_rows, round_table
+
     per_task = {task: round_rows(_report(a.runs_dir, root)) for task, root in sorted(runs_of(a.runs_dir).items())}
-    text = table_text(per_task)
+    text = round_table(per_task)
     print(text)
     if a.out:
         a.out.parent.mkdir(parents=True, exist_ok=True)
