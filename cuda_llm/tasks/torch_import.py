@@ -925,7 +925,7 @@ def write_task_folder(record: ModuleRecord, out_root: Path, *, force: bool = Fal
     """Write ``out_root/<name>/`` (module.py, task.toml, reference.py, naive.cu) and load it back.
     Returns (folder, "written" | "unchanged"). An existing folder from another module is kept unless
     ``force``: a user's edits to task.toml are not lost by a second import."""
-    from cuda_llm.tasks.loader import TaskError, load_task_folder
+    from cuda_llm.tasks.task_folder import TaskError, load_task_folder
     from cuda_llm.tasks.model import Task
 
     data = task_dict(record)
