@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from cuda_llm.commands import one_line_errors
+from cuda_llm.commands.flags import parse_duration
 
 HELP = "compile, test and time one kernel for a task (the harness verdict)"
 DESCRIPTION = """Evaluate KERNEL.cu for TASK exactly as the optimization loop does:
@@ -75,8 +76,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--arch", help="GPU architecture for nvcc, e.g. sm_90 (default: the local GPU, else sm_90)")
     p.add_argument("--library", "--allow-libraries", dest="library", action="store_true",
                    help="allow library calls (cuBLAS, CUB) and link the task's libraries: for yardsticks only")
-    from cuda_llm.commands.optimize_cmd import parse_duration
-
     p.add_argument("--eval-time", dest="time_budget", type=parse_duration, default=10.0, metavar="DURATION",
                    help="timing repetitions at most, e.g. 10s (default 10s)")
     p.add_argument("--timeout", type=parse_duration, default=120.0, metavar="DURATION",

@@ -14,8 +14,9 @@ import ctypes
 import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
-from typing import Any, Iterable, Literal
+from typing import Any, Iterable, Literal, TextIO
 
 from pydantic import BaseModel
 
@@ -347,3 +348,19 @@ def _user_cache() -> Path:
 
 def failures(checks: Iterable[Check]) -> list[Check]:
     return [c for c in checks if c.level == "fail"]
+
+
+def preflight_ok(command: str, settings: Any, *, runs_dir: Path, arch: str | None, profile: bool,
+                 stream: TextIO | None = None, gpu: bool = True) -> bool:
+    """The doctor's checks; each failure and warning one line on stderr. False when the run must not start.
+    ``gpu=False``: the GPUs are elsewhere (a Ray cluster), so this machine's is not checked."""
+    stream = stream or sys.stderr
+    checks = run_checks(settings, runs_dir=runs_dir, arch=arch, profile=profile, gpu=gpu)
+    bad = failures(checks)
+    for c in checks:
+        if c.level != "ok":
+            print(f"cuda-llm {command}: {c.line()}", file=stream)
+    if bad:
+        print(f"cuda-llm {command}: {len(bad)} preflight check(s) failed; nothing was started or spent "
+              "(`cuda-llm doctor` shows every check)", file=stream)
+    return not bad
