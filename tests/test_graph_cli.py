@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from cuda_llm.cli import main
-from cuda_llm.commands.optimize_cmd import parse_duration, parse_threshold, parse_tokens
+from cuda_llm.commands.flags import parse_duration, parse_threshold, parse_tokens
 
 NO_LLM_ENV = ("CUDA_LLM_MODEL", "CUDA_LLM_PLANNER_MODEL", "CUDA_LLM_CODER_MODEL", "CUDA_LLM_CRITIC_MODEL",
               "OPENAI_API_KEY", "OPENAI_BASE_URL", "CUDA_LLM_CONFIG")

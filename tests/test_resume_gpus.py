@@ -126,9 +126,10 @@ def _resume_cli_id(run_id: str, tmp_path: Path, *flags: str) -> int:
 @pytest.fixture
 def preflight_passes(monkeypatch):
     """The machine's other checks (a GPU, nvcc, the endpoint) pass; only the GPU selection is checked."""
-    from cuda_llm.commands import optimize_cmd
+    from cuda_llm.commands import batch_cmd, resume_cmd
 
-    monkeypatch.setattr(optimize_cmd, "preflight_ok", lambda *a, **kw: True)
+    for command in (resume_cmd, batch_cmd):
+        monkeypatch.setattr(command, "preflight_ok", lambda *a, **kw: True)
 
 
 def test_resume_refuses_a_saved_gpu_this_machine_does_not_have(tmp_path, capsys, gpus_here, built_on,

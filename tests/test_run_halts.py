@@ -15,7 +15,7 @@ import pytest
 from fake_gpu_evaluator import FakeGpuEvaluator, coder_answer, critic_answer, plan_answer, softmax_source
 from scripted_chat_model import ScriptedChatModel, detect_role, endpoint_down
 
-from cuda_llm.commands.optimize_cmd import exit_code
+from cuda_llm.commands.outcome import exit_code
 from cuda_llm.graph.run import RunOptions, resume_run, start_run
 from cuda_llm.graph.state import Limits
 from cuda_llm.runs.rundir import RunDir

@@ -64,7 +64,7 @@ def test_the_optimize_flags_for_speed_of_light_and_search(monkeypatch, capsys, t
     import argparse
 
     from cuda_llm.cli import main
-    from cuda_llm.commands.optimize_cmd import parse_sol_target
+    from cuda_llm.commands.flags import parse_sol_target
 
     assert parse_sol_target("95%") == pytest.approx(0.95) and parse_sol_target("90") == pytest.approx(0.9)
     assert parse_sol_target("0.8") == 0.8 and parse_sol_target("off") is None and parse_sol_target("0") is None

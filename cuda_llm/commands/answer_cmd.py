@@ -6,7 +6,9 @@ import argparse
 import sys
 from pathlib import Path
 
-from cuda_llm.commands import one_line_errors
+from cuda_llm.commands import one_line_errors, resume_cmd
+from cuda_llm.graph.manual import pending_prompts, write_answer
+from cuda_llm.runs.rundir import RunDir, RunNotFoundError
 
 HELP = "answer a prompt that a run is waiting on (a role played manually), or list what it waits on"
 DESCRIPTION = """Store FILE as the answer to the pending prompt NAME of RUN_ID, then continue the run with
@@ -36,9 +38,6 @@ def _err(msg: str) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    from cuda_llm.graph.manual import pending_prompts, write_answer
-    from cuda_llm.runs.rundir import RunDir, RunNotFoundError
-
     try:
         rundir = RunDir.open(args.run_id, args.runs_dir)
     except (RunNotFoundError, ValueError) as exc:
@@ -65,7 +64,6 @@ def run(args: argparse.Namespace) -> int:
     if not args.resume:
         print(f"continue with `cuda-llm resume {rundir.run_id}`")
         return 0
-    from cuda_llm.commands import resume_cmd
 
     ns = argparse.Namespace(run_id=str(rundir.root), runs_dir=args.runs_dir, api_key=None, quiet=False,
                             planner=None, coder=None, critic=None, planner_model=None, coder_model=None,

@@ -5,10 +5,23 @@ from __future__ import annotations
 import argparse
 import signal
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
+from cuda_llm.agents.errors import LLMConfigError
+from cuda_llm.agents.settings import load_settings
 from cuda_llm.commands import one_line_errors
+from cuda_llm.commands.flags import (
+    add_budget_arguments, add_gpu_arguments, add_llm_arguments, add_search_arguments, limits_from_args, llm_cli,
+    parse_count, saved_gpus_problem,
+)
+from cuda_llm.commands.preflight import preflight_ok
+from cuda_llm.graph.batch import Batch, BatchBusyError, BatchError, create_batch, load_state, open_batch, resolve_suite
+from cuda_llm.graph.run import RunOptions, chosen_gpus, gpus_text, settings_from_config
+from cuda_llm.measure.gpu_pool import local_pool
+from cuda_llm.report.batch_report import console_table, write_batch_reports
+from cuda_llm.report.formats import fmt_duration, fmt_tokens
 
 HELP = "optimize many tasks as one job on every GPU (a suite, a list, a folder), with one budget and one table"
 DESCRIPTION = """Run the optimization loop on every task of SUITE, as one job that can run all night:
@@ -40,10 +53,6 @@ model_factory_override: Any = None
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     one_line_errors(p)
-    from cuda_llm.commands.optimize_cmd import (
-        add_budget_arguments, add_gpu_arguments, add_llm_arguments, add_search_arguments, parse_count,
-    )
-
     p.add_argument("suite", nargs="?", help="`suite`, task names/folders/modules (comma-separated), a folder, or a list file")
     p.add_argument("--resume", metavar="BATCH_ID", help="continue a stopped or killed batch (an id, a prefix, or latest)")
     p.add_argument("--show", metavar="BATCH_ID", help="print a batch's table and rewrite table.md and batch.html")
@@ -74,18 +83,14 @@ def _make_pool(*, ray_address: str | None, gpus: list[int] | None, arch: str | N
         return make_pool_override()
     if ray_address:
         try:
-            from cuda_llm.measure.ray_slots import ray_pool
+            from cuda_llm.measure.ray_slots import ray_pool   # Ray is optional: imported only for --ray
         except ImportError:
             raise ValueError("--ray needs Ray: pip install -e '.[ray]' (on this machine and every node)") from None
         return ray_pool(ray_address, arch=arch, time_budget_s=eval_time, profile=profile)
-    from cuda_llm.measure.gpu_pool import local_pool
-
     return local_pool(gpus, arch=arch, time_budget_s=eval_time, profile=profile)
 
 
 def _progress(quiet: bool):
-    from cuda_llm.report.formats import fmt_duration, fmt_tokens
-
     def on_event(ev: dict[str, Any]) -> None:
         if quiet:
             return
@@ -107,9 +112,6 @@ def _progress(quiet: bool):
 
 
 def _show(root: Path, runs_dir: Path) -> list[Any]:
-    from cuda_llm.graph.batch import load_state
-    from cuda_llm.report.batch_report import console_table, write_batch_reports
-
     state = load_state(root)
     rows, md, page = write_batch_reports(root, state, runs_dir)
     print(console_table(rows))
@@ -122,10 +124,6 @@ def _show(root: Path, runs_dir: Path) -> list[Any]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from cuda_llm.graph.batch import (
-        Batch, BatchBusyError, BatchError, create_batch, load_state, open_batch, resolve_suite,
-    )
-
     if args.show:
         try:
             root = open_batch(args.show, args.runs_dir)
@@ -135,11 +133,6 @@ def run(args: argparse.Namespace) -> int:
         return 0
     if bool(args.suite) == bool(args.resume):
         return _err("give a SUITE to start a batch, or --resume BATCH_ID to continue one (see --help)")
-    from cuda_llm.agents.errors import LLMConfigError
-    from cuda_llm.agents.settings import load_settings
-    from cuda_llm.commands.optimize_cmd import limits_from_args, llm_cli, preflight_ok, saved_gpus_problem
-    from cuda_llm.graph.run import RunOptions, chosen_gpus, gpus_text, settings_from_config
-
     if args.resume:
         try:
             root = open_batch(args.resume, args.runs_dir)
@@ -221,8 +214,6 @@ def run(args: argparse.Namespace) -> int:
 
 def _drive(batch: Any) -> Any:
     """Run the batch; SIGINT/SIGTERM stop every run at its next step boundary (resumable)."""
-    import threading
-
     old: dict[int, Any] = {}
 
     def handler(signum: int, frame: Any) -> None:

@@ -7,6 +7,8 @@ import json
 import sys
 
 from cuda_llm.commands import one_line_errors
+from cuda_llm.paths import cache_dir
+from cuda_llm.report.formats import render_table
 
 HELP = "show the cache's size per kind (builds, benchmark data, baselines...), or clear it"
 DESCRIPTION = """Show what the cache directory ($CUDA_LLM_CACHE, else the user cache folder) holds, per kind,
@@ -33,9 +35,7 @@ def _gb(n: int) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from cuda_llm.paths import cache_dir
-    from cuda_llm.report.formats import render_table
-    from cuda_llm import cache_store
+    from cuda_llm import cache_store   # on use: ~3 ms off `--help`
 
     root = cache_dir()
     try:

@@ -7,6 +7,8 @@ import sys
 from pathlib import Path
 
 from cuda_llm.commands import one_line_errors
+from cuda_llm.results import Status
+from cuda_llm.tools.harness import failure_text
 
 HELP = "check a task folder: task.toml, the reference on the CPU for every shape, naive.cu compiled"
 DESCRIPTION = """Check a task folder (task.toml, reference.py, naive.cu) before spending GPU or LLM time on it:
@@ -31,8 +33,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def compile_baseline(loaded, arch: str | None = None) -> tuple[bool, str]:
     """naive.cu through the harness (static checks and nvcc; the tests and timing too where there is a GPU)."""
-    from cuda_llm.results import Status
-    from cuda_llm.tools.harness import failure_text
+    # the judge (NumPy): imported on use, off the `--help` start-up
     from cuda_llm.tools.harness.evaluate import EvalOptions, evaluate_candidate
 
     source = loaded.task.baseline_path.read_text()
@@ -45,6 +46,7 @@ def compile_baseline(loaded, arch: str | None = None) -> tuple[bool, str]:
 
 
 def run(args: argparse.Namespace) -> int:
+    # the tasks (NumPy): imported on use, off the `--help` start-up
     from cuda_llm.tasks import TaskError, load_task_folder
     from cuda_llm.tasks.check import benchmark_size_warning, check_reference
 

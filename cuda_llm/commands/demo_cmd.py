@@ -8,6 +8,8 @@ import time
 from pathlib import Path
 
 from cuda_llm.commands import one_line_errors
+from cuda_llm.runs.replay import DEFAULT_RECORDING, RecordingError, install, replay_line
+from cuda_llm.runs.run_info import run_info
 
 HELP = "install a recorded run (measured on an H100) as a new run, to try runs, report, show, trace and export"
 DESCRIPTION = """Copy a run recorded on a real GPU (shipped with cuda-llm) into --runs-dir under a new id ending
@@ -25,9 +27,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from cuda_llm.runs.replay import DEFAULT_RECORDING, RecordingError, install, replay_line
-    from cuda_llm.runs.run_info import run_info
-
     t0 = time.monotonic()
     try:
         rundir = install(args.runs_dir, args.recording or DEFAULT_RECORDING)

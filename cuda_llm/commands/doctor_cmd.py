@@ -7,7 +7,11 @@ import json
 import sys
 from pathlib import Path
 
+from cuda_llm.agents.errors import LLMConfigError
+from cuda_llm.agents.settings import load_settings
 from cuda_llm.commands import one_line_errors
+from cuda_llm.commands.flags import add_llm_arguments, llm_cli
+from cuda_llm.commands.preflight import Check, failures, run_checks
 
 HELP = "check the GPU, pycuda, nvcc, Nsight Compute, disk space and the LLM endpoint before a run"
 DESCRIPTION = """Check everything an overnight run needs, one line each, and say what to do about a problem:
@@ -27,8 +31,6 @@ or forbidden ncu is only a warning: candidates are still measured). Exit code 1 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     one_line_errors(p)
-    from cuda_llm.commands.optimize_cmd import add_llm_arguments
-
     add_llm_arguments(p)
     p.add_argument("--runs-dir", type=Path, default=Path("runs"), help="where runs are kept (default ./runs)")
     p.add_argument("--arch", help="target architecture, e.g. sm_90 (default: the device's)")
@@ -38,11 +40,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from cuda_llm.agents.errors import LLMConfigError
-    from cuda_llm.agents.settings import load_settings
-    from cuda_llm.commands.optimize_cmd import llm_cli
-    from cuda_llm.commands.preflight import Check, failures, run_checks
-
     settings, config_check = None, None
     if not args.no_llm:
         try:

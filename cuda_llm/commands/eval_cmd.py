@@ -16,6 +16,10 @@ from pathlib import Path
 from typing import Any
 
 from cuda_llm.commands import one_line_errors
+from cuda_llm.commands.flags import parse_duration
+from cuda_llm.report.formats import render_table
+from cuda_llm.results import NAIVE_BASELINE
+from cuda_llm.tools.harness import failure_text
 
 HELP = "compile, test and time one kernel for a task (the harness verdict)"
 DESCRIPTION = """Evaluate KERNEL.cu for TASK exactly as the optimization loop does:
@@ -75,8 +79,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--arch", help="GPU architecture for nvcc, e.g. sm_90 (default: the local GPU, else sm_90)")
     p.add_argument("--library", "--allow-libraries", dest="library", action="store_true",
                    help="allow library calls (cuBLAS, CUB) and link the task's libraries: for yardsticks only")
-    from cuda_llm.commands.optimize_cmd import parse_duration
-
     p.add_argument("--eval-time", dest="time_budget", type=parse_duration, default=10.0, metavar="DURATION",
                    help="timing repetitions at most, e.g. 10s (default 10s)")
     p.add_argument("--timeout", type=parse_duration, default=120.0, metavar="DURATION",
@@ -97,6 +99,8 @@ def _progress(msg: str) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    # the task loader, the compiler and the judge are imported here, not at the top: `--help` would load them
+    # (NumPy among them) for nothing
     from cuda_llm.commands.task_kernel import ArgumentProblem, load_task_argument, read_kernel_argument
 
     kernel: Path = args.kernel
@@ -195,9 +199,6 @@ def _fmt_ms(ms: float | None) -> str:
 
 def render_result(result: Any, summary: dict[str, Any], task: Any) -> str:
     """The console report: resources per kernel, then the verdict, then what to do on failure."""
-    from cuda_llm.report.formats import render_table
-    from cuda_llm.results import NAIVE_BASELINE
-
     out: list[str] = []
     comp = result.compile
     if comp is not None and comp.ok and comp.kernels:
@@ -268,8 +269,6 @@ def render_result(result: Any, summary: dict[str, Any], task: Any) -> str:
 
 def _failure_detail(result: Any) -> str:
     """The condensed message: the harness's own, plus the compiler errors or the first failing case."""
-    from cuda_llm.tools.harness import failure_text
-
     parts: list[str] = []
     if result.message and not result.static_issues and result.status.value != "no_device":
         parts.append(result.message.strip())

@@ -9,6 +9,9 @@ import sys
 from pathlib import Path
 
 from cuda_llm.commands import one_line_errors
+from cuda_llm.runs.replay import replay_line
+from cuda_llm.runs.run_info import read_values
+from cuda_llm.runs.rundir import RunDir, RunNotFoundError
 
 HELP = "write a run's best kernel as a PyTorch module (ModelNew, or a function) with a test"
 DESCRIPTION = """Export RUN's best kernel for PyTorch into DIR:
@@ -55,7 +58,7 @@ def _best_source(rundir, values: dict) -> tuple[str, str] | None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from cuda_llm.runs.rundir import RunDir, RunNotFoundError
+    # the tasks (NumPy): imported on use, off the `--help` start-up
     from cuda_llm.tasks import TaskError, load_task
 
     try:
@@ -73,14 +76,13 @@ def run(args: argparse.Namespace) -> int:
             return _err(f"{args.kernel} is not a file")
         source, where = args.kernel.read_text(), str(args.kernel)
     else:
-        from cuda_llm.runs.run_info import read_values
-
         got = _best_source(rundir, read_values(rundir))
         if got is None:
             return _err(f"run {rundir.run_id} has no kernel that passed (its best is still the baseline); "
                         f"nothing to export. Pass --kernel FILE.cu to export a kernel of your own")
         source, where = got
 
+    # the exporter, compiler and static checks: imported on use, off the `--help` start-up
     from cuda_llm.tasks.torch_export import export_files
     from cuda_llm.tools.compiler.compile import CompileSetupError, compile_source, resolve_arch
     from cuda_llm.tools.compiler.static_check import check_source
@@ -101,7 +103,6 @@ def run(args: argparse.Namespace) -> int:
     except OSError as exc:
         return _err(f"cannot create {out}: {exc.strerror}")
     command = " ".join(shlex.quote(c) for c in _rebuild_command(comp.command))
-    from cuda_llm.runs.replay import replay_line
 
     replay = replay_line(rundir)
     origin = f"run {rundir.run_id}, kernel {where}, task {task.name}" + (f" ({replay})" if replay else "")

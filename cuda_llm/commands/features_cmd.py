@@ -7,9 +7,13 @@ import json
 import math
 import os
 import sys
+from dataclasses import asdict
 from pathlib import Path
 
 from cuda_llm.commands import one_line_errors
+from cuda_llm.commands.confirm import confirm
+from cuda_llm.report.formats import render_table
+from cuda_llm.runs.rundir import RunNotFoundError
 
 HELP = "show the optimization feature catalogue with the statistics learned by runs"
 DESCRIPTION = """Show every GPU optimization feature the planner can ask for, and what past runs measured.
@@ -51,6 +55,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def _default_arch() -> str:
     try:
+        # the compiler: imported on use, off the `--help` start-up
         from cuda_llm.tools.compiler.compile import resolve_arch
     except ImportError:
         return os.environ.get("CUDA_LLM_ARCH") or "sm_90"
@@ -63,7 +68,7 @@ def _speedup(st) -> float | None:
 
 def _reset(path: Path, yes: bool) -> int:
     """Delete the statistics file (and SQLite's side files) after confirmation."""
-    from cuda_llm.commands.confirm import confirm
+    # the feature statistics (NumPy): imported on use, off the `--help` start-up
     from cuda_llm.feature_db import StatsStore, StatsStoreError
 
     if not path.exists():
@@ -84,10 +89,8 @@ def _reset(path: Path, yes: bool) -> int:
 
 def _show_run(args: argparse.Namespace) -> int:
     """What a run's best kernel was credited with, along its lineage."""
-    from dataclasses import asdict
-
+    # re-crediting (NumPy): imported on use, off the `--help` start-up
     from cuda_llm.graph.recredit import best_credit
-    from cuda_llm.runs.rundir import RunNotFoundError
 
     try:
         bc = best_credit(args.runs_dir, args.run)
@@ -111,8 +114,7 @@ def _show_run(args: argparse.Namespace) -> int:
 
 def _recredit(path: Path, runs_dir: Path, as_json: bool) -> int:
     """Detect every stored candidate again and rebuild the statistics file."""
-    from dataclasses import asdict
-
+    # the statistics and re-crediting (NumPy): imported on use, off the `--help` start-up
     from cuda_llm.feature_db import StatsStore, StatsStoreError
     from cuda_llm.graph.recredit import recredit
 
@@ -129,7 +131,7 @@ def _recredit(path: Path, runs_dir: Path, as_json: bool) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    from cuda_llm.report.formats import render_table
+    # the feature catalogue and statistics (NumPy): imported on use, off the `--help` start-up
     from cuda_llm.feature_db import (
         StatsStore, StatsStoreError, default_path, get_feature, load_catalogue, normalize_arch, rank_features, supports,
     )
@@ -143,8 +145,9 @@ def run(args: argparse.Namespace) -> int:
         return 2
     tolerance, float_inputs = None, None
     if args.task:
-        from cuda_llm.feature_db import task_float_inputs, task_tolerance
+        # the tasks (NumPy): imported on use
         from cuda_llm.commands.task_kernel import ArgumentProblem, load_task_argument
+        from cuda_llm.feature_db import task_float_inputs, task_tolerance
 
         try:
             task = load_task_argument(args.task, args.tasks_dir).task

@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 
 from cuda_llm.commands import one_line_errors
+from cuda_llm.report.formats import render_table
 
 HELP = "make tasks from PyTorch modules in KernelBench's format (a file, or a folder of them)"
 DESCRIPTION = """Turn PyTorch modules into tasks. Each file defines `class Model(nn.Module)`, `get_inputs()` and
@@ -72,6 +73,7 @@ def _files(source: Path) -> list[Path]:
 
 
 def run(args: argparse.Namespace) -> int:
+    # the PyTorch task source (NumPy, then PyTorch): imported on use, off the `--help` start-up
     from cuda_llm.tasks.torch_source import INSTALL_HINT, ModuleFileError
 
     source: Path = args.source
@@ -105,7 +107,6 @@ def run(args: argparse.Namespace) -> int:
         print(f"cuda-llm import: PyTorch is not installed; {INSTALL_HINT}", file=sys.stderr)
         return 2
     limits = default_limits().model_copy(update={"max_memory": max_memory})
-    from cuda_llm.report.formats import render_table
     from cuda_llm.tasks import TaskError, load_task_folder
 
     rows, failed = [], 0

@@ -11,13 +11,19 @@ distinct endpoint, model and key: GET /models, or a 1-token completion where a s
 from __future__ import annotations
 
 import ctypes
+import json
 import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
-from typing import Any, Iterable, Literal
+from typing import Any, Iterable, Literal, TextIO
 
+from platformdirs import user_cache_dir
 from pydantic import BaseModel
+
+from cuda_llm.paths import CACHE_ENV
+from cuda_llm.tools.device import device_probe
 
 Level = Literal["ok", "warn", "fail"]
 MIN_FREE_BYTES = 1 << 30          # below this a run fails to write candidates, logs and checkpoints
@@ -72,10 +78,8 @@ def check_gpu() -> Check:
     problem = _driver_problem()
     if problem:
         return Check(name="gpu", level="fail", detail=problem)
-    from cuda_llm.tools.device.device_probe import compute_capability, device_identity
-
-    ident = device_identity()
-    cc = compute_capability()
+    ident = device_probe.device_identity()
+    cc = device_probe.compute_capability()
     name, driver = ident if ident else ("CUDA device", "?")
     ver = f"{int(driver) // 1000}.{int(driver) % 1000 // 10}" if driver.isdigit() else driver
     arch = f" (sm_{cc[0]}{cc[1]})" if cc else ""
@@ -107,7 +111,7 @@ print(json.dumps(out))
 def cuda_toolkit_root() -> Path | None:
     """The CUDA toolkit folder that holds include/cuda.h (what pycuda's build must find when it guesses from an
     nvcc outside the toolkit, such as a wrapper script in /usr/local/bin); None when none is found."""
-    from cuda_llm.tools.compiler.compile import CompileSetupError, nvcc_path
+    from cuda_llm.tools.compiler.compile import CompileSetupError, nvcc_path   # off the `--help` path
 
     places = [Path(os.environ[k]) for k in ("CUDA_ROOT", "CUDA_HOME", "CUDA_PATH") if os.environ.get(k)]
     try:
@@ -132,9 +136,6 @@ def _pycuda_install_hint() -> str:
 
 def check_pycuda(python: str | None = None, timeout_s: float = 120.0) -> Check:
     """pycuda imports and sees the driver, in a child interpreter like the GPU worker's."""
-    import json
-    import sys
-
     try:
         proc = subprocess.run([python or sys.executable, "-c", _PYCUDA_PROBE], capture_output=True, text=True,
                               timeout=timeout_s)
@@ -167,6 +168,7 @@ def check_pycuda(python: str | None = None, timeout_s: float = 120.0) -> Check:
 
 # ------------------------------------------------------------------------------------------ nvcc
 def check_nvcc(arch: str | None = None) -> Check:
+    # the compile and ncu modules are imported in the checks, not at the top: `--help` loads this module
     from cuda_llm.tools.compiler.compile import CompileSetupError, nvcc_path, nvcc_version, resolve_arch
 
     try:
@@ -200,7 +202,7 @@ def _profiling_admin_only(params: Path = Path("/proc/driver/nvidia/params")) -> 
 
 
 def check_ncu(*, params: Path = Path("/proc/driver/nvidia/params"), euid: int | None = None) -> Check:
-    from cuda_llm.tools.profile.ncu import find_ncu, ncu_version
+    from cuda_llm.tools.profile.ncu import find_ncu, ncu_version   # off the `--help` path, as in check_nvcc
 
     ncu = find_ncu()
     if ncu is None:
@@ -259,7 +261,7 @@ def _endpoints(settings: Any) -> list[tuple[list[str], Any]]:
 
 def check_endpoint(rs: Any, roles: Iterable[str] = (), *, timeout_s: float = ENDPOINT_TIMEOUT_S) -> Check:
     """One cheap request to ``rs``'s endpoint (RoleSettings): reachable, key accepted, model served."""
-    import openai
+    import openai   # here, not at the top: the client library takes half a second, `--help` loads this module
 
     url = rs.base_url or "https://api.openai.com/v1"
     who = f"{rs.model} @ {url}" + (f" ({', '.join(roles)})" if roles else "")
@@ -321,8 +323,6 @@ def run_checks(settings: Any, *, runs_dir: Path, arch: str | None = None, profil
                gpu: bool = True, timeout_s: float = ENDPOINT_TIMEOUT_S, strict_ncu: bool = False) -> list[Check]:
     """Every check, machine first, endpoint last. ``settings`` None: the LLM is not checked (configuration
     errors are reported by the caller). A profiling problem fails only with ``strict_ncu`` (doctor)."""
-    from cuda_llm.paths import CACHE_ENV
-
     checks: list[Check] = []
     if gpu:
         checks += [check_gpu(), check_pycuda()]
@@ -340,10 +340,24 @@ def run_checks(settings: Any, *, runs_dir: Path, arch: str | None = None, profil
 
 
 def _user_cache() -> Path:
-    from platformdirs import user_cache_dir
-
     return Path(user_cache_dir("cuda-llm"))
 
 
 def failures(checks: Iterable[Check]) -> list[Check]:
     return [c for c in checks if c.level == "fail"]
+
+
+def preflight_ok(command: str, settings: Any, *, runs_dir: Path, arch: str | None, profile: bool,
+                 stream: TextIO | None = None, gpu: bool = True) -> bool:
+    """The doctor's checks; each failure and warning one line on stderr. False when the run must not start.
+    ``gpu=False``: the GPUs are elsewhere (a Ray cluster), so this machine's is not checked."""
+    stream = stream or sys.stderr
+    checks = run_checks(settings, runs_dir=runs_dir, arch=arch, profile=profile, gpu=gpu)
+    bad = failures(checks)
+    for c in checks:
+        if c.level != "ok":
+            print(f"cuda-llm {command}: {c.line()}", file=stream)
+    if bad:
+        print(f"cuda-llm {command}: {len(bad)} preflight check(s) failed; nothing was started or spent "
+              "(`cuda-llm doctor` shows every check)", file=stream)
+    return not bad

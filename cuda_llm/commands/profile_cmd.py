@@ -11,6 +11,9 @@ from pathlib import Path
 from pydantic import BaseModel, Field
 
 from cuda_llm.commands import one_line_errors
+from cuda_llm.paths import cache_dir
+from cuda_llm.report.formats import render_table
+from cuda_llm.tools.harness.device_info import get_device_info
 
 HELP = "profile one kernel with Nsight Compute and say what limits it"
 DESCRIPTION = """Compile KERNEL.cu for TASK (a suite name or a task folder), test and time it with the harness,
@@ -75,8 +78,7 @@ def _parse_sizes(items: list[str], benchmark: dict[str, int]) -> dict[str, int]:
 
 
 def render(report: ProfileReport, profile, diagnosis) -> str:
-    from cuda_llm.report.formats import render_table
-    from cuda_llm.report.profile_table import fmt as _fmt
+    from cuda_llm.report.profile_table import fmt as _fmt   # on use: the profile models cost ~6 ms of `--help`
     from cuda_llm.report.profile_table import metrics_rows
 
     out = [f"task {report.task}, kernel {report.kernel_file}, sizes " +
@@ -98,6 +100,7 @@ def render(report: ProfileReport, profile, diagnosis) -> str:
     else:
         out.append(f"\nno Nsight Compute profile: {profile.reason}")
     if report.roofline is not None:
+        # imported on use, as in run()
         from cuda_llm.tools.profile.roofline import RooflinePoint
 
         point = RooflinePoint.model_validate(report.roofline)
@@ -112,7 +115,7 @@ def render(report: ProfileReport, profile, diagnosis) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from cuda_llm.paths import cache_dir
+    # the tasks, compiler and profiler (NumPy): imported on use, off the `--help` start-up
     from cuda_llm.commands.task_kernel import ArgumentProblem, load_task_argument, read_kernel_argument
     from cuda_llm.tools.compiler.compile import CompileSetupError, compile_source
     from cuda_llm.tools.profile.diagnosis import diagnose
@@ -128,6 +131,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     task = loaded.task
+    # imported on use, as above
     from cuda_llm.tools.compiler.static_check import check_source
 
     issues = check_source(source, task)
@@ -158,6 +162,7 @@ def run(args: argparse.Namespace) -> int:
     if not args.no_time:
         t = time.perf_counter()
         try:
+            # the judge: imported on use, as above
             from cuda_llm.tools.harness.evaluate import EvalOptions, evaluate_candidate
         except ImportError:            # the harness is an optional part of a minimal install
             evaluate_candidate = None
@@ -178,8 +183,6 @@ def run(args: argparse.Namespace) -> int:
 
     device = None
     try:
-        from cuda_llm.tools.harness.device_info import get_device_info
-
         device = get_device_info()
     except Exception as exc:  # peaks refine the diagnosis; without them it is judged from the profile alone
         print(f"note: no device peaks ({type(exc).__name__}: {exc})", file=sys.stderr)

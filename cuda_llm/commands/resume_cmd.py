@@ -5,8 +5,23 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import Callable, TypeVar
 
+from cuda_llm.agents.errors import LLMConfigError
 from cuda_llm.commands import one_line_errors
+from cuda_llm.commands.flags import (
+    add_role_arguments, parse_count, parse_duration, parse_gpus_arg, parse_tokens, saved_gpus_problem,
+)
+from cuda_llm.commands.outcome import exit_code, print_outcome
+from cuda_llm.commands.preflight import preflight_ok
+from cuda_llm.graph.run import (
+    Extension, Keep, RunBusyError, chosen_gpus, gpus_text, resume_run, saved_options, settings_from_config,
+)
+from cuda_llm.graph.stage_plugins import StageError, restore_stages
+from cuda_llm.report.progress import make_progress
+from cuda_llm.runs.rundir import RunDir, RunNotFoundError
+
+T = TypeVar("T")
 
 HELP = "continue a stopped or killed optimize run from its last checkpoint"
 DESCRIPTION = """Continue RUN_ID (an id in --runs-dir, a unique prefix of one, "latest", or a run folder).
@@ -31,32 +46,24 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--runs-dir", type=Path, default=Path("runs"), help="where runs are kept (default ./runs)")
     p.add_argument("--api-key", help="API key when the environment has none")
     p.add_argument("--quiet", action="store_true", help="no progress lines")
-    from cuda_llm.commands.optimize_cmd import parse_count, parse_gpus_arg
-    from cuda_llm.graph.run import Keep
-
     p.add_argument("--gpus", type=parse_gpus_arg, default=Keep.SAVED, metavar="0,1,2,3",
                    help="the GPUs to measure on from now on (indices among the visible GPUs, or all; default: the "
                         "ones the run was started with)")
     b = p.add_argument_group("more budget for a finished run ('+N' adds to what was used; 'N' is the new total)")
     b.add_argument("--rounds", type=_relative(parse_count("rounds")), metavar="[+]N", help="e.g. +5")
-    b.add_argument("--time-budget", type=_relative("duration"), metavar="[+]DURATION", help="wall-clock, e.g. +2h")
-    b.add_argument("--token-budget", type=_relative("tokens"), metavar="[+]TOKENS", help="e.g. +1M")
-    from cuda_llm.commands.optimize_cmd import add_role_arguments
-
+    b.add_argument("--time-budget", type=_relative(parse_duration), metavar="[+]DURATION", help="wall-clock, e.g. +2h")
+    b.add_argument("--token-budget", type=_relative(parse_tokens), metavar="[+]TOKENS", help="e.g. +1M")
     add_role_arguments(p)
     for role in ("planner", "coder", "critic"):
         p.add_argument(f"--{role}-model", help=f"from now on, the {role}'s model (with --{role} llm)")
 
 
-def _relative(kind):
+def _relative(parse_value: Callable[[str], T]) -> Callable[[str], tuple[bool, T]]:
     """'+5' -> (True, 5); '5' -> (False, 5), with the value parsed as optimize parses it."""
-    def parse(text: str):
-        from cuda_llm.commands.optimize_cmd import parse_duration, parse_tokens
-
-        fn = {"duration": parse_duration, "tokens": parse_tokens}.get(kind, kind) if isinstance(kind, str) else kind
+    def parse(text: str) -> tuple[bool, T]:
         t = str(text).strip()
         rel = t.startswith("+")
-        return rel, fn(t[1:] if rel else t)
+        return rel, parse_value(t[1:] if rel else t)
     return parse
 
 
@@ -72,12 +79,6 @@ def overrides(args: argparse.Namespace) -> dict[str, dict]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from cuda_llm.agents.errors import LLMConfigError
-    from cuda_llm.commands.optimize_cmd import exit_code, print_outcome
-    from cuda_llm.report.progress import make_progress
-    from cuda_llm.runs.rundir import RunDir, RunNotFoundError
-    from cuda_llm.graph.run import resume_run, settings_from_config
-
     try:
         rundir = RunDir.open(args.run_id, args.runs_dir)
         config = rundir.load_config()
@@ -88,9 +89,6 @@ def run(args: argparse.Namespace) -> int:
         print(f"cuda-llm resume: run {rundir.run_id} is a replay of a recorded run (`cuda-llm demo`) and cannot go "
               f"on; start a run of your own with `cuda-llm optimize {config.get('task') or 'TASK'}`", file=sys.stderr)
         return 2
-    from cuda_llm.graph.run import saved_options
-    from cuda_llm.graph.stage_plugins import StageError, restore_stages
-
     try:   # a stage the run was started with and that cannot be imported now: refused, never dropped
         restore_stages(config.get("stages"), saved_options(config, args.runs_dir).stages, run_id=rundir.run_id)
     except StageError as exc:
@@ -102,9 +100,6 @@ def run(args: argparse.Namespace) -> int:
     except LLMConfigError as exc:
         print(f"cuda-llm resume: {exc}", file=sys.stderr)
         return 2
-    from cuda_llm.commands.optimize_cmd import preflight_ok, saved_gpus_problem
-    from cuda_llm.graph.run import RunBusyError, chosen_gpus, gpus_text
-
     saved = saved_options(config, args.runs_dir).gpus
     bad_gpus = saved_gpus_problem(saved, args.gpus, "this run", f"cuda-llm resume {rundir.run_id}")
     if bad_gpus:
@@ -124,8 +119,6 @@ def run(args: argparse.Namespace) -> int:
     elif saved is not None:
         print(f"cuda-llm resume: measuring on GPUs {gpus_text(saved)}, as the run was started (--gpus chooses "
               "others)", file=sys.stderr)
-
-    from cuda_llm.graph.run import Extension
 
     extend = Extension(rounds=args.rounds, time_budget_s=args.time_budget, token_budget=args.token_budget)
     try:

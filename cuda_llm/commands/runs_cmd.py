@@ -4,10 +4,15 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import sys
 from pathlib import Path
 
 from cuda_llm.commands import one_line_errors
+from cuda_llm.commands.confirm import confirm
+from cuda_llm.report.formats import fmt_duration, fmt_ms, fmt_x, one_line, render_table
+from cuda_llm.runs.run_info import list_runs, run_info
+from cuda_llm.runs.rundir import RunDir, RunNotFoundError
 
 HELP = "list the optimize runs in --runs-dir: state, rounds, best latency and speedup"
 DESCRIPTION = """List every run in --runs-dir (default ./runs), newest first, without running anything.
@@ -38,10 +43,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _delete(infos, args, why: str) -> int:
-    import shutil
-
-    from cuda_llm.commands.confirm import confirm
-
     busy = [i for i in infos if i.state == "running"]
     for i in busy:
         print(f"cuda-llm runs: {i.run_id} is running ({i.detail}); stop it first", file=sys.stderr)
@@ -59,12 +60,6 @@ def _delete(infos, args, why: str) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    from cuda_llm.report.formats import render_table
-    from cuda_llm.report.formats import fmt_duration, fmt_ms, fmt_x
-    from cuda_llm.report.formats import one_line
-    from cuda_llm.runs.run_info import list_runs, run_info
-    from cuda_llm.runs.rundir import RunDir, RunNotFoundError
-
     if getattr(args, "runs_action", None) == "rm":
         try:
             infos = [run_info(RunDir.open(r, args.runs_dir)) for r in args.run_ids]

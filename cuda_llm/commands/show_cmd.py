@@ -7,6 +7,8 @@ import sys
 from pathlib import Path
 
 from cuda_llm.commands import one_line_errors
+from cuda_llm.runs.run_info import read_values
+from cuda_llm.runs.rundir import RunDir, RunNotFoundError
 
 HELP = "show one candidate whole: prompt and answer, source, diff, compile log, results, timing, profile"
 DESCRIPTION = """Print everything about CANDIDATE (e.g. r2c1, r1c0f1 for a repair, or baseline) of RUN_ID:
@@ -26,9 +28,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from cuda_llm.report.candidate_view import candidate_view, render_text
-    from cuda_llm.runs.run_info import read_values
-    from cuda_llm.runs.rundir import RunDir, RunNotFoundError
+    from cuda_llm.report.candidate_view import candidate_view, render_text   # on use: ~6 ms off `--help`
 
     try:
         rundir = RunDir.open(args.run_id, args.runs_dir)

@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 
 from cuda_llm.commands import one_line_errors
+from cuda_llm.graph.stage_list import default_stages
+from cuda_llm.graph.stage_plugins import ENTRY_POINT_GROUP, StageError, installed_stages, load_plugin, plugin_origin
 
 HELP = "list the tool stages: the built-in ones and the plugins installed packages declare"
 DESCRIPTION = """List the tool stages, the nodes between the coders and selection: the built-in ones in order
@@ -23,9 +25,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from cuda_llm.graph.stage_plugins import ENTRY_POINT_GROUP, StageError, installed_stages, load_plugin, plugin_origin
-    from cuda_llm.graph.stage_list import default_stages
-
     print("built-in, in order: " + " -> ".join(s.name for s in default_stages()))
     found = installed_stages()
     if not found:

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from cuda_llm.commands import one_line_errors
+from cuda_llm.report.formats import render_table
 
 HELP = "list the built-in tasks and those in your task folders"
 DESCRIPTION = """List every task: its entry signature, family and the benchmark shape.
@@ -27,7 +28,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from cuda_llm.report.formats import render_table
+    # the tasks (NumPy): imported on use, off the `--help` start-up
     from cuda_llm.tasks import TaskError
     from cuda_llm.tasks.loader import load_all_reporting
 

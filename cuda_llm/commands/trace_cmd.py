@@ -9,6 +9,10 @@ from pathlib import Path
 
 from cuda_llm.commands import one_line_errors
 from cuda_llm.report.timeline import EVENTS as EVENT_NAMES
+from cuda_llm.report.timeline import render
+from cuda_llm.runs.replay import replay_line
+from cuda_llm.runs.run_info import lock_holder
+from cuda_llm.runs.rundir import RunDir, RunNotFoundError
 
 HELP = "show a run's trace as a timeline: LLM calls, candidates, measurements, decisions"
 DESCRIPTION = """Print runs/<id>/trace.jsonl as one line per event: seconds since the run started, the round, the
@@ -33,9 +37,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from cuda_llm.runs.run_info import lock_holder
-    from cuda_llm.runs.rundir import RunDir, RunNotFoundError
-    from cuda_llm.report.timeline import render
+    # the trace reader (structlog, rich): imported on use, off the `--help` start-up
     from cuda_llm.runs.trace import read_trace
 
     kinds = tuple(filter(None, (args.events or "").split(",")))
@@ -49,7 +51,6 @@ def run(args: argparse.Namespace) -> int:
     except RunNotFoundError as exc:
         print(f"cuda-llm trace: {exc}", file=sys.stderr)
         return 2
-    from cuda_llm.runs.replay import replay_line
 
     if replay_line(rundir):
         print(f"# {replay_line(rundir)}", flush=True)

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from cuda_llm.commands import one_line_errors
+from cuda_llm.commands.flags import check_gpus_arg, parse_count, parse_duration, parse_gpus_arg
 
 HELP = "tune a kernel's declared constants (// cuda-llm: tune NAME values), no LLM needed"
 DESCRIPTION = """Search the tunable constants that KERNEL.cu declares and write the fastest correct point.
@@ -53,8 +54,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("kernel", type=Path, help="the CUDA source with `// cuda-llm: tune NAME v1 v2 ...` directives")
     p.add_argument("--out", type=Path, default=None,
                    help="where the best point's source goes (default: KERNEL with .tuned.cu beside it)")
-    from cuda_llm.commands.optimize_cmd import parse_count, parse_duration
-
     p.add_argument("--max-evals", type=parse_count("points"), default=24, metavar="N",
                    help="timed points at most (default 24)")
     p.add_argument("--time-budget", type=parse_duration, default=600.0, metavar="DURATION",
@@ -65,8 +64,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="time before a hanging point is killed (default 120s)")
     p.add_argument("--jobs", type=parse_count("jobs"), default=None, metavar="N",
                    help="points compiled in parallel (default: the number of CPUs)")
-    from cuda_llm.commands.optimize_cmd import parse_gpus_arg
-
     p.add_argument("--gpus", type=parse_gpus_arg, default=None, metavar="0,1,2,3",
                    help="the GPUs that measure points, one point each at a time (indices among the visible GPUs; "
                         "default: all)")
@@ -103,8 +100,6 @@ def run(args: argparse.Namespace) -> int:
     except ArgumentProblem as exc:
         _err(str(exc))
         return 2
-    from cuda_llm.commands.optimize_cmd import check_gpus_arg
-
     bad_gpus = check_gpus_arg(args.gpus, preflight=False)    # without a device the points are only compiled
     if bad_gpus:
         _err(bad_gpus)
