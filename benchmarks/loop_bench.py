@@ -25,6 +25,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from cuda_llm.measure.evaluator import ToolsMixin  # noqa: E402
+
 N = 2
 PLATEAU_ROUNDS = 2
 
@@ -79,9 +81,10 @@ def options(runs: Path, profile: bool, learn: bool = False) -> Any:
                       learn=learn)
 
 
-class LoggedEvaluator:
+class LoggedEvaluator(ToolsMixin):
     """The real GpuEvaluator, with every finished measurement appended to a log (to count repeats; one
-    cut short by a kill is not a measurement, and is expected to be made again)."""
+    cut short by a kill is not a measurement, and is expected to be made again). Builds, the toolchain and
+    head-to-heads (legs through this ``evaluate``, so logged) are the tools' own (ToolsMixin)."""
 
     def __init__(self, inner: Any, log: Path):
         self.inner, self.log = inner, log

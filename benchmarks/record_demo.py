@@ -32,6 +32,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from cuda_llm.measure.evaluator import ToolsMixin  # noqa: E402
 from cuda_llm.runs.replay import RECORDING_FILE  # noqa: E402
 
 DEFAULT_OUT = ROOT / "cuda_llm" / "runs" / "recorded" / "softmax"
@@ -106,12 +107,11 @@ def _newest_checkpoint_only(db: Path) -> None:
 
 
 # ------------------------------------------------------------------------------------ from figures
-class RecordedFigures:
+class RecordedFigures(ToolsMixin):
     """An Evaluator whose measurements are RECORDED's H100 figures: builds, SASS, the roofline and the rule
     diagnosis are the real tools' (ToolsMixin); a kernel with no recorded figure is reported as not run."""
 
     def __init__(self) -> None:
-        from cuda_llm.measure.evaluator import ToolsMixin
         from cuda_llm.results import DeviceInfo
 
         self._tools = ToolsMixin()

@@ -18,6 +18,7 @@ import threading
 from pathlib import Path
 from typing import Any, Callable
 
+from cuda_llm.measure.evaluator import ToolsMixin
 from cuda_llm.results import CaseResult, CompileResult, EvalResult, Status, TimingResult, ValidationResult
 from cuda_llm.tools.compiler.compile import source_hash
 from cuda_llm.tools.tune.tuning import TunePoint, parse_tunables
@@ -30,7 +31,7 @@ def params_of(source: str) -> dict[str, int]:
     return {t.name: int(t.default) for t in parse_tunables(source)}
 
 
-class ParametricTimingEvaluator:
+class ParametricTimingEvaluator(ToolsMixin):
     """Times = ``time_of(params)``; compile verdicts from ``valid`` or from nvcc (see the module doc)."""
 
     device = None

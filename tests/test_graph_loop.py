@@ -333,9 +333,9 @@ def test_runs_against_servers_without_json_schema(tmp_path, mode):
     assert sum(c.structured for c in model.calls) == (1 if mode == "rejected" else 0)
 
 
-def test_an_evaluator_without_build_analyze_toolchain_gets_the_tools_own(tmp_path):
-    """An Evaluator written before build/analyze/toolchain joined the seam (only the four measuring methods)
-    still runs: the cached seam supplies the tools' own, with the inner evaluator's arch and device."""
+def test_an_evaluator_without_the_whole_protocol_is_refused_by_name(tmp_path):
+    """An evaluator with only the four measuring methods is not an Evaluator: the run refuses it before
+    anything is spent, naming what it lacks and where the defaults come from."""
     class MeasureOnly:
         def __init__(self, inner):
             self.inner, self.arch, self.device = inner, inner.arch, inner.device
@@ -352,11 +352,9 @@ def test_an_evaluator_without_build_analyze_toolchain_gets_the_tools_own(tmp_pat
         def final_check(self, *a):
             return self.inner.final_check(*a)
 
-    model = scripted({"r1c0": softmax_source("v5", broken=True), "r1c1": softmax_source("v6")}, n=2)
-    opts = RunOptions(limits=Limits(n_candidates=2, max_rounds=1, max_repairs=0, compile_fix_turns=1),
-                      runs_dir=tmp_path / "runs", learn=False)
-    out = start_run("softmax", None, opts, evaluator=MeasureOnly(FakeGpuEvaluator(TIMINGS)),
-                    model_factory=lambda role: model, handle_signals=False)
-    assert out.finished and out.best["id"] == "r1c1"
-    assert any(e["event"] == "compile_fix" and e["candidate"] == "r1c0" for e in trace(out))   # built by the tools
-    assert "PTX ISA" in next(c.text for c in model.calls_for("coder"))                         # the tools' toolchain
+    model = scripted({"r1c0": softmax_source("v6")}, n=1)
+    opts = RunOptions(limits=Limits(n_candidates=1, max_rounds=1, max_repairs=0), runs_dir=tmp_path / "runs",
+                      learn=False)
+    with pytest.raises(TypeError, match=r"MeasureOnly is not an Evaluator: it lacks library, head_to_head, build.*ToolsMixin"):
+        start_run("softmax", None, opts, evaluator=MeasureOnly(FakeGpuEvaluator(TIMINGS)),
+                  model_factory=lambda role: model, handle_signals=False)

@@ -17,8 +17,6 @@ FOUNDATION = {"cuda_llm.results": set(), "cuda_llm.paths": set(), "cuda_llm.halt
               "cuda_llm.cache_store": {"cuda_llm.paths"}, "cuda_llm": set()}
 # imports that break a rule, each with the reason it stays
 EXCEPTIONS = {
-    ("cuda_llm.graph.run", "cuda_llm.tools.device.device_probe"):
-        "start_run picks the evaluator (GPU or none) from whether the driver sees a device; it runs nothing",
 }
 # import circles that stay, each with its reason
 CIRCLE_EXCEPTIONS: dict[frozenset[str], str] = {}   # none: a circle needs its reason written here

@@ -58,7 +58,7 @@ def make_setup(deps: Deps) -> Callable[[GraphState], dict]:
         with deps.tracer.node("setup"):
             naive = Path(deps.task.baseline_path).read_text()
             h = deps.put_source(naive)
-            got = deps.evaluator.baseline(deps.loaded)
+            got = deps.evaluator.baseline_cached(deps.loaded)
             res: EvalResult = got.value
             deps.rundir.write_result("baseline", res)
             if not res.status.passed:   # nothing to compare with: stop before any LLM call
@@ -136,7 +136,7 @@ def _seed(deps: Deps, state: GraphState) -> BestSummary:
     else the run halts with its verdict before any LLM call."""
     source = Path(deps.rundir.candidate_path(SEED_ID)).read_text()
     h = deps.put_source(source)
-    got = deps.evaluator.evaluate(deps.loaded, source, SEED_ID, Path(deps.rundir.root) / "work" / SEED_ID)
+    got = deps.evaluator.evaluate_cached(deps.loaded, source, SEED_ID, Path(deps.rundir.root) / "work" / SEED_ID)
     res: EvalResult = got.value
     deps.rundir.write_result(SEED_ID, res)
     deps.event("evaluation", candidate=SEED_ID, round=0, status=res.status.value, cached=not got.fresh,
@@ -325,7 +325,7 @@ def make_select(deps: Deps) -> Callable[[GraphState], dict]:
                 ok, why, confirm_iv, n = _head_to_head(deps, c, best)
                 update["evaluations"] = int(state.get("evaluations", 0)) + n
             elif ok:                                         # nothing timed to compare with: a re-run
-                got = deps.evaluator.evaluate(deps.loaded, deps.source(c.hash), f"{c.id}-confirm",
+                got = deps.evaluator.evaluate_cached(deps.loaded, deps.source(c.hash), f"{c.id}-confirm",
                                               Path(deps.rundir.root) / "work" / f"{c.id}-confirm", kind="confirm")
                 confirm = got.value
                 deps.rundir.write_result(f"{c.id}-confirm", confirm)
@@ -358,7 +358,7 @@ def _head_to_head(deps: Deps, c: Candidate, best: BestSummary) -> tuple[bool, st
     from cuda_llm.results import CHALLENGER
 
     work = Path(deps.rundir.root) / "work" / f"{c.id}-vs-{best.id}"
-    got = deps.evaluator.head_to_head(deps.loaded, deps.source(c.hash), deps.source(best.hash), c.id, best.id, work)
+    got = deps.evaluator.head_to_head_cached(deps.loaded, deps.source(c.hash), deps.source(best.hash), c.id, best.id, work)
     h2h = got.value
     deps.rundir.write_text(f"head_to_head/{c.id}-vs-{best.id}.json", h2h.model_dump_json(indent=1))
     for who, leg in zip(h2h.order, h2h.legs):
@@ -485,7 +485,7 @@ def make_finalize(deps: Deps) -> Callable[[GraphState], dict]:
         with deps.tracer.node("finalize"):
             best = BestSummary(**state.get("best", {}))
             source = deps.source(best.hash)
-            got = deps.evaluator.final_check(deps.loaded, source, best.id, Path(deps.rundir.root) / "work" / "final")
+            got = deps.evaluator.final_check_cached(deps.loaded, source, best.id, Path(deps.rundir.root) / "work" / "final")
             cand, base = got.value
             deps.rundir.write_result("final", cand)
             deps.rundir.write_result("final-baseline", base)

@@ -44,7 +44,7 @@ def profile_text(deps: Any, source: str, cid: str, res: EvalResult) -> str:
     """Nsight Compute summary and the rule-based diagnosis (through the Evaluator seam, cached)."""
     try:
         with deps.gpu_lock:
-            prof = deps.evaluator.profile(deps.loaded, source, cid, Path(deps.rundir.root) / "work" / cid, res).value
+            prof = deps.evaluator.profile(deps.loaded, source, cid, Path(deps.rundir.root) / "work" / cid, res)
     except Exception as exc:  # noqa: BLE001 - a profiler problem must not cost the turn
         return f"(not available: {type(exc).__name__}: {short(str(exc), 200)})"
     if prof is None or not getattr(prof, "available", False):
@@ -81,8 +81,7 @@ def refine(deps: Any, job: dict, first: Candidate, answer: Any, ctx: Any, *, mod
             break
         source = deps.source(prev.hash)
         with deps.gpu_lock:
-            got = deps.evaluator.evaluate(deps.loaded, source, prev.id, Path(deps.rundir.root) / "work" / prev.id)
-        res: EvalResult = got.value
+            res: EvalResult = deps.evaluator.evaluate(deps.loaded, source, prev.id, Path(deps.rundir.root) / "work" / prev.id)
         if res.status != Status.ok or res.timing is None:
             break
         cid = candidate_id(first.round, first.slot, first.attempt, turn)

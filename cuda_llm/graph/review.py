@@ -25,7 +25,7 @@ def profile_and_diagnose(deps: Any, cid: str, source: str, res: EvalResult) -> d
     """Profile a passing kernel and diagnose it (through the seam); the record is kept in profiles/<cid>.json."""
     work = Path(deps.rundir.root) / "work" / cid
     work.mkdir(parents=True, exist_ok=True)
-    got = deps.evaluator.profile(deps.loaded, source, cid, work, res)
+    got = deps.evaluator.profile_cached(deps.loaded, source, cid, work, res)
     prof = got.value
     analysis = deps.evaluator.analyze(deps.loaded, res, prof, applicable_feature_ids(deps))
     roof, diag = analysis.roofline, analysis.diagnosis

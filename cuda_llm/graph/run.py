@@ -24,7 +24,7 @@ from typing import Any, Callable, Sequence
 from pydantic import BaseModel, Field
 
 from cuda_llm.graph.deps import Deps
-from cuda_llm.measure.evaluator import CachedEvaluator, Evaluator
+from cuda_llm.measure.evaluator import CachedEvaluator, Evaluator, device_missing, require_evaluator
 from cuda_llm.runs.dirlock import DirLock
 from cuda_llm.runs.llm_cache import CachedChatModel
 from cuda_llm.graph.stages import ToolStage
@@ -293,28 +293,14 @@ def _make_models(rundir: Any, settings: Any, factory: ModelFactory | None, trace
             for role, m in raw.items()}
 
 
-def _needs_device_now(evaluator: Any) -> bool:
-    """The real evaluator (or a pool of this machine's GPUs) on a machine without a CUDA device: every
-    measurement would be wasted."""
-    from cuda_llm.measure.evaluator import GpuEvaluator
-    from cuda_llm.tools.device.device_probe import has_cuda_device
+def default_evaluator(options: RunOptions) -> Evaluator:
+    """What measures a run when none is given: a pool over the GPUs of ``options.gpus`` (all by default; closed
+    with the evaluator); on a machine without a CUDA device the plain evaluator, which the run halts on before
+    spending anything."""
+    from cuda_llm.measure.gpu_pool import default_evaluator as measuring
 
-    local = isinstance(evaluator, GpuEvaluator) or bool(getattr(evaluator, "needs_local_device", False))
-    return local and not has_cuda_device()
-
-
-def default_evaluator(options: RunOptions) -> Any:
-    """What measures a run when none is given: a pool over the GPUs of ``options.gpus`` (all by default); on a
-    machine without a CUDA device the plain evaluator, which the run halts on before spending anything."""
-    from cuda_llm.measure.evaluator import GpuEvaluator
-    from cuda_llm.tools.device.device_probe import has_cuda_device
-
-    if not has_cuda_device():
-        return GpuEvaluator(arch=options.arch, time_budget_s=options.eval_time_budget_s, profile=options.profile)
-    from cuda_llm.measure.gpu_pool import local_pool
-
-    return local_pool(options.gpus, arch=options.arch, time_budget_s=options.eval_time_budget_s,
-                      profile=options.profile).client()
+    return measuring(options.gpus, arch=options.arch, time_budget_s=options.eval_time_budget_s,
+                     profile=options.profile)
 
 
 def _stats(options: RunOptions) -> Any:
@@ -348,14 +334,13 @@ def _drive_locked(rundir: Any, loaded: Any, settings: Any, options: RunOptions, 
                   progress: Any, handle_signals: bool, open_trace: Any, load_catalogue: Any, compile_graph: Any,
                   SqliteSaver: Any, extend: Extension | None = None, stop: threading.Event | None = None,
                   gpus_before: list[int] | None = None) -> RunOutcome:
+    if evaluator is not None:
+        require_evaluator(evaluator)   # refused whole, before the trace opens
     tracer = open_trace(rundir.trace_path)
-    own_pool = None
+    owned = evaluator is None          # made here: closed here (a default pool's workers)
     if evaluator is None:
         evaluator = default_evaluator(options)
-        own_pool = getattr(evaluator, "pool", None)
-    bind = getattr(evaluator, "bind_trace", None)
-    if callable(bind):      # a pool client: each job's GPU and times go to this run's trace
-        bind(tracer.event)
+    evaluator.bind_trace(tracer.event)     # a pool client: each job's GPU and times go to this run's trace
     conn = sqlite3.connect(str(rundir.checkpoint_path), check_same_thread=False)
     try:
         from cuda_llm.runs.serde import CompressedSerializer
@@ -381,10 +366,10 @@ def _drive_locked(rundir: Any, loaded: Any, settings: Any, options: RunOptions, 
             if options.gpus != gpus_before:
                 _change_gpus(rundir, tracer, gpus_before, options.gpus)
             tracer.event("run_resume", run_id=rundir.run_id, next=list(snap.next), elapsed_s=deps.elapsed_at_start,
-                         gpus=_gpu_labels(evaluator), gpus_chosen=gpus_text(options.gpus))
+                         gpus=evaluator.gpu_labels, gpus_chosen=gpus_text(options.gpus))
         else:
             tracer.event("run_start", run_id=rundir.run_id, task=loaded.task.name, limits=options.limits.model_dump(),
-                         arch=deps.arch, device=getattr(deps.device, "name", None), gpus=_gpu_labels(evaluator),
+                         arch=deps.arch, device=getattr(deps.device, "name", None), gpus=evaluator.gpu_labels,
                          gpus_chosen=gpus_text(options.gpus))
             initial["device"] = getattr(deps.device, "name", None)
         if progress is not None and hasattr(progress, "on_event"):
@@ -400,7 +385,7 @@ def _drive_locked(rundir: Any, loaded: Any, settings: Any, options: RunOptions, 
         halted: RunHalted | None = None
         with _Signals(deps.stop_requested, rundir.run_id, handle_signals):
             try:
-                if _needs_device_now(evaluator):
+                if device_missing(evaluator):
                     raise RunHalted(NO_DEVICE, "there is no CUDA device on this machine to measure candidates on",
                                     f"run `cuda-llm resume {rundir.run_id}` on a machine with an NVIDIA GPU "
                                     "(`cuda-llm doctor` checks one); nothing was spent")
@@ -445,17 +430,11 @@ def _drive_locked(rundir: Any, loaded: Any, settings: Any, options: RunOptions, 
         return out
     finally:
         conn.close()
-        if own_pool is not None:
-            own_pool.close()
+        if owned:
+            evaluator.close()
         close = getattr(tracer, "close", None)
         if callable(close):
             close()
-
-
-def _gpu_labels(evaluator: Any) -> list[str] | None:
-    """The GPUs a pool client measures on (None for a plain evaluator)."""
-    pool = getattr(evaluator, "pool", None)
-    return list(getattr(pool, "labels", [])) if pool is not None else None
 
 
 class NotExtendable(RuntimeError):

@@ -108,14 +108,14 @@ class TuneStage:
 
         def measure(src: str, point: Any) -> EvalResult:
             pid = f"{c.id}-p{point.index}"
-            got = deps.evaluator.evaluate(deps.loaded, src, pid, ctx.work_dir(pid))
-            results[point.source_hash] = got.value
-            return got.value
+            res = deps.evaluator.evaluate(deps.loaded, src, pid, ctx.work_dir(pid))
+            results[point.source_hash] = res
+            return res
 
         budget = TuneBudget(max_evals=lim.tune_evals, max_seconds=lim.tune_seconds, jobs=max(1, os.cpu_count() or 1),
                             seed=c.round * 100 + c.slot)
         outcome = search(source, tunables, compile_batch=lambda srcs: compile_points(deps, srcs), measure=measure,
-                         budget=budget, workers=getattr(deps.evaluator, "parallelism", 1))
+                         budget=budget, workers=deps.evaluator.parallelism)
         deps.rundir.write_text(f"tuning/{c.id}.json", json.dumps(outcome.model_dump(mode="json"), indent=1))
         ctx.event("tune", candidate=c.id, round=c.round, summary=outcome.summary(), evaluations=outcome.evaluations,
                   invalid=outcome.invalid, space=outcome.space_size, sampler=outcome.sampler,

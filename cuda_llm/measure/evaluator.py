@@ -1,32 +1,35 @@
 """How the graph measures and builds candidates: the Evaluator seam, the real GPU one, and a run-directory cache.
 
-The graph never talks to the tools directly; it calls an Evaluator: to measure (``evaluate``,
-``baseline``, ``profile``, ``final_check``, and ``head_to_head``: a challenger and the champion in turns
-in one job), to build a source for the coder's compile-fix turns
-(``build``), to turn a profile into a roofline point and a diagnosis (``analyze``) and to say how
-candidates are built (``toolchain``). ``GpuEvaluator`` is the real one (nvcc, the GPU worker, Nsight
-Compute); its ``build``, ``analyze`` and ``toolchain`` come from ``ToolsMixin``, which a test double can
-use too. ``CachedEvaluator`` wraps either and stores every measurement in the run directory by source
-hash, so a resumed run never measures a source twice (and a candidate that repeats an earlier source
-costs nothing).
+The graph measures and builds only through an Evaluator: to measure (``evaluate``, ``baseline``,
+``library``, ``profile``, ``final_check``, and ``head_to_head``: a challenger and the champion in turns in
+one job), to build a source for the coder's compile-fix turns and the tuner's points (``build``), to turn a
+profile into a roofline point and a diagnosis (``analyze``) and to say how candidates are built
+(``toolchain``); the protocol also says how many measurements run at once (``parallelism``), on which GPUs
+(``gpu_labels``), whether this machine needs a CUDA device (``needs_local_device``), where a pool records its jobs
+(``bind_trace``) and how it is released (``close``). ``GpuEvaluator`` is the real one (nvcc, the GPU worker,
+Nsight Compute); ``ToolsMixin`` gives an evaluator (and a test double) the tools' ``build``, ``analyze``,
+``toolchain``, head-to-heads as legs in turns, and the defaults of the rest. ``CachedEvaluator`` wraps any and stores every
+measurement in the run directory by source hash, so a resumed run never measures a source twice (and a
+candidate that repeats an earlier source costs nothing).
 """
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import json
-import re
-import subprocess
-import tempfile
 import threading
 from dataclasses import dataclass
 from pathlib import Path
 from collections.abc import Collection, Iterator, Sequence
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Callable, Protocol, runtime_checkable
 
 from cuda_llm.paths import atomic_write
 from cuda_llm.results import CHALLENGER, HEAD_TO_HEAD_ORDER, DeviceInfo, EvalResult, HeadToHead, Status
+
+
+JOB_KINDS = ("evaluate", "baseline", "library", "profile", "final_check", "head_to_head")   # the measuring methods
+PROTOCOL_MEMBERS = ("arch", "device", "evaluate", "baseline", "library", "profile", "final_check", "head_to_head",
+                    "build", "analyze", "toolchain", "parallelism", "gpu_labels", "needs_local_device", "bind_trace", "close")
 
 
 def content_hash(source: str, *parts: str) -> str:
@@ -35,6 +38,9 @@ def content_hash(source: str, *parts: str) -> str:
     for p in parts:
         h.update(b"\0" + p.encode())
     return h.hexdigest()[:16]
+
+
+EventFn = Callable[..., None]
 
 
 @dataclass
@@ -76,8 +82,29 @@ class Evaluator(Protocol):
         """The roofline point of a timed result and the rule-based diagnosis of its profile (None: no profile),
         suggesting only ``allowed_features`` (the catalogue features that apply to the task) when given."""
 
+    def library(self, loaded: Any) -> EvalResult | None:
+        """The task's library yardstick, measured like the baseline; None when there is none to measure."""
+
     def toolchain(self) -> dict[str, str]:
         """How candidates are built: cuda_version, ptx_isa, command (the nvcc line) and rules (text)."""
+
+    @property
+    def parallelism(self) -> int:
+        """How many measurements run at once (a pool's live GPUs; 1 for one evaluator)."""
+
+    @property
+    def gpu_labels(self) -> list[str] | None:
+        """The labels of the pool's GPUs the measurements run on, as the trace records them; None: no pool."""
+
+    @property
+    def needs_local_device(self) -> bool:
+        """Whether measuring needs a CUDA device on this machine (a run halts at once without one)."""
+
+    def bind_trace(self, on_event: EventFn) -> None:
+        """Record each measurement job (its GPU, from when to when) through ``on_event``; a no-op without a pool."""
+
+    def close(self) -> None:
+        """Release what the evaluator holds (a pool's workers); a no-op for most."""
 
 
 def interleaved(evaluate: Any, challenger: str, champion: str, challenger_id: str, champion_id: str,
@@ -92,30 +119,31 @@ def interleaved(evaluate: Any, challenger: str, champion: str, challenger_id: st
     return HeadToHead(challenger=challenger_id, champion=champion_id, order=list(HEAD_TO_HEAD_ORDER), legs=legs)
 
 
-_PTX_VERSION = re.compile(r"^\s*\.version\s+(\d+\.\d+)", re.M)
-
-
-@functools.lru_cache(maxsize=8)
-def ptx_isa_version(nvcc: str, arch: str) -> str:
-    """The PTX ISA version this nvcc emits for ``arch`` (from the ``.version`` line of a tiny kernel)."""
-    with tempfile.TemporaryDirectory(prefix="cuda-llm-ptx-") as tmp:
-        src = Path(tmp) / "probe.cu"
-        src.write_text("__global__ void probe() {}\n")
-        try:
-            proc = subprocess.run([nvcc, f"-arch={arch}", "-ptx", str(src), "-o", str(Path(tmp) / "probe.ptx")],
-                                  capture_output=True, text=True, timeout=120)
-            text = (Path(tmp) / "probe.ptx").read_text() if proc.returncode == 0 else ""
-        except (OSError, subprocess.SubprocessError):
-            text = ""
-    m = _PTX_VERSION.search(text)
-    return m.group(1) if m else ""
-
-
 class ToolsMixin:
-    """``build``, ``analyze`` and ``toolchain`` from cuda_llm.tools, for an evaluator with ``arch`` and ``device``."""
+    """``build``, ``analyze`` and ``toolchain`` from cuda_llm.tools, head-to-heads as ``evaluate`` legs in turns,
+    and the rest of the protocol's defaults (no library yardstick, one measurement at a time, no pool, no local
+    device needed, nothing to record or release), for an evaluator with ``arch`` and ``device``."""
 
     arch: str
     device: DeviceInfo | None
+    needs_local_device: bool = False
+
+    def library(self, loaded: Any) -> EvalResult | None:
+        return None
+
+    @property
+    def parallelism(self) -> int:
+        return 1
+
+    @property
+    def gpu_labels(self) -> list[str] | None:
+        return None
+
+    def bind_trace(self, on_event: EventFn) -> None:
+        return None
+
+    def close(self) -> None:
+        return None
 
     def build(self, loaded: Any, source: str, candidate_id: str) -> EvalResult:
         from cuda_llm.results import Status
@@ -158,7 +186,7 @@ class ToolsMixin:
         try:
             nvcc = comp.nvcc_path()
             out["cuda_version"] = comp.nvcc_version(nvcc)
-            out["ptx_isa"] = ptx_isa_version(nvcc, self.arch)
+            out["ptx_isa"] = comp.ptx_isa_version(nvcc, self.arch)
             out["command"] = " ".join(comp.build_command(Path("candidate.cu"), Path("candidate.so"), self.arch))
         except Exception:  # noqa: BLE001 - no nvcc: the prompt says the toolchain is unknown
             return out
@@ -178,6 +206,8 @@ class GpuEvaluator(ToolsMixin):
     pinned to that device and holds that device's lock, and ``device`` holds that device's measured facts.
     The GPU pool (measure/gpu_pool.py) keeps one per GPU. ``eval_options``: more EvalOptions fields for every
     measurement (`cuda-llm tune` sets its timeout, input seed and held-out shapes this way)."""
+
+    needs_local_device = True
 
     def __init__(self, *, arch: str | None = None, time_budget_s: float = 10.0, final_seed: int = 20_251_123,
                  profile: bool = True, profile_timeout_s: float = 120.0, gpu: int | None = None,
@@ -258,16 +288,22 @@ class Cached:
     fresh: bool
 
 
-class CachedEvaluator(ToolsMixin):
-    """An Evaluator whose answers are kept in ``<run>/cache/`` by (kind, source hash). ``build``, ``analyze``
-    and ``toolchain`` are the inner evaluator's, or the tools' own (ToolsMixin) for an evaluator written
-    before they were part of the seam."""
+class CachedEvaluator:
+    """An Evaluator whose answers are kept in ``<run>/cache/`` by (kind, source hash).
+
+    It is an Evaluator like any other: the protocol's methods return the protocol's types, so a cache can stand
+    wherever an evaluator does. The graph also records whether each answer was measured now or read back (the
+    trace's ``cached``, a head-to-head's legs counted as evaluations only when run): it asks for that by name,
+    through the ``*_cached`` methods and ``evaluate_each``, which return ``Cached`` wrappers. Wrapping every
+    evaluator's answers instead would make each implementation (and the pool's and slots' wire) carry a
+    freshness flag only the cache can know. ``build``, ``analyze`` and ``toolchain`` are the inner evaluator's;
+    the inner evaluator must implement the whole protocol (``ToolsMixin`` gives the defaults)."""
 
     def __init__(self, inner: Evaluator, cache_dir: Path):
-        self.inner = inner
+        self.inner = require_evaluator(inner)
         self.cache_dir = Path(cache_dir)
-        self.arch = getattr(inner, "arch", "sm_90")
-        self.device = getattr(inner, "device", None)
+        self.arch = inner.arch
+        self.device = inner.device
         self._lock = threading.Lock()
         self._toolchain: dict[str, str] | None = None
 
@@ -286,7 +322,69 @@ class CachedEvaluator(ToolsMixin):
         """A result already measured for this source hash (None if there is none)."""
         return self._load(kind, source_hash)
 
-    def evaluate(self, loaded: Any, source: str, candidate_id: str, work_dir: Path, *, kind: str = "eval") -> Cached:
+    # ------------------------------------------------------------------ what the protocol's callers see
+    @property
+    def parallelism(self) -> int:
+        """How many measurements the inner evaluator runs at once (the GPU pool's live GPUs; else 1)."""
+        return max(1, int(self.inner.parallelism))
+
+    @property
+    def gpu_labels(self) -> list[str] | None:
+        return self.inner.gpu_labels
+
+    @property
+    def needs_local_device(self) -> bool:
+        return self.inner.needs_local_device
+
+    def bind_trace(self, on_event: EventFn) -> None:
+        self.inner.bind_trace(on_event)
+
+    def close(self) -> None:
+        self.inner.close()
+
+    def evaluate(self, loaded: Any, source: str, candidate_id: str, work_dir: Path) -> EvalResult:
+        return self.evaluate_cached(loaded, source, candidate_id, work_dir).value
+
+    def baseline(self, loaded: Any) -> EvalResult:
+        return self.baseline_cached(loaded).value
+
+    def profile(self, loaded: Any, source: str, candidate_id: str, work_dir: Path, result: EvalResult) -> Any:
+        return self.profile_cached(loaded, source, candidate_id, work_dir, result).value
+
+    def final_check(self, loaded: Any, source: str, candidate_id: str, work_dir: Path) -> tuple[EvalResult, EvalResult]:
+        return self.final_check_cached(loaded, source, candidate_id, work_dir).value
+
+    def head_to_head(self, loaded: Any, challenger: str, champion: str, challenger_id: str, champion_id: str,
+                     work_dir: Path) -> HeadToHead:
+        return self.head_to_head_cached(loaded, challenger, champion, challenger_id, champion_id, work_dir).value
+
+    def library(self, loaded: Any) -> EvalResult | None:
+        """The library yardstick, when the inner evaluator measures one (kept once it passed)."""
+        hit = self._load("baseline", "library")
+        if hit is not None:
+            return hit
+        res = self.inner.library(loaded)
+        if res is not None and res.status.passed:
+            atomic_write(self._path("baseline", "library"), res.model_dump_json())
+        return res
+
+    def build(self, loaded: Any, source: str, candidate_id: str) -> EvalResult:
+        """Not cached here: the compile tool keeps every build on disk by source and flags already."""
+        return self.inner.build(loaded, source, candidate_id)
+
+    def analyze(self, loaded: Any, result: EvalResult, profile: Any,
+                allowed_features: Collection[str] | None = None) -> Analysis:
+        return self.inner.analyze(loaded, result, profile, allowed_features)
+
+    def toolchain(self) -> dict[str, str]:
+        with self._lock:
+            if self._toolchain is None:
+                self._toolchain = dict(self.inner.toolchain())
+            return dict(self._toolchain)
+
+    # ------------------------------------------------------------ with whether each was measured now
+    def evaluate_cached(self, loaded: Any, source: str, candidate_id: str, work_dir: Path, *,
+                        kind: str = "eval") -> Cached:
         key = content_hash(source)
         hit = self._load(kind, key)
         if hit is not None:
@@ -295,14 +393,6 @@ class CachedEvaluator(ToolsMixin):
         if res.status != Status.no_device:   # measured on a GPU machine later, not read back as "no device"
             atomic_write(self._path(kind, key), res.model_dump_json())
         return Cached(res, True)
-
-    @property
-    def parallelism(self) -> int:
-        """How many measurements the inner evaluator runs at once (the GPU pool's live GPUs; else 1)."""
-        try:
-            return max(1, int(getattr(self.inner, "parallelism", 1) or 1))
-        except (TypeError, ValueError):
-            return 1
 
     def evaluate_each(self, loaded: Any, jobs: Sequence[tuple[str, str, Path]], *, kind: str = "eval") -> Iterator[Cached]:
         """Evaluate (source, candidate id, work dir) jobs, yielding their results in the order given.
@@ -315,7 +405,7 @@ class CachedEvaluator(ToolsMixin):
         width = self.parallelism
         if width <= 1 or len(jobs) <= 1:
             for source, cid, work in jobs:
-                yield self.evaluate(loaded, source, cid, work, kind=kind)
+                yield self.evaluate_cached(loaded, source, cid, work, kind=kind)
             return
         from concurrent.futures import ThreadPoolExecutor
 
@@ -323,30 +413,26 @@ class CachedEvaluator(ToolsMixin):
         for i, (source, _, _) in enumerate(jobs):
             first.setdefault(content_hash(source), i)
         with ThreadPoolExecutor(max_workers=min(len(first), 2 * width), thread_name_prefix="evaluate") as ex:
-            futs = {i: ex.submit(self.evaluate, loaded, *jobs[i], kind=kind) for i in sorted(first.values())}
+            futs = {i: ex.submit(self.evaluate_cached, loaded, *jobs[i], kind=kind) for i in sorted(first.values())}
             for i, (source, cid, _) in enumerate(jobs):
                 j = first[content_hash(source)]
                 got = futs[j].result()
                 yield got if j == i else Cached(got.value.model_copy(update={"candidate": cid}), False)
 
-    def head_to_head(self, loaded: Any, challenger: str, champion: str, challenger_id: str, champion_id: str,
-                     work_dir: Path) -> Cached:
+    def head_to_head_cached(self, loaded: Any, challenger: str, champion: str, challenger_id: str, champion_id: str,
+                            work_dir: Path) -> Cached:
         """The inner evaluator's head-to-head (one job on one GPU), kept by the pair of sources: a resumed run
-        reads the verdict back. An inner evaluator without one gets the legs in turns through its ``evaluate``."""
+        reads the verdict back."""
         key = content_hash(challenger, champion)
         hit = self._load("h2h", key, HeadToHead)
         if hit is not None:
             return Cached(hit, False)
-        own = getattr(self.inner, "head_to_head", None)
-        got = own(loaded, challenger, champion, challenger_id, champion_id, work_dir) if callable(own) else None
-        if got is None:
-            got = interleaved(lambda src, cid, work: self.inner.evaluate(loaded, src, cid, work),
-                              challenger, champion, challenger_id, champion_id, work_dir)
+        got = self.inner.head_to_head(loaded, challenger, champion, challenger_id, champion_id, work_dir)
         if all(r.status != Status.no_device for r in got.legs):
             atomic_write(self._path("h2h", key), got.model_dump_json())
         return Cached(got, True)
 
-    def baseline(self, loaded: Any) -> Cached:
+    def baseline_cached(self, loaded: Any) -> Cached:
         hit = self._load("baseline", "naive")
         if hit is not None:
             return Cached(hit, False)
@@ -355,18 +441,7 @@ class CachedEvaluator(ToolsMixin):
             atomic_write(self._path("baseline", "naive"), res.model_dump_json())
         return Cached(res, True)
 
-    def library(self, loaded: Any) -> EvalResult | None:
-        """The library yardstick, when the inner evaluator measures one (kept once it passed)."""
-        hit = self._load("baseline", "library")
-        if hit is not None:
-            return hit
-        fn = getattr(self.inner, "library", None)
-        res = fn(loaded) if callable(fn) else None
-        if res is not None and res.status.passed:
-            atomic_write(self._path("baseline", "library"), res.model_dump_json())
-        return res
-
-    def profile(self, loaded: Any, source: str, candidate_id: str, work_dir: Path, result: EvalResult) -> Cached:
+    def profile_cached(self, loaded: Any, source: str, candidate_id: str, work_dir: Path, result: EvalResult) -> Cached:
         from cuda_llm.tools.profile.profile_models import ProfileResult
 
         key = content_hash(source)
@@ -379,26 +454,7 @@ class CachedEvaluator(ToolsMixin):
         atomic_write(self._path("profile", key), prof.model_dump_json())
         return Cached(prof, True)
 
-    def build(self, loaded: Any, source: str, candidate_id: str) -> EvalResult:
-        """Not cached here: the compile tool keeps every build on disk by source and flags already."""
-        own = getattr(self.inner, "build", None)
-        return own(loaded, source, candidate_id) if callable(own) else super().build(loaded, source, candidate_id)
-
-    def analyze(self, loaded: Any, result: EvalResult, profile: Any,
-                allowed_features: Collection[str] | None = None) -> Analysis:
-        own = getattr(self.inner, "analyze", None)
-        if callable(own):
-            return own(loaded, result, profile, allowed_features)
-        return super().analyze(loaded, result, profile, allowed_features)
-
-    def toolchain(self) -> dict[str, str]:
-        with self._lock:
-            if self._toolchain is None:
-                own = getattr(self.inner, "toolchain", None)
-                self._toolchain = dict(own() if callable(own) else super().toolchain())
-            return dict(self._toolchain)
-
-    def final_check(self, loaded: Any, source: str, candidate_id: str, work_dir: Path) -> Cached:
+    def final_check_cached(self, loaded: Any, source: str, candidate_id: str, work_dir: Path) -> Cached:
         key = content_hash(source)
         hit = self._load("final", key, None)
         if hit is not None:
@@ -407,3 +463,44 @@ class CachedEvaluator(ToolsMixin):
         atomic_write(self._path("final", key), json.dumps({"candidate": cand.model_dump(mode="json"),
                                                             "baseline": base.model_dump(mode="json")}))
         return Cached((cand, base), True)
+
+
+def device_missing(evaluator: Evaluator) -> bool:
+    """The evaluator measures on this machine's GPU and this machine has none: every measurement would be
+    wasted (the run halts before spending anything)."""
+    from cuda_llm.tools.device.device_probe import has_cuda_device
+
+    return evaluator.needs_local_device and not has_cuda_device()
+
+
+def missing_members(evaluator: Any) -> list[str]:
+    """The Evaluator protocol's members that ``evaluator`` lacks (empty: it has them all)."""
+    return [name for name in PROTOCOL_MEMBERS if not hasattr(evaluator, name)]
+
+
+def require_evaluator(evaluator: Any) -> Evaluator:
+    """``evaluator`` itself when it has the whole protocol, else a TypeError naming what it lacks."""
+    missing = missing_members(evaluator)
+    if missing:
+        raise TypeError(f"{type(evaluator).__name__} is not an Evaluator: it lacks {', '.join(missing)} "
+                        "(cuda_llm.measure.evaluator.ToolsMixin gives the tools' own and the defaults)")
+    return evaluator
+
+
+def run_job(evaluator: Evaluator, kind: str, args: Sequence[Any]) -> Any:
+    """One measuring job by name (a pool's and a slot server's wire names the method): ``kind`` is one of
+    ``JOB_KINDS``."""
+    if kind == "evaluate":
+        return evaluator.evaluate(*args)
+    if kind == "baseline":
+        return evaluator.baseline(*args)
+    if kind == "library":
+        return evaluator.library(*args)
+    if kind == "profile":
+        return evaluator.profile(*args)
+    if kind == "final_check":
+        return evaluator.final_check(*args)
+    if kind == "head_to_head":
+        return evaluator.head_to_head(*args)
+    raise ValueError(f"unknown job kind {kind!r}; one of {', '.join(JOB_KINDS)}")
+

@@ -29,14 +29,12 @@ from collections.abc import Collection, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Protocol
+from typing import Any, Protocol
 
-from cuda_llm.measure.evaluator import Analysis, ToolsMixin, interleaved
+from cuda_llm.measure.evaluator import JOB_KINDS, Analysis, Evaluator, EventFn, ToolsMixin, run_job
 from cuda_llm.halts import WORKERS_LOST, RunHalted
 from cuda_llm.results import DeviceInfo, EvalResult, HeadToHead
 
-JOB_KINDS = ("evaluate", "baseline", "library", "profile", "final_check", "head_to_head")
-EventFn = Callable[..., None]
 MAX_REQUEUES = 1          # a job whose worker was lost goes back to the queue this many times
 RETIRE_AFTER = 2          # a slot that failed this many jobs in a row takes no more
 SLOT_PROCESSES: bool | None = None   # local_pool's default: None, a process per GPU when there are two or more
@@ -60,25 +58,31 @@ class Slot(Protocol):
     def close(self) -> None: ...
 
 
+class BuildTools(Protocol):
+    """What a pool does on this machine rather than on a GPU: builds, analyses and the toolchain."""
+
+    def build(self, loaded: Any, source: str, candidate_id: str) -> EvalResult: ...
+
+    def analyze(self, loaded: Any, result: EvalResult, profile: Any,
+                allowed_features: Collection[str] | None = None) -> Analysis: ...
+
+    def toolchain(self) -> dict[str, str]: ...
+
+
 class EvaluatorSlot:
     """A GPU of this machine, its Evaluator in this process (its ``evaluate``, ``profile``... run in the slot's
     thread; the candidate runs in the evaluator's own child process). measure/process_slots.py has the slot whose
     evaluator runs in a process of its own."""
 
-    def __init__(self, evaluator: Any, label: str):
+    def __init__(self, evaluator: Evaluator, label: str):
         self.evaluator = evaluator
         self.label = label
 
     def run(self, kind: str, args: tuple[Any, ...]) -> Any:
-        fn = getattr(self.evaluator, kind, None)
-        if fn is None:          # e.g. ``library`` on an evaluator without yardsticks
-            return None
-        return fn(*args)
+        return run_job(self.evaluator, kind, args)
 
     def close(self) -> None:
-        close = getattr(self.evaluator, "close", None)
-        if callable(close):
-            close()
+        self.evaluator.close()
 
 
 @dataclass
@@ -96,7 +100,7 @@ class _Job:
 class GpuPool:
     """Slots and the queue that feeds them (see the module docstring)."""
 
-    def __init__(self, slots: Sequence[Slot], *, arch: str, device: DeviceInfo | None, tools: Any = None,
+    def __init__(self, slots: Sequence[Slot], *, arch: str, device: DeviceInfo | None, tools: BuildTools | None = None,
                  prebuild: bool = False, max_requeues: int = MAX_REQUEUES, retire_after: int = RETIRE_AFTER,
                  needs_local_device: bool = False):
         if not slots:
@@ -104,7 +108,9 @@ class GpuPool:
         self.arch = arch
         self.device = device
         # build / analyze / toolchain (compiles stay on this machine): by default the first local GPU's evaluator
-        self.tools = tools if tools is not None else getattr(slots[0], "evaluator", None)
+        if tools is None and isinstance(slots[0], EvaluatorSlot):
+            tools = slots[0].evaluator
+        self.tools = tools
         self.prebuild = prebuild
         self.max_requeues = max_requeues
         self.retire_after = retire_after
@@ -151,9 +157,10 @@ class GpuPool:
         """Queue a job and wait for its result (raises EvaluationLost when its workers were lost)."""
         return self.submit(kind, args, candidate=candidate, on_event=on_event).result()
 
-    def client(self, on_event: EventFn | None = None) -> "PoolClient":
-        """The Evaluator one run uses; ``on_event`` (or the run's trace, bound later) records its jobs."""
-        return PoolClient(self, on_event)
+    def client(self, on_event: EventFn | None = None, *, owns_pool: bool = False) -> "PoolClient":
+        """The Evaluator one run uses; ``on_event`` (or the run's trace, bound later) records its jobs;
+        ``owns_pool``: closing the client closes the pool."""
+        return PoolClient(self, on_event, owns_pool=owns_pool)
 
     def close(self) -> None:
         """Finish the jobs queued, stop the slot threads, close the slots."""
@@ -252,12 +259,18 @@ class PoolClient(ToolsMixin):
     """One run's Evaluator on a shared pool: every measurement is a job; builds, analyses and the toolchain are
     the pool's tools (this machine's nvcc)."""
 
-    def __init__(self, pool: GpuPool, on_event: EventFn | None = None):
+    def __init__(self, pool: GpuPool, on_event: EventFn | None = None, *, owns_pool: bool = False):
         self.pool = pool
+        self.owns_pool = owns_pool
         self.arch = pool.arch
         self.device = pool.device
         self._on_event = on_event
         self.needs_local_device = pool.needs_local_device
+
+    def close(self) -> None:
+        """Close the pool if this client owns it (a run's default pool); a shared pool is its owner's to close."""
+        if self.owns_pool:
+            self.pool.close()
 
     def bind_trace(self, on_event: EventFn) -> None:
         """Record this client's jobs in a run's trace (graph/run.py binds it once the trace is open)."""
@@ -266,6 +279,10 @@ class PoolClient(ToolsMixin):
     @property
     def parallelism(self) -> int:
         return self.pool.parallelism
+
+    @property
+    def gpu_labels(self) -> list[str] | None:
+        return list(self.pool.labels)
 
     def _run(self, kind: str, *args: Any, candidate: str) -> Any:
         return self.pool.run(kind, *args, candidate=candidate, on_event=self._on_event)
@@ -296,28 +313,23 @@ class PoolClient(ToolsMixin):
     def head_to_head(self, loaded: Any, challenger: str, champion: str, challenger_id: str, champion_id: str,
                      work_dir: Path) -> HeadToHead:
         """One job: every leg on the GPU that takes it, nothing else on that GPU in between."""
-        got = self._run("head_to_head", loaded, challenger, champion, challenger_id, champion_id, work_dir,
-                        candidate=challenger_id)
-        if got is None:       # a slot's evaluator without one: the legs in turns, each a job of its own
-            got = interleaved(lambda src, cid, work: self.evaluate(loaded, src, cid, work),
-                              challenger, champion, challenger_id, champion_id, work_dir)
-        return got
+        return self._run("head_to_head", loaded, challenger, champion, challenger_id, champion_id, work_dir,
+                         candidate=challenger_id)
 
-    # -- on this machine
+    # -- on this machine: the pool's tools, or the tools' own (ToolsMixin) for a pool without
     def build(self, loaded: Any, source: str, candidate_id: str) -> EvalResult:
-        own = getattr(self.pool.tools, "build", None)
-        return own(loaded, source, candidate_id) if callable(own) else super().build(loaded, source, candidate_id)
+        if self.pool.tools is not None:
+            return self.pool.tools.build(loaded, source, candidate_id)
+        return super().build(loaded, source, candidate_id)
 
     def analyze(self, loaded: Any, result: EvalResult, profile: Any,
                 allowed_features: Collection[str] | None = None) -> Analysis:
-        own = getattr(self.pool.tools, "analyze", None)
-        if callable(own):
-            return own(loaded, result, profile, allowed_features)
+        if self.pool.tools is not None:
+            return self.pool.tools.analyze(loaded, result, profile, allowed_features)
         return super().analyze(loaded, result, profile, allowed_features)
 
     def toolchain(self) -> dict[str, str]:
-        own = getattr(self.pool.tools, "toolchain", None)
-        return own() if callable(own) else super().toolchain()
+        return self.pool.tools.toolchain() if self.pool.tools is not None else super().toolchain()
 
 
 # ------------------------------------------------------------------------------------------ set-up
@@ -406,3 +418,15 @@ def local_pool(gpus: list[int] | None = None, *, arch: str | None = None, time_b
             s.close()
         raise
     return GpuPool(slots, arch=first.arch, device=first.device, tools=first, prebuild=True, needs_local_device=True)
+
+
+def default_evaluator(gpus: list[int] | None, *, arch: str | None, time_budget_s: float, profile: bool) -> Evaluator:
+    """What measures a run when none is given: a pool over ``gpus`` of this machine (None: all), which closing the
+    evaluator closes; on a machine without a CUDA device the plain GPU evaluator (a run halts on it before
+    spending anything: ``device_missing``)."""
+    from cuda_llm.measure.evaluator import GpuEvaluator
+    from cuda_llm.tools.device.device_probe import has_cuda_device
+
+    if not has_cuda_device():
+        return GpuEvaluator(arch=arch, time_budget_s=time_budget_s, profile=profile)
+    return local_pool(gpus, arch=arch, time_budget_s=time_budget_s, profile=profile).client(owns_pool=True)

@@ -16,10 +16,12 @@ from typing import Any, Callable
 
 from pydantic import BaseModel
 
+from cuda_llm.measure.evaluator import Evaluator, run_job
+
 WORK_ARG = {"evaluate": 2, "profile": 2, "final_check": 2, "head_to_head": 4}    # where the work folder sits after ``loaded``
 JOB_TIMEOUT_S = 3 * 3600.0         # a job not answered by then counts as lost (a hung slot process or node)
 MAX_TASK_BYTES = 64 << 20
-Factory = Callable[[], Any]
+Factory = Callable[[], Evaluator]
 
 
 class TaskPayload(BaseModel):
@@ -107,8 +109,8 @@ class SlotServer:
 
     def describe(self) -> dict[str, Any]:
         """The evaluator's architecture and device facts (JSON), which the pool checks are all one model."""
-        device = getattr(self.evaluator, "device", None)
-        return {"arch": getattr(self.evaluator, "arch", ""),
+        device = self.evaluator.device
+        return {"arch": self.evaluator.arch,
                 "device": device.model_dump(mode="json") if device is not None else None}
 
     def load(self, task: TaskPayload) -> Any:
@@ -136,10 +138,7 @@ class SlotServer:
         at = WORK_ARG.get(kind)
         if self.own_work and at is not None and self.root is not None:
             rest[at] = Path(tempfile.mkdtemp(prefix=f"{kind}-", dir=self.root))
-        fn = getattr(self.evaluator, kind, None)       # e.g. ``library`` on an evaluator without yardsticks
-        return None if fn is None else fn(loaded, *rest)
+        return run_job(self.evaluator, kind, (loaded, *rest))
 
     def close(self) -> None:
-        close = getattr(self.evaluator, "close", None)
-        if callable(close):
-            close()
+        self.evaluator.close()

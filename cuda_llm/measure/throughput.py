@@ -178,7 +178,7 @@ def measure_paired(paths: list[MeasuredPath], loaded: Any, cands: list[tuple[str
                 t0 = time.perf_counter()
                 got = cached[p.name].evaluate(loaded, src, cid, work / f"{p.name}-r{r}" / cid)
                 walls[p.name].append(time.perf_counter() - t0)
-                results[p.name].append(got.value)
+                results[p.name].append(got)
             if progress is not None:
                 progress(f"round {r + 1}/{rounds}, candidate {i + 1}/{len(cands)}: " +
                          ", ".join(f"{p.name} {walls[p.name][-1]:.2f} s" for p in paths))

@@ -160,6 +160,26 @@ def nvcc_version(nvcc: str | None = None) -> str:
     return m.group(1) if m else (text.splitlines()[-1] if text else "unknown")
 
 
+_PTX_VERSION = re.compile(r"^\s*\.version\s+(\d+\.\d+)", re.M)
+
+
+@functools.lru_cache(maxsize=8)
+def ptx_isa_version(nvcc: str, arch: str) -> str:
+    """The PTX ISA version this nvcc emits for ``arch`` (from the ``.version`` line of a tiny kernel); "" when
+    it cannot say (the prompt then leaves the ISA out)."""
+    with tempfile.TemporaryDirectory(prefix="cuda-llm-ptx-") as tmp:
+        src = Path(tmp) / "probe.cu"
+        src.write_text("__global__ void probe() {}\n")
+        try:
+            proc = subprocess.run([nvcc, f"-arch={arch}", "-ptx", str(src), "-o", str(Path(tmp) / "probe.ptx")],
+                                  capture_output=True, text=True, timeout=120)
+            text = (Path(tmp) / "probe.ptx").read_text() if proc.returncode == 0 else ""
+        except (OSError, subprocess.SubprocessError):
+            text = ""
+    m = _PTX_VERSION.search(text)
+    return m.group(1) if m else ""
+
+
 @functools.lru_cache(maxsize=8)
 def runtime_rpath(nvcc: str) -> tuple[str, ...]:
     """Linker flags that make the .so find the shared CUDA runtime of this very toolkit, wherever the

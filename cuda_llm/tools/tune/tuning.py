@@ -222,6 +222,248 @@ def _compiled_ok(comp: Any) -> bool:
     return bool(getattr(comp, "ok", False))
 
 
+def _time_of(point: TunePoint) -> float | None:
+    """A point's time for the sampler: only a passing, timed point has one."""
+    return point.ms if point.status == Status.ok.value and point.ms is not None else None
+
+
+class PointSampler:
+    """The strategy: which point next. An Optuna study over the tunables (grid, random or TPE, ``_sampler``)
+    that proposes points not yet known and learns each point's time; it knows nothing of compiling,
+    measuring or budgets but its own allowance of proposals (``max_asks``)."""
+
+    def __init__(self, tunables: Sequence[Tunable], budget: TuneBudget):
+        import optuna
+        from optuna.distributions import CategoricalDistribution
+
+        self.tunables = list(tunables)
+        self.dists = {t.name: CategoricalDistribution(list(t.values)) for t in tunables}
+        sampler, self.kind = _sampler(budget.sampler, tunables, budget)
+        self.study = optuna.create_study(direction="minimize", sampler=sampler)
+        self.max_asks = max(4 * budget.max_evals, space_size(tunables) + 16)
+        self.asks = 0
+
+    @property
+    def out_of_asks(self) -> bool:
+        return self.asks >= self.max_asks
+
+    def tell(self, trial: Any, point: TunePoint | None) -> None:
+        """The sampler learns a point's time; a point without one (it did not compile or pass, or is a
+        repeat within the batch) as infinitely slow. TPE ignores failed trials, so it kept proposing
+        points that do not compile and ran out of proposals; told they are slowest, it moves away."""
+        v = _time_of(point) if point is not None else None
+        try:
+            self.study.tell(trial, NO_TIME if v is None else v)
+        except RuntimeError:   # GridSampler stops the study once every grid point is finished
+            pass
+
+    def add(self, point: TunePoint) -> None:
+        """A point measured outside a proposal (the written one), as a finished trial."""
+        from optuna.trial import TrialState, create_trial
+
+        v = _time_of(point)
+        self.study.add_trial(create_trial(params=dict(point.params), distributions=self.dists,
+                                          value=NO_TIME if v is None else v, state=TrialState.COMPLETE))
+
+    def propose(self, n: int, known: dict[tuple[str, ...], TunePoint],
+                batch_keys: set[tuple[str, ...]]) -> list[_Proposal]:
+        """Up to ``n`` new points, none ``known`` or already in the batch (``batch_keys``, updated); fewer only
+        when the sampler or the ``max_asks`` allowance runs out."""
+        out: list[_Proposal] = []
+        while len(out) < n and self.asks < self.max_asks:
+            self.asks += 1
+            try:
+                trial = self.study.ask(self.dists)
+            except RuntimeError:
+                break
+            params = {name: str(trial.params[name]) for name in self.dists}
+            key = _key(params, self.tunables)
+            if key in known:
+                self.tell(trial, known[key])      # a point seen before: its value again, no new measurement
+                continue
+            if key in batch_keys:
+                self.tell(trial, None)
+                continue
+            batch_keys.add(key)
+            out.append(_Proposal(trial, params))
+        return out
+
+
+_Entry = tuple[dict[str, str], str, Any]        # a point's params, its source and its compile result
+
+
+class BatchRunner:
+    """The batching runner: compile a batch of points, measure the compiled ones (up to ``workers`` at once),
+    record every point, and stop on the budget (see the module docstring); what to try comes from a
+    ``PointSampler``."""
+
+    def __init__(self, source: str, tunables: Sequence[Tunable], *, compile_batch: CompileBatch, measure: Measure,
+                 budget: TuneBudget, on_point: Callable[[TunePoint], None] | None, clock: Callable[[], float],
+                 workers: int, outcome: TuneOutcome):
+        self.source, self.tunables = source, list(tunables)
+        self.compile_batch, self.measure = compile_batch, measure
+        self.budget, self.on_point, self.clock, self.workers = budget, on_point, clock, workers
+        self.outcome = outcome
+        self.size = outcome.space_size
+        self.t0 = clock()
+        self.known: dict[tuple[str, ...], TunePoint] = {}
+        self._next_index = 0
+        self._threads = (ThreadPoolExecutor(max_workers=workers, thread_name_prefix="tune-measure")
+                         if workers > 1 else None)
+
+    def close(self) -> None:
+        """After an error too: the points still being measured finish (and are cached)."""
+        if self._threads is not None:
+            self._threads.shutdown(wait=True)
+
+    def out_of_seconds(self) -> bool:
+        return self.clock() - self.t0 >= self.budget.max_seconds
+
+    # ------------------------------------------------------------------------------- one point
+    def _submit(self, src: str, point: TunePoint) -> Future:
+        """Measure a point: in a pool thread, or here and now with one worker (as a finished future)."""
+        if self._threads is not None:
+            return self._threads.submit(self.measure, src, point)
+        fut: Future = Future()
+        fut.set_result(self.measure(src, point))
+        return fut
+
+    def _numbered(self) -> int:
+        idx = self._next_index
+        self._next_index += 1
+        return idx
+
+    def _record(self, point: TunePoint) -> None:
+        self.known[_key(point.params, self.tunables)] = point
+        self.outcome.points.append(point)
+        if self.on_point is not None:
+            self.on_point(point)
+
+    def _measured(self, params: dict[str, str], idx: int, h: str, res: EvalResult) -> TunePoint:
+        from cuda_llm.tools.harness.failure_text import note as failure_note
+
+        timing = res.timing
+        ok = res.status == Status.ok and timing is not None
+        pt = TunePoint(index=idx, params=params, source_hash=h, status=res.status.value,
+                       ms=timing.median_ms if timing is not None else None,
+                       pct_of_sol=timing.pct_of_sol if timing is not None else None,
+                       note="" if ok else failure_note(res, 200))
+        self._record(pt)
+        if res.status == Status.no_device:
+            self.outcome.stop_reason = "no_device"
+        return pt
+
+    # ------------------------------------------------------------------------------- a batch
+    def compile_points(self, batch: list[dict[str, str]]) -> list[_Entry]:
+        """(params, source, compile result) of each point, compiled together."""
+        sources = [apply_point(self.source, self.tunables, p) for p in batch]
+        return list(zip(batch, sources, self.compile_batch(sources)))
+
+    def evaluate_batch(self, batch: list[_Entry]) -> list[TunePoint]:
+        """Measure the compiled points of a batch (in order, up to ``workers`` at once) until a budget runs
+        out, recording every point that did not compile; the points of the batch tried, in the order
+        proposed."""
+        from cuda_llm.tools.compiler.compile import source_hash
+
+        out: list[TunePoint] = []
+        running: dict[Future, tuple[dict[str, str], int, str]] = {}
+        outcome, budget = self.outcome, self.budget
+
+        def harvest(block: bool) -> None:
+            if not running:
+                return
+            done = wait(running, return_when=FIRST_COMPLETED)[0] if block else [f for f in running if f.done()]
+            for fut in sorted(done, key=lambda f: running[f][1]):
+                params, idx, h = running.pop(fut)
+                out.append(self._measured(params, idx, h, fut.result()))
+
+        stopped = False                     # a budget ran out: no new measurement starts
+        for params, src, comp in batch:
+            harvest(block=False)
+            h = source_hash(src)
+            if not _compiled_ok(comp):       # paid for and told to the sampler: always recorded
+                errors = " ".join((getattr(comp, "errors", "") or "did not compile").split())
+                pt = TunePoint(index=self._numbered(), params=params, source_hash=h,
+                               status=Status.compile_error.value, note=errors[:200])
+                outcome.invalid += 1
+                self._record(pt)
+                out.append(pt)
+                continue
+            if stopped or outcome.stop_reason:   # no device: what is running finishes, nothing new starts
+                continue
+            while len(running) >= self.workers:
+                harvest(block=True)
+            if outcome.stop_reason or outcome.evaluations >= budget.max_evals or self.out_of_seconds():
+                stopped = True
+                continue
+            idx = self._numbered()
+            outcome.evaluations += 1
+            pending = TunePoint(index=idx, params=params, source_hash=h, status="pending")
+            running[self._submit(src, pending)] = (params, idx, h)
+        while running:
+            harvest(block=True)
+        return sorted(out, key=lambda p: p.index)
+
+    def fill_batch(self, sampler: PointSampler, want: int) -> tuple[list[_Proposal], list[_Entry]]:
+        """Proposals compiled until ``want`` of them compiled (those that did not are told to the sampler
+        before it proposes their replacements), or the sampler, the space or the seconds run out."""
+        proposals: list[_Proposal] = []
+        entries: list[_Entry] = []
+        batch_keys: set[tuple[str, ...]] = set()
+        n_ok = 0
+        while n_ok < want and not self.out_of_seconds():
+            new = sampler.propose(min(want - n_ok, self.size - len(self.known) - len(batch_keys)), self.known,
+                                  batch_keys)
+            if not new:
+                break
+            for p, entry in zip(new, self.compile_points([p.params for p in new])):
+                proposals.append(p)
+                entries.append(entry)
+                if _compiled_ok(entry[2]):
+                    n_ok += 1
+                else:
+                    sampler.tell(p.trial, None)
+        return proposals, entries
+
+    def stop_reason(self, sampler: PointSampler) -> str:
+        """Why the search ends before another batch ("" while it goes on)."""
+        if len(self.known) >= self.size:
+            return "space"
+        if self.outcome.evaluations >= self.budget.max_evals:
+            return "evals"
+        if self.out_of_seconds():
+            return "seconds"
+        if sampler.out_of_asks:
+            return "proposals"
+        return ""
+
+    # ------------------------------------------------------------------------------- the search
+    def run(self, sampler: PointSampler) -> None:
+        """The written point first (the tuned result is never worse than the candidate as written), then the
+        sampler's batches until a stop rule holds; each batch's times are told only once it is measured."""
+        outcome = self.outcome
+        first = self.evaluate_batch(self.compile_points([default_point(self.tunables)]))
+        for pt in first:
+            sampler.add(pt)
+        outcome.written = first[0] if first else None
+        while not outcome.stop_reason:
+            outcome.stop_reason = self.stop_reason(sampler)
+            if outcome.stop_reason:
+                break
+            want = min(max(self.budget.jobs, self.workers), self.budget.max_evals - outcome.evaluations,
+                       self.size - len(self.known))
+            proposals, entries = self.fill_batch(sampler, want)
+            if not proposals:
+                if sampler.out_of_asks or self.out_of_seconds():
+                    continue            # stopped at the top, for that reason
+                outcome.stop_reason = "space"
+                break
+            done = {_key(p.params, self.tunables): p for p in self.evaluate_batch(entries)}
+            for p, (_, _, comp) in zip(proposals, entries):
+                if _compiled_ok(comp):  # (the others were told as they failed to compile)
+                    sampler.tell(p.trial, done.get(_key(p.params, self.tunables)))   # None: the budget ran out
+
+
 def search(source: str, tunables: Sequence[Tunable], *, compile_batch: CompileBatch, measure: Measure,
            budget: TuneBudget | None = None, on_point: Callable[[TunePoint], None] | None = None,
            clock: Callable[[], float] = time.monotonic, workers: int = 1) -> TuneOutcome:
@@ -231,208 +473,32 @@ def search(source: str, tunables: Sequence[Tunable], *, compile_batch: CompileBa
     sampler's points in batches of ``max(budget.jobs, workers)`` compiled points (those that do not compile
     replaced by more proposals), measured one by one, or ``workers`` at a time from as many threads
     (``measure`` must then be safe to call from several threads at once; a GPU pool's client is).
-    ``on_point`` is called in this thread as each point is known.
+    ``on_point`` is called in this thread as each point is known. The sampler (``PointSampler``) says what to
+    try; the runner (``BatchRunner``) compiles, measures, records and stops.
     """
     if workers < 1:
         raise ValueError(f"workers must be at least 1, got {workers}")
     import optuna
-    from optuna.distributions import CategoricalDistribution
-    from optuna.trial import TrialState, create_trial
-
-    from cuda_llm.tools.compiler.compile import source_hash
-    from cuda_llm.tools.harness.failure_text import note as failure_note
 
     budget = budget or TuneBudget()
     if not tunables:
         raise TuneSpaceError("the source declares no tunables (`// cuda-llm: tune NAME v1 v2 ...`)")
-    t0 = clock()
-    dists = {t.name: CategoricalDistribution(list(t.values)) for t in tunables}
-    size = space_size(tunables)
-    sampler, kind = _sampler(budget.sampler, tunables, budget)
-    outcome = TuneOutcome(tunables=list(tunables), space_size=size, sampler=kind)
+    outcome = TuneOutcome(tunables=list(tunables), space_size=space_size(tunables))
+    runner = BatchRunner(source, tunables, compile_batch=compile_batch, measure=measure, budget=budget,
+                         on_point=on_point, clock=clock, workers=workers, outcome=outcome)
     verbosity = optuna.logging.get_verbosity()
     optuna.logging.set_verbosity(optuna.logging.WARNING)
-    threads = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="tune-measure") if workers > 1 else None
-
-    def submit(src: str, point: TunePoint) -> Future:
-        """Measure a point: in a pool thread, or here and now with one worker (as a finished future)."""
-        if threads is not None:
-            return threads.submit(measure, src, point)
-        fut: Future = Future()
-        fut.set_result(measure(src, point))
-        return fut
-
     try:
-        study = optuna.create_study(direction="minimize", sampler=sampler)
-        known: dict[tuple[str, ...], TunePoint] = {}
-        max_asks = max(4 * budget.max_evals, size + 16)
-        asks = 0
-
-        def record(point: TunePoint) -> None:
-            known[_key(point.params, tunables)] = point
-            outcome.points.append(point)
-            if on_point is not None:
-                on_point(point)
-
-        def value_of(point: TunePoint) -> float | None:
-            return point.ms if point.status == Status.ok.value and point.ms is not None else None
-
-        def tell(trial: Any, point: TunePoint | None) -> None:
-            """The sampler learns a point's time; a point without one (it did not compile or pass, or is a
-            repeat within the batch) as infinitely slow. TPE ignores failed trials, so it kept proposing
-            points that do not compile and ran out of proposals; told they are slowest, it moves away."""
-            v = value_of(point) if point is not None else None
-            try:
-                study.tell(trial, NO_TIME if v is None else v)
-            except RuntimeError:   # GridSampler stops the study once every grid point is finished
-                pass
-
-        def propose(n: int, batch_keys: set[tuple[str, ...]]) -> list[_Proposal]:
-            """Up to ``n`` new points from the sampler, none known or already in the batch (``batch_keys``,
-            updated); fewer only when the sampler or the ``max_asks`` allowance runs out."""
-            nonlocal asks
-            out: list[_Proposal] = []
-            while len(out) < n and asks < max_asks:
-                asks += 1
-                try:
-                    trial = study.ask(dists)
-                except RuntimeError:
-                    break
-                params = {name: str(trial.params[name]) for name in dists}
-                key = _key(params, tunables)
-                if key in known:
-                    tell(trial, known[key])      # a point seen before: its value again, no new measurement
-                    continue
-                if key in batch_keys:
-                    tell(trial, None)
-                    continue
-                batch_keys.add(key)
-                out.append(_Proposal(trial, params))
-            return out
-
-        def add(point: TunePoint) -> None:
-            v = value_of(point)
-            study.add_trial(create_trial(params=dict(point.params), distributions=dists,
-                                         value=NO_TIME if v is None else v, state=TrialState.COMPLETE))
-
-        next_index = [0]
-
-        def numbered() -> int:
-            idx = next_index[0]
-            next_index[0] += 1
-            return idx
-
-        def measured(params: dict[str, str], idx: int, h: str, res: EvalResult) -> TunePoint:
-            timing = res.timing
-            ok = res.status == Status.ok and timing is not None
-            pt = TunePoint(index=idx, params=params, source_hash=h, status=res.status.value,
-                           ms=timing.median_ms if timing is not None else None,
-                           pct_of_sol=timing.pct_of_sol if timing is not None else None,
-                           note="" if ok else failure_note(res, 200))
-            record(pt)
-            if res.status == Status.no_device:
-                outcome.stop_reason = "no_device"
-            return pt
-
-        def compile_points(batch: list[dict[str, str]]) -> list[tuple[dict[str, str], str, Any]]:
-            """(params, source, compile result) of each point, compiled together."""
-            sources = [apply_point(source, tunables, p) for p in batch]
-            return list(zip(batch, sources, compile_batch(sources)))
-
-        def evaluate_batch(batch: list[tuple[dict[str, str], str, Any]]) -> list[TunePoint]:
-            """Measure the compiled points of a batch (in order, up to ``workers`` at once) until a budget runs
-            out, recording every point that did not compile; the points of the batch tried, in the order
-            proposed."""
-            out: list[TunePoint] = []
-            running: dict[Future, tuple[dict[str, str], int, str]] = {}
-
-            def harvest(block: bool) -> None:
-                if not running:
-                    return
-                done = wait(running, return_when=FIRST_COMPLETED)[0] if block else [f for f in running if f.done()]
-                for fut in sorted(done, key=lambda f: running[f][1]):
-                    params, idx, h = running.pop(fut)
-                    out.append(measured(params, idx, h, fut.result()))
-
-            stopped = False                     # a budget ran out: no new measurement starts
-            for params, src, comp in batch:
-                harvest(block=False)
-                h = source_hash(src)
-                if not _compiled_ok(comp):       # paid for and told to the sampler: always recorded
-                    errors = " ".join((getattr(comp, "errors", "") or "did not compile").split())
-                    pt = TunePoint(index=numbered(), params=params, source_hash=h,
-                                   status=Status.compile_error.value, note=errors[:200])
-                    outcome.invalid += 1
-                    record(pt)
-                    out.append(pt)
-                    continue
-                if stopped or outcome.stop_reason:   # no device: what is running finishes, nothing new starts
-                    continue
-                while len(running) >= workers:
-                    harvest(block=True)
-                if outcome.stop_reason or outcome.evaluations >= budget.max_evals or clock() - t0 >= budget.max_seconds:
-                    stopped = True
-                    continue
-                idx = numbered()
-                outcome.evaluations += 1
-                pending = TunePoint(index=idx, params=params, source_hash=h, status="pending")
-                running[submit(src, pending)] = (params, idx, h)
-            while running:
-                harvest(block=True)
-            return sorted(out, key=lambda p: p.index)
-
-        # the written point first: the tuned result is never worse than the candidate as written
-        written = default_point(tunables)
-        first = evaluate_batch(compile_points([written]))
-        for pt in first:
-            add(pt)
-        outcome.written = first[0] if first else None
-        while not outcome.stop_reason:
-            if len(known) >= size:
-                outcome.stop_reason = "space"
-                break
-            if outcome.evaluations >= budget.max_evals:
-                outcome.stop_reason = "evals"
-                break
-            if clock() - t0 >= budget.max_seconds:
-                outcome.stop_reason = "seconds"
-                break
-            if asks >= max_asks:
-                outcome.stop_reason = "proposals"
-                break
-            want = min(max(budget.jobs, workers), budget.max_evals - outcome.evaluations, size - len(known))
-            proposals: list[_Proposal] = []
-            entries: list[tuple[dict[str, str], str, Any]] = []
-            batch_keys: set[tuple[str, ...]] = set()
-            n_ok = 0
-            while n_ok < want and clock() - t0 < budget.max_seconds:   # refill what did not compile
-                new = propose(min(want - n_ok, size - len(known) - len(batch_keys)), batch_keys)
-                if not new:
-                    break
-                for p, entry in zip(new, compile_points([p.params for p in new])):
-                    proposals.append(p)
-                    entries.append(entry)
-                    if _compiled_ok(entry[2]):
-                        n_ok += 1
-                    else:               # the sampler learns it before proposing the replacements
-                        tell(p.trial, None)
-            if not proposals:
-                if asks >= max_asks or clock() - t0 >= budget.max_seconds:
-                    continue            # stopped above, for that reason
-                outcome.stop_reason = "space"
-                break
-            done = {_key(p.params, tunables): p for p in evaluate_batch(entries)}
-            for p, (_, _, comp) in zip(proposals, entries):
-                if _compiled_ok(comp):  # (the others were told as they failed to compile)
-                    tell(p.trial, done.get(_key(p.params, tunables)))   # None: the budget ran out before it
+        sampler = PointSampler(tunables, budget)
+        outcome.sampler = sampler.kind
+        runner.run(sampler)
     finally:
         optuna.logging.set_verbosity(verbosity)
-        if threads is not None:      # after an error, the points still being measured finish (and are cached)
-            threads.shutdown(wait=True)
+        runner.close()
     outcome.points.sort(key=lambda p: p.index)     # measured side by side, they are known out of order
     passing = [p for p in outcome.points if p.status == Status.ok.value and p.ms is not None]
     outcome.best = min(passing, key=lambda p: (p.ms, p.index)) if passing else None
-    outcome.seconds = round(clock() - t0, 3)
+    outcome.seconds = round(clock() - runner.t0, 3)
     return outcome
 
 
