@@ -144,7 +144,7 @@ def cmd_keep(a: argparse.Namespace) -> int:
             for f in sorted((root / sub).glob("coder-*.md")):
                 (dest / sub).mkdir(parents=True, exist_ok=True)
                 shutil.copyfile(f, dest / sub / f.name)
-        for f in ("report.md", "best.cu"):
+        for f in ("report.md",):   # the best kernel is in the report's run folder and in `cuda-llm demo`'s recording
             if (root / f).is_file():
                 dest.mkdir(parents=True, exist_ok=True)
                 shutil.copyfile(root / f, dest / f)

@@ -85,6 +85,8 @@ def trim_run(src: Path, out: Path, recording: dict[str, Any]) -> Path:
                 target = out / f.relative_to(src)
                 target.parent.mkdir(parents=True, exist_ok=True)
                 shutil.copyfile(f, target)
+    if (out / "best.cu").is_file():   # a finished run's views read best.cu; best_so_far.cu is the same file
+        (out / "best_so_far.cu").unlink(missing_ok=True)
     _newest_checkpoint_only(out / "checkpoint.sqlite")
     recording = {"run_id": src.name, "root": str(src), **recording}
     (out / RECORDING_FILE).write_text(json.dumps(recording, indent=1) + "\n")
