@@ -202,7 +202,7 @@ fi
 [ -f "$BENCH/transport.md" ] && echo "transport: $(grep -E '^\| (npy-write-mmap-read|pipe) ' "$BENCH/transport.md" | tr '\n' ' ')"
 [ -f "$BENCH/cache.md" ] && echo "cache:    $(grep -E '^Benchmark-data entries added' "$BENCH/cache.md" | cut -c1-200)"
 [ -f "$BENCH/tune.md" ] && echo "tune:" && grep -E '^\| (sgemm|reduce_sum|transpose) ' "$BENCH/tune.md"
-[ -f "$BENCH/torch.md" ] && echo "torch:    $(grep -cE '^[a-z_]+ ' "$BENCH/torch.md") modules in torch.md"
+[ -f "$BENCH/torch.md" ] && echo "torch:    $(awk '/^-+  /{t=1; next} t && NF==0{exit} t{n++} END{print n+0}' "$BENCH/torch.md") modules in torch.md"
 [ -f "$BENCH/features.txt" ] && echo "features: $(grep -cE '^[a-z_]+ ' "$BENCH/features.txt") rows in features.txt"
 [ -f "$BENCH/doctor.txt" ] && echo "doctor:   $(grep -E '^(ok|warn|FAIL) ' "$BENCH/doctor.txt" | awk '{print $2"="$1}' | tr '\n' ' ')"
 [ -f "$BENCH/report.html" ] && echo "report:   report.html $(wc -c < "$BENCH/report.html") bytes"
