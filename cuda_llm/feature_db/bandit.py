@@ -259,20 +259,25 @@ def rank_features(
                                     reason=explain(st, pool, mine), stats=st, compliance=st.compliance))
     tiebreak = {r.feature.id: rng.random() for r in ranked}   # equal UCB scores: no alphabetical bias
     ranked.sort(key=lambda r: (-r.score, tiebreak[r.feature.id]))
-    if top is None or top >= len(ranked):
-        return ranked
+    return shortlist(ranked, top)
+
+
+def shortlist(ordered: list[RankedFeature], top: int | None) -> list[RankedFeature]:
+    """The first ``top`` of ``ordered`` (all for None), in its order. A short list still carries the proven
+    winners: a quarter of it (at least one) is reserved for the best features by posterior mean, so one
+    unlucky draw cannot hide them from the planner."""
+    if top is None or top >= len(ordered):
+        return ordered
     if top < 1:
         raise ValueError(f"top={top}: offer at least one feature, or None for all")
-    # A short list still carries the proven winners: a quarter of it (at least one) is reserved for the
-    # best features by posterior mean, so one unlucky draw cannot hide them from the planner.
-    proven = sorted((r for r in ranked if not r.untried and r.expected_value > 0),
+    proven = sorted((r for r in ordered if not r.untried and r.expected_value > 0),
                     key=lambda r: (-r.expected_value, r.feature.id))[: max(1, top // 4)]
     keep = {r.feature.id for r in proven}
-    for r in ranked:
+    for r in ordered:
         if len(keep) >= top:
             break
         keep.add(r.feature.id)
-    return [r for r in ranked if r.feature.id in keep]
+    return [r for r in ordered if r.feature.id in keep]
 
 
 def assign_features(

@@ -25,6 +25,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from cuda_llm.feature_db.bandit import rank_features, shortlist, task_filters
 from cuda_llm.feature_db.model import KNOWN_FAMILIES, Feature
 from cuda_llm.tasks.precision import TENSOR_FAMILIES
 
@@ -345,8 +346,6 @@ def ranked_offer(catalogue: Sequence[Feature], stats: Any, *, task: Any, facts: 
     the first ``slots`` known wins next, so each candidate gets one of each. Both lists are the cold-start
     prior (cold_prior); measured rewards update it. ``top`` keeps the first ``top``, and the best proven
     features by posterior mean (a quarter of the list) whatever their place."""
-    from cuda_llm.feature_db.bandit import rank_features, task_filters
-
     offers = offers or builtin_offers()
     known = known_wins(task, offers)
     rec = list(dict.fromkeys(recommended))
@@ -366,18 +365,7 @@ def ranked_offer(catalogue: Sequence[Feature], stats: Any, *, task: Any, facts: 
     for i in range(max(len(recs), len(wins))):
         first += recs[i:i + 1] + wins[i:i + 1]
     ordered = [by_id[f] for f in first] + [r for r in ranked if r.feature.id not in set(first)]
-    if top is None or top >= len(ordered):
-        return ordered
-    if top < 1:
-        raise ValueError(f"top={top}: offer at least one feature, or None for all")
-    proven = sorted((r for r in ordered if not r.untried and r.expected_value > 0),
-                    key=lambda r: (-r.expected_value, r.feature.id))[: max(1, top // 4)]
-    keep = {r.feature.id for r in proven}
-    for r in ordered:
-        if len(keep) >= top:
-            break
-        keep.add(r.feature.id)
-    return [r for r in ordered if r.feature.id in keep]
+    return shortlist(ordered, top)
 
 
 def untried_wins(ranked: Sequence[Any], task: Any, offers: OffersFile | None = None) -> list[str]:
