@@ -473,12 +473,10 @@ def _extend(graph: Any, config: dict, snap: Any, extend: Extension, rundir: Any,
     old = Limits(**(values.get("limits") or {}))
     new = extend.apply(old, rounds_done=int(values.get("round") or 0), elapsed_s=float(values.get("elapsed_s") or 0.0),
                        tokens_used=total_tokens(values.get("tokens")))
-    from cuda_llm.graph.stop_rules import TIME, TOKENS, Budget, hard_stop
+    from cuda_llm.graph.stop_rules import TIME, TOKENS, hard_stop
 
     spent = hard_stop(elapsed_s=float(values.get("elapsed_s") or 0.0), tokens=total_tokens(values.get("tokens")),
-                      budget=Budget(max_rounds=new.max_rounds, time_budget_s=new.time_budget_s,
-                                    token_budget=new.token_budget, plateau_rounds=new.plateau_rounds,
-                                    reserve_s=new.reserve_s))
+                      budget=new)
     if spent is not None:   # another round would start with a budget already spent, and stop after it
         flag = {TIME: "--time-budget +2h", TOKENS: "--token-budget +1M"}[spent]
         raise NotExtendable(f"run {rundir.run_id} has spent its {'wall-clock' if spent == TIME else 'token'} budget "
