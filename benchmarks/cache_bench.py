@@ -24,6 +24,7 @@ from cuda_llm.paths import cache_dir  # noqa: E402
 from cuda_llm.tasks import load_task  # noqa: E402
 from cuda_llm import cache_store  # noqa: E402
 from cuda_llm.tools.harness.evaluate import EvalOptions, evaluate_candidate  # noqa: E402
+from cuda_llm.tools.harness.timing_budget import TimingBudget  # noqa: E402
 
 
 def snapshot() -> dict[str, list[int]]:
@@ -54,7 +55,7 @@ def main() -> int:
     for i in range(args.evals):
         t0 = time.perf_counter()
         res = evaluate_candidate(loaded, src, candidate=f"naive-{i}",
-                                 options=EvalOptions(time_budget_s=args.time_budget, min_time_s=0.1, seed=1000 + i))
+                                 options=EvalOptions(budget=TimingBudget(time_budget_s=args.time_budget, min_time_s=0.1), seed=1000 + i))
         seconds.append(time.perf_counter() - t0)
         statuses[res.status.value] = statuses.get(res.status.value, 0) + 1
         if i == 0:

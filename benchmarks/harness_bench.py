@@ -31,6 +31,7 @@ from cuda_llm.tasks import list_task_names, load_task  # noqa: E402
 from cuda_llm.tools.compiler.compile import compile_source  # noqa: E402
 from cuda_llm.tools.harness.device_info import get_device_info  # noqa: E402
 from cuda_llm.tools.harness.evaluate import EvalOptions, evaluate_candidate  # noqa: E402
+from cuda_llm.tools.harness.timing_budget import TimingBudget  # noqa: E402
 from cuda_llm.tools.harness.harness_stats import event_vs_ncu_pct, spread_pct, summarize  # noqa: E402
 from cuda_llm.tools.compiler.libraries import library_flags  # noqa: E402
 from cuda_llm.tools.harness.worker_protocol import EvaluateResponse  # noqa: E402
@@ -50,10 +51,10 @@ def bench_task(name: str, args, work: Path) -> dict:
     t0 = time.perf_counter()
     comp = compile_source(src, cache=False)
     row["compile_s"] = time.perf_counter() - t0
-    opts = EvalOptions(time_budget_s=args.time_budget, seed=1)
+    opts = EvalOptions(budget=TimingBudget(time_budget_s=args.time_budget), seed=1)
+    repeated = opts.model_copy(update={"budget": opts.budget.model_copy(update={"timing_repeats": args.repeats})})
     t0 = time.perf_counter()
-    warm = evaluate_candidate(loaded, src, candidate="naive",
-                              options=opts.model_copy(update={"timing_repeats": args.repeats}),
+    warm = evaluate_candidate(loaded, src, candidate="naive", options=repeated,
                               work_dir=work / name / "eval")
     total = time.perf_counter() - t0
     resp = EvaluateResponse.model_validate_json((work / name / "eval" / "eval_result.json").read_text())

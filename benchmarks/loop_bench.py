@@ -75,9 +75,10 @@ def scripted_model(llm_log: Path | None = None) -> Any:
 def options(runs: Path, profile: bool, learn: bool = False) -> Any:
     from cuda_llm.graph.run import RunOptions
     from cuda_llm.graph.state import Limits
+    from cuda_llm.tools.harness.timing_budget import TimingBudget
 
     return RunOptions(limits=Limits(n_candidates=N, max_rounds=8, plateau_rounds=PLATEAU_ROUNDS, reserve_s=30,
-                                    time_budget_s=1800), runs_dir=runs, eval_time_budget_s=1.0, profile=profile,
+                                    time_budget_s=1800), runs_dir=runs, timing_budget=TimingBudget(time_budget_s=1.0), profile=profile,
                       learn=learn)
 
 
@@ -113,8 +114,10 @@ def drive(mode: str, work: Path, run_id: str | None, profile: bool) -> dict:
     from cuda_llm.measure.evaluator import GpuEvaluator
     from cuda_llm.report.progress import ConsoleProgress
     from cuda_llm.graph.run import resume_run, start_run
+    from cuda_llm.tools.harness.eval_options import EvalOptions
+    from cuda_llm.tools.harness.timing_budget import TimingBudget
 
-    ev = LoggedEvaluator(GpuEvaluator(time_budget_s=1.0, profile=profile), work / "evals.log")
+    ev = LoggedEvaluator(GpuEvaluator(options=EvalOptions(budget=TimingBudget(time_budget_s=1.0)), profile=profile), work / "evals.log")
     model = scripted_model(work / "llm.log")
     progress = ConsoleProgress()
     if mode == "start":

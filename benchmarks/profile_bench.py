@@ -30,13 +30,14 @@ def bench_one(name: str, out: Path, device) -> dict:
     from cuda_llm.tools.compiler.compile import compile_source
     from cuda_llm.tools.profile.diagnosis import diagnose
     from cuda_llm.tools.harness.evaluate import EvalOptions, baseline_result
+    from cuda_llm.tools.harness.timing_budget import TimingBudget
     from cuda_llm.tools.profile.ncu import profile_candidate
     from cuda_llm.tools.profile.roofline import roofline_point
 
     loaded = load_task(name)
     entry: dict = {"task": name, "sizes": loaded.task.benchmark}
     t = time.perf_counter()
-    ev = baseline_result(loaded, "naive", EvalOptions(time_budget_s=2.0))
+    ev = baseline_result(loaded, "naive", EvalOptions(budget=TimingBudget(time_budget_s=2.0)))
     entry["eval_seconds"] = time.perf_counter() - t
     if ev is None or not ev.status.passed or ev.timing is None:
         entry["error"] = f"baseline did not pass: {ev.status.value if ev else 'missing'} {ev.message if ev else ''}"

@@ -84,6 +84,8 @@ def main(argv: list[str] | None = None) -> int:
     from cuda_llm.report.throughput_report import write_table
     from cuda_llm.tasks import load_task
     from cuda_llm.tools.device.device_probe import cuda_device_count, has_cuda_device
+    from cuda_llm.tools.harness.eval_options import EvalOptions
+    from cuda_llm.tools.harness.timing_budget import TimingBudget
 
     modes = [m.strip() for m in args.modes.split(",") if m.strip()]
     unknown = [m for m in modes if m not in MODES]
@@ -95,7 +97,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     n_visible = cuda_device_count()
     loaded = load_task(args.task)
-    first = GpuEvaluator(time_budget_s=args.eval_time, profile=False, gpu=0)
+    options = EvalOptions(budget=TimingBudget(time_budget_s=args.eval_time))     # every path measures with it
+    first = GpuEvaluator(options=options, profile=False, gpu=0)
     device = first.device.name if first.device else "?"
     cands = sources(args.candidates)
     t0 = time.perf_counter()
@@ -109,7 +112,7 @@ def main(argv: list[str] | None = None) -> int:
         # pool-1 is paired with today's path candidate by candidate; without today it takes turns with the
         # many-GPU paths pass by pass, so the N-GPU rate is compared with a one-GPU rate measured alongside
         paired_one = "pool-1" in modes and "today" in modes
-        one = local_pool([0], time_budget_s=args.eval_time, profile=False) if paired_one else None
+        one = local_pool([0], options=options, profile=False) if paired_one else None
         try:
             single = [MeasuredPath("today", first, 1)] if "today" in modes else []
             if one is not None:
@@ -136,12 +139,12 @@ def main(argv: list[str] | None = None) -> int:
             for mode in [m for m in modes if m in ("pool-N", "pool-N-threads", "ray")
                          or (m == "pool-1" and not paired_one)]:
                 if mode == "pool-1":
-                    pool = local_pool([0], time_budget_s=args.eval_time, profile=False)
+                    pool = local_pool([0], options=options, profile=False)
                 elif mode.startswith("pool-N"):
                     if n_visible < 2:
                         rows.append({"mode": mode, "status": "not measured: one GPU"})
                         continue
-                    pool = local_pool(None, time_budget_s=args.eval_time, profile=False,
+                    pool = local_pool(None, options=options, profile=False,
                                       processes=mode == "pool-N")
                 else:
                     try:
@@ -149,7 +152,7 @@ def main(argv: list[str] | None = None) -> int:
                     except ImportError:
                         rows.append({"mode": mode, "status": "not installed (pip install -e '.[ray]')"})
                         continue
-                    pool = ray_pool("local", time_budget_s=args.eval_time, profile=False,
+                    pool = ray_pool("local", options=options, profile=False,
                                     init={"num_gpus": n_visible})
                 pools.append(pool)
                 many.append(pool_path(mode, pool))

@@ -33,6 +33,7 @@ from cuda_llm.tasks.torch_import import import_file  # noqa: E402
 from cuda_llm.tools.compiler.compile import compile_source  # noqa: E402
 from cuda_llm.tools.harness.device_info import get_device_info  # noqa: E402
 from cuda_llm.tools.harness.evaluate import EvalOptions, evaluate_candidate  # noqa: E402
+from cuda_llm.tools.harness.timing_budget import TimingBudget  # noqa: E402
 from cuda_llm.tools.harness.torch_baseline import torch_baseline  # noqa: E402
 
 SAMPLE = ROOT / "examples" / "torch" / "modules"
@@ -61,7 +62,7 @@ def bench_module(name: str, out_root: Path, args) -> dict:
     task = loaded.task
     row["entry"] = task.signature
     row["sizes"] = ", ".join(f"{k}={v}" for k, v in task.benchmark.items() if k in {p.name for p in task.params})
-    opts = EvalOptions(time_budget_s=args.time_budget, seed=1)
+    opts = EvalOptions(budget=TimingBudget(time_budget_s=args.time_budget), seed=1)
     eager = torch_baseline(loaded, "eager", opts, fresh=True)
     row["eager_ms"], row["eager_status"] = _ms(eager), eager.status.value
     row["eager_pct_sol"] = eager.timing.pct_of_sol if eager.timing else None

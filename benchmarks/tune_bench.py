@@ -38,6 +38,7 @@ def exhaustive(task: str, eval_time: float, jobs: int) -> ExhaustiveTable:
     from cuda_llm.tasks import load_task
     from cuda_llm.tools.compiler.compile import compile_many
     from cuda_llm.tools.harness.evaluate import EvalOptions, evaluate_candidate
+    from cuda_llm.tools.harness.timing_budget import TimingBudget
     from cuda_llm.tools.tune.tune_replay import ExhaustiveTable
     from cuda_llm.tools.tune.tuning import all_points, apply_point, parse_tunables
 
@@ -49,7 +50,7 @@ def exhaustive(task: str, eval_time: float, jobs: int) -> ExhaustiveTable:
     t0 = time.monotonic()
     compiled = compile_many(sources, jobs=jobs)
     compile_s = time.monotonic() - t0
-    opts = EvalOptions(time_budget_s=eval_time)
+    opts = EvalOptions(budget=TimingBudget(time_budget_s=eval_time))
     table: dict[tuple[str, ...], tuple[Any, Any]] = {}
     for i, (p, src, comp) in enumerate(zip(points, sources, compiled)):
         res = evaluate_candidate(loaded, src, candidate=f"point{i}", options=opts) if comp.ok else None

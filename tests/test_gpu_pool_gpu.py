@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 from fake_gpu_evaluator import softmax_source
+from cuda_llm.tools.harness.eval_options import EvalOptions
+from cuda_llm.tools.harness.timing_budget import TimingBudget
 
 pytestmark = pytest.mark.gpu_long
 HERE = Path(__file__).resolve().parent
@@ -41,7 +43,7 @@ def test_pool_with_gpus_0_measures_real_kernels(tmp_path):
 
     loaded = load_task("softmax")
     events: list[dict] = []
-    pool = local_pool([0], time_budget_s=1.0, profile=False)
+    pool = local_pool([0], options=EvalOptions(budget=TimingBudget(time_budget_s=1.0)), profile=False)
     try:
         assert pool.labels == [pinned_device(0)] and pool.device is not None
         cached = CachedEvaluator(pool.client(on_event=lambda n, **f: events.append({"event": n, **f})), tmp_path / "c")
@@ -65,7 +67,7 @@ def test_pool_with_its_gpu_in_a_process_of_its_own(tmp_path):
     from cuda_llm.tasks import load_task
 
     loaded = load_task("softmax")
-    pool = local_pool([0], time_budget_s=1.0, profile=False, processes=True)
+    pool = local_pool([0], options=EvalOptions(budget=TimingBudget(time_budget_s=1.0)), profile=False, processes=True)
     try:
         pid = pool.slots[0].pid
         assert pid is not None and pid != os.getpid() and pool.device is not None
@@ -89,7 +91,7 @@ def test_pool_over_every_gpu(tmp_path):
     n = cuda_device_count()
     loaded = load_task("softmax")
     events: list[dict] = []
-    pool = local_pool(None, time_budget_s=1.0, profile=False)
+    pool = local_pool(None, options=EvalOptions(budget=TimingBudget(time_budget_s=1.0)), profile=False)
     try:
         assert len(pool.labels) == n
         cached = CachedEvaluator(pool.client(on_event=lambda n_, **f: events.append({"event": n_, **f})), tmp_path / "c")
@@ -167,8 +169,10 @@ from pathlib import Path
 from fake_gpu_evaluator import softmax_source
 from cuda_llm.measure.gpu_pool import local_pool
 from cuda_llm.tasks import load_task
+from cuda_llm.tools.harness.eval_options import EvalOptions
 from cuda_llm.tools.harness.runner import lock_path
-pool = local_pool(None, time_budget_s=1.0, profile=False)
+from cuda_llm.tools.harness.timing_budget import TimingBudget
+pool = local_pool(None, options=EvalOptions(budget=TimingBudget(time_budget_s=1.0)), profile=False)
 events = []
 res = pool.client(on_event=lambda n, **f: events.append(f)).evaluate(load_task("softmax"), softmax_source("v"), "v",
                                                                        Path({str(tmp_path)!r}) / "v")

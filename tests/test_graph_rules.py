@@ -7,7 +7,7 @@ import pytest
 from cuda_llm.graph import stop_rules
 from cuda_llm.graph.selection import clearly_faster, decide, interval, pick_fastest
 from cuda_llm.agents.usage import total_tokens
-from cuda_llm.graph.state import RESET, add_tokens, merge_cands
+from cuda_llm.graph.state import RESET, Limits, add_tokens, merge_cands
 from cuda_llm.results import EvalResult, Status, TimingResult
 
 
@@ -30,7 +30,7 @@ def test_plateau_counts_rounds_without_enough_improvement():
 
 
 def test_stop_after_round_reasons_in_order():
-    b = stop_rules.Budget(max_rounds=5, time_budget_s=100, token_budget=1000, plateau_rounds=3, reserve_s=10)
+    b = Limits(max_rounds=5, time_budget_s=100, token_budget=1000, plateau_rounds=3, reserve_s=10)
     kw = dict(round_=1, plateau_count=0, elapsed_s=10, tokens=10, budget=b)
     assert stop_rules.stop_after_round(**kw) is None
     assert stop_rules.stop_after_round(**{**kw, "plateau_count": 3}) == stop_rules.PLATEAU

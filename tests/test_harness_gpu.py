@@ -16,6 +16,7 @@ import pytest
 
 from cuda_llm.tasks import list_task_names, load_task
 from cuda_llm.tools.harness.evaluate import EvalOptions, evaluate_candidate
+from cuda_llm.tools.harness.timing_budget import TimingBudget
 from cuda_llm.results import Status
 from adversarial_kernels import ADV, RUNTIME, build_without_checks, expected, header
 from test_suite_first8 import FIRST8
@@ -35,7 +36,7 @@ def _naive_still_works() -> None:
     assert res.status == Status.ok, res.message
 
 
-QUICK_TIMING = dict(time_budget_s=1.0, min_time_s=0.1, max_reps=60, seed=3)
+QUICK_TIMING = dict(budget=TimingBudget(time_budget_s=1.0, min_time_s=0.1, max_reps=60), seed=3)
 
 
 @pytest.mark.parametrize("path", ON_GPU, ids=lambda p: p.stem)
@@ -83,7 +84,7 @@ def test_timing_is_sane_repeatable_and_converges() -> None:
     src = loaded.task.baseline_path.read_text()
     medians = []
     for seed in (1, 2):
-        res = evaluate_candidate(loaded, src, candidate="naive", options=EvalOptions(time_budget_s=2.0, seed=seed))
+        res = evaluate_candidate(loaded, src, candidate="naive", options=EvalOptions(budget=TimingBudget(time_budget_s=2.0), seed=seed))
         assert res.status == Status.ok, res.message
         t = res.timing
         assert t is not None and t.repetitions >= 10 and len(t.samples_ms) == t.repetitions
@@ -134,7 +135,7 @@ def test_l2_flush_keeps_a_cache_sized_benchmark_at_dram_speed(tmp_path: Path) ->
     loaded = load_task(folder)
     assert loaded.task.benchmark == {"n": n}
     res = evaluate_candidate(loaded, loaded.task.baseline_path.read_text(), candidate="naive",
-                             options=EvalOptions(time_budget_s=2.0, seed=6, held_out=False))
+                             options=EvalOptions(budget=TimingBudget(time_budget_s=2.0), seed=6, held_out=False))
     assert res.status == Status.ok, res.message       # suspect would mean: faster than DRAM allows
     t = res.timing
     assert t is not None and t.sizes == {"n": n} and t.median_ms > 0 and t.sol_ms and t.pct_of_sol
@@ -170,7 +171,7 @@ def test_an_honest_gemm_passes_the_varied_timing_loop(name: str, tmp_path: Path)
 
     loaded = load_task(name)
     res = evaluate_candidate(loaded, loaded.task.baseline_path.read_text(), candidate="naive",
-                             options=EvalOptions(time_budget_s=1.0, min_time_s=0.1, seed=12), work_dir=tmp_path)
+                             options=EvalOptions(budget=TimingBudget(time_budget_s=1.0, min_time_s=0.1), seed=12), work_dir=tmp_path)
     assert res.status == Status.ok, res.message
     resp = EvaluateResponse.model_validate_json((tmp_path / "eval_result.json").read_text())
     assert resp.clock is not None and resp.clock.issues == [] and resp.clock.calls == res.timing.repetitions
@@ -246,7 +247,7 @@ def test_a_hanging_kernel_is_killed_at_the_limit_of_one_call(tmp_path: Path) -> 
     message names that limit; the next evaluation works."""
     import time
 
-    from cuda_llm.tools.harness.eval_options import call_limit_s
+    from cuda_llm.tools.harness.timing_budget import call_limit_s
     from cuda_llm.tools.harness.evaluate import baseline_result
 
     loaded = load_task("gelu")

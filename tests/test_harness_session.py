@@ -18,6 +18,7 @@ import pytest
 from cuda_llm.results import Status
 from cuda_llm.tasks import load_task
 from cuda_llm.tools.harness.evaluate import EvalOptions, run_compiled
+from cuda_llm.tools.harness.timing_budget import TimingBudget
 
 HERE = Path(__file__).parent
 KERNELS = HERE / "numpy_kernels"
@@ -40,13 +41,20 @@ def _cache(tmp_path_factory, monkeypatch):
     monkeypatch.setenv("CUDA_LLM_CACHE", str(tmp_path_factory.getbasetemp() / "session-cache"))
 
 
-FAST = dict(time_budget_s=2.0, min_reps=6, max_reps=24, min_time_s=0.0, timeout_s=60.0, seed=3)
+FAST_BUDGET = dict(time_budget_s=2.0, min_reps=6, max_reps=24, min_time_s=0.0)
+FAST = dict(timeout_s=60.0, seed=3)
+
+
+def options(**kw) -> EvalOptions:
+    """FAST with ``kw``: the timing knobs among them go into the budget, the rest are EvalOptions fields."""
+    timing = {k: kw.pop(k) for k in list(kw) if k in TimingBudget.model_fields}
+    return EvalOptions(**{**FAST, **kw}, budget=TimingBudget(**{**FAST_BUDGET, **timing}))
 
 
 def judge(folder: Path, kernel: str, tmp_path: Path, worker=WORKER, **kw):
     loaded = load_task(folder)
     src = KERNELS / f"{kernel}.py"
-    opts = EvalOptions(**{**FAST, **kw})
+    opts = options(**kw)
     res = run_compiled(loaded, str(src), source=src.read_text(), options=opts, work_dir=tmp_path / "work",
                        candidate=kernel, worker_argv=worker)
     print(f"{kernel}: {res.status.value}: {res.message}")
@@ -164,13 +172,13 @@ def test_one_clock_disagreement_is_timed_again_and_a_clean_timing_passes(gelu_sm
     src = tmp_path / "gelu_clock_noise_once.py"
     run = dict(source=src.read_text(), work_dir=tmp_path / "work", worker_argv=WORKER)
     # up to 3 retries: a clean session on this busy CPU can itself land outside the margin now and then
-    res = run_compiled(loaded, str(src), options=EvalOptions(**{**FAST, "max_reps": 12, "clock_retries": 3}), **run)
+    res = run_compiled(loaded, str(src), options=options(max_reps=12, clock_retries=3), **run)
     assert res.status == Status.ok, res.message
     assert res.timing.doubts == [] and "disagreed with the judge's clock" in res.timing.retimed_because
     assert re.search(r"timed [2-4] times", res.message) and (tmp_path / "work" / "eval_result-attempt1.json").exists()
     # with retiming off, the same first session is the verdict
     (tmp_path / "gelu_clock_noise_once.stalled").unlink()
-    res = run_compiled(loaded, str(src), options=EvalOptions(**{**FAST, "max_reps": 12, "clock_retries": 0}), **run)
+    res = run_compiled(loaded, str(src), options=options(max_reps=12, clock_retries=0), **run)
     assert res.status == Status.suspect and res.timing.doubts == ["clock"] and res.timing.retimed_because is None
 
 

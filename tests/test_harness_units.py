@@ -18,6 +18,7 @@ from pydantic import ValidationError
 
 from cuda_llm.tools.bounds import speed_of_light
 from cuda_llm.tools.harness import timing_stats, validate
+from cuda_llm.tools.harness.timing_budget import TimingBudget
 from cuda_llm.tools.device.device_probe import has_cuda_device
 from cuda_llm.results import CaseResult, DeviceInfo, Status, TimingResult, ValidationResult
 from cuda_llm.tools.harness.worker_protocol import (DeviceInfoResponse, EvaluateResponse, RunOnceRequest, ServeRequest,
@@ -228,19 +229,25 @@ def test_summarize_known_samples():
 
 
 def test_should_stop_on_rse_budget_or_max_reps():
+    def stop(samples, elapsed_s, **budget):
+        return timing_stats.should_stop(samples, elapsed_s=elapsed_s,
+                                        budget=TimingBudget(**{"time_budget_s": 10, "min_time_s": 0.0, **budget}))
+
     steady = [1.0] * 10
-    assert timing_stats.should_stop(steady[:9], elapsed_s=0.1, budget_s=10, min_reps=10) is None
-    assert timing_stats.should_stop(steady, elapsed_s=0.1, budget_s=10, min_reps=10) == "rse"
+    assert stop(steady[:9], 0.1, min_reps=10) is None
+    assert stop(steady, 0.1, min_reps=10) == "rse"
     noisy = [1.0, 3.0] * 10
-    assert timing_stats.should_stop(noisy, elapsed_s=0.1, budget_s=10, min_reps=10) is None
-    assert timing_stats.should_stop(noisy, elapsed_s=11, budget_s=10, min_reps=10) == "budget"
-    assert timing_stats.should_stop(noisy, elapsed_s=0.1, budget_s=10, max_reps=20) == "max_reps"
+    assert stop(noisy, 0.1, min_reps=10) is None
+    assert stop(noisy, 11, min_reps=10) == "budget"
+    assert stop(noisy, 0.1, max_reps=20) == "max_reps"
+    assert stop(noisy, 0.1, rse_target=0.2) == "rse"                      # the error target is the budget's
     # a slow kernel past the budget still gets a few samples
-    assert timing_stats.should_stop([50.0, 60.0], elapsed_s=20, budget_s=10) is None
+    assert stop([50.0, 60.0], 20) is None
     # a short kernel keeps sampling until min_time_s, then stops on the error target
-    assert timing_stats.should_stop(steady, elapsed_s=0.1, budget_s=10, min_time_s=0.3) is None
-    assert timing_stats.should_stop(steady, elapsed_s=0.31, budget_s=10, min_time_s=0.3) == "rse"
-    assert timing_stats.should_stop([1.0] * 500, elapsed_s=0.1, budget_s=10, min_time_s=0.3) == "max_reps"
+    assert stop(steady, 0.1, min_time_s=0.3) is None
+    assert stop(steady, 0.31, min_time_s=0.3) == "rse"
+    assert stop([1.0] * 500, 0.1, min_time_s=0.3) == "max_reps"
+    assert TimingBudget().min_time_s == 0.3                               # the product's default
 
 
 def test_hidden_work_threshold():
@@ -285,10 +292,12 @@ def test_protocol_round_trips():
     assert ServeRequest.model_validate_json(req.model_dump_json()) == req
     cmd = TimeCommand(sizes={"n": 1 << 20}, sets={"0": {"kind": "fresh", "inputs": {"x": "/s/in_x.npy"}}},
                       dirs={"first": "/x/f", "last": "/x/l", "post": "/x/p", "snap": "/x/s"}, schedule_seed=5,
-                      time_budget_s=2.5)
+                      budget=TimingBudget(time_budget_s=2.5, warmup=2, timing_repeats=3))
     line = encode({"cmd": "time", **cmd.model_dump()})
     assert line.endswith(b"\n") and line.count(b"\n") == 1
     assert TimeCommand.model_validate(decode(line)) == cmd
+    assert TimeCommand.model_validate(decode(line)).budget == cmd.budget == TimingBudget(time_budget_s=2.5, warmup=2,
+                                                                                         timing_repeats=3)
     assert decode(b"not json") is None and decode(b"[1, 2]") is None
     with pytest.raises(ValidationError):
         TimeCommand.model_validate({**cmd.model_dump(), "blank_every": 0})
@@ -446,7 +455,7 @@ def test_a_large_failed_check_reports_the_same_counts_block_by_block_and_over_th
 
 
 def test_the_limit_of_one_call_is_max_2_s_and_50x_the_naive_kernel():
-    from cuda_llm.tools.harness.eval_options import call_limit_s, call_limit_text
+    from cuda_llm.tools.harness.timing_budget import call_limit_s, call_limit_text
 
     assert call_limit_s(None) is None and call_limit_s(0.0) is None        # unknown: only the evaluation's limit
     assert call_limit_s(0.5) == 2.0                                       # 25 ms: the floor
@@ -463,15 +472,18 @@ def test_the_limit_of_one_call_comes_from_the_cached_naive_baseline_of_this_devi
     loaded = load_task("gelu")
     dev = DeviceInfo(name="NVIDIA H100 80GB HBM3", arch="sm_90", compute_capability=(9, 0), sm_count=132)
     other = dev.model_copy(update={"name": "NVIDIA A100"})
-    assert with_call_limit(loaded, EvalOptions(), dev).call_limit_s is None          # not measured yet
+    assert with_call_limit(loaded, EvalOptions(), dev).budget.call_limit_s is None   # not measured yet
     naive = EvalResult(task="gelu", candidate="naive", source_hash="x", status=Status.ok,
                        timing=TimingResult(sizes={"n": 1}, median_ms=80.0, min_ms=79.0, mean_ms=80.0, iqr_ms=1.0, rse=0.01,
                                            samples_ms=[80.0], repetitions=1, stop_reason="rse"))
     path = _baseline_path(loaded, "naive", loaded.task.baseline_path.read_text(), dev.name)
     path.parent.mkdir(parents=True)
     path.write_text(naive.model_dump_json())
-    got = with_call_limit(loaded, EvalOptions(), dev)
-    assert got.call_limit_s == pytest.approx(4.0) and got.naive_ms == 80.0
-    assert with_call_limit(loaded, EvalOptions(), other).call_limit_s is None        # another GPU's time: not used
-    assert with_call_limit(loaded, EvalOptions(call_limit_s=9.0), dev).call_limit_s == 9.0   # a caller's own
-    assert with_call_limit(loaded, EvalOptions(naive_ms=1.0), None).call_limit_s == 2.0
+    given = EvalOptions(budget=TimingBudget(time_budget_s=3.0, min_reps=7))
+    got = with_call_limit(loaded, given, dev)
+    assert got.budget.call_limit_s == pytest.approx(4.0) and got.budget.naive_ms == 80.0
+    assert got.budget.model_copy(update={"call_limit_s": None, "naive_ms": None}) == given.budget   # the rest kept
+    assert with_call_limit(loaded, EvalOptions(), other).budget.call_limit_s is None   # another GPU's time: not used
+    own = EvalOptions(budget=TimingBudget(call_limit_s=9.0))
+    assert with_call_limit(loaded, own, dev).budget.call_limit_s == 9.0                # a caller's own
+    assert with_call_limit(loaded, EvalOptions(budget=TimingBudget(naive_ms=1.0)), None).budget.call_limit_s == 2.0

@@ -12,6 +12,7 @@ from cuda_llm.results import Status
 from cuda_llm.tasks import load_task
 from cuda_llm.tools.device.device_probe import compute_capability
 from cuda_llm.tools.harness.evaluate import EvalOptions, baseline_result, evaluate_candidate
+from cuda_llm.tools.harness.timing_budget import TimingBudget
 
 pytestmark = pytest.mark.gpu_long
 
@@ -45,7 +46,7 @@ def test_tensor_peaks_are_measured_with_wgmma(hopper):
 
 def test_cublas_hgemm_is_below_the_tensor_bound(hopper):
     loaded = load_task("hgemm")
-    lib = baseline_result(loaded, "library", EvalOptions(time_budget_s=3.0, seed=5))
+    lib = baseline_result(loaded, "library", EvalOptions(budget=TimingBudget(time_budget_s=3.0), seed=5))
     if lib is None or lib.status is Status.compile_error:
         pytest.skip("cuBLAS not installed here")
     assert lib.status is Status.ok, lib.message
@@ -59,7 +60,7 @@ def test_cublas_hgemm_is_below_the_tensor_bound(hopper):
 def test_wgmma_hgemm_passes_and_is_timed(hopper):
     loaded = load_task("hgemm")
     res = evaluate_candidate(loaded, (HOPPER / "hgemm_wgmma.cu").read_text(), candidate="hgemm_wgmma",
-                             options=EvalOptions(time_budget_s=3.0, seed=7))
+                             options=EvalOptions(budget=TimingBudget(time_budget_s=3.0), seed=7))
     print(f"hgemm_wgmma: {res.status.value}: {res.message}")
     assert res.status is Status.ok, res.message
     assert res.compile.arch == "sm_90a"
@@ -74,11 +75,11 @@ def test_wgmma_hgemm_passes_and_is_timed(hopper):
 def test_tma_transpose_passes_and_is_timed(hopper):
     loaded = load_task("transpose")
     res = evaluate_candidate(loaded, (HOPPER / "transpose_tma.cu").read_text(), candidate="transpose_tma",
-                             options=EvalOptions(time_budget_s=3.0, seed=7))
+                             options=EvalOptions(budget=TimingBudget(time_budget_s=3.0), seed=7))
     print(f"transpose_tma: {res.status.value}: {res.message}")
     assert res.status is Status.ok, res.message
     assert res.compile.sass is not None and res.compile.sass.opcodes.get("UTMALDG"), "the TMA load is in the SASS"
     t = res.timing
     assert t is not None and t.median_ms > 0 and not t.suspect and 5 < t.pct_of_sol < 100
-    naive = baseline_result(loaded, "naive", EvalOptions(time_budget_s=3.0, seed=7))
+    naive = baseline_result(loaded, "naive", EvalOptions(budget=TimingBudget(time_budget_s=3.0), seed=7))
     print(f"transpose_tma {t.median_ms:.4f} ms ({t.pct_of_sol:.0f}% of speed of light); naive {naive.median_ms:.4f} ms")

@@ -15,9 +15,10 @@ ANSWERS = Path(__file__).resolve().parents[1] / "benchmarks" / "manual_answers" 
 def test_hand_written_softmax_passes_and_beats_the_naive_kernel(name):
     from cuda_llm.tasks import load_task
     from cuda_llm.tools.harness.evaluate import EvalOptions, baseline_result, evaluate_candidate
+    from cuda_llm.tools.harness.timing_budget import TimingBudget
 
     loaded = load_task("softmax")
-    opts = EvalOptions(time_budget_s=2.0)
+    opts = EvalOptions(budget=TimingBudget(time_budget_s=2.0))
     base = baseline_result(loaded, "naive", opts)
     res = evaluate_candidate(loaded, (ANSWERS / name).read_text(), candidate=name, options=opts)
     assert res.status.value == "ok", res.message

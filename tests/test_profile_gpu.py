@@ -10,6 +10,7 @@ from cuda_llm.tools.compiler.compile import compile_source
 from cuda_llm.tools.profile.diagnosis import diagnose
 from cuda_llm.tools.profile.ncu import find_ncu, profile_candidate
 from cuda_llm.tools.profile.roofline import roofline_point
+from cuda_llm.tools.harness.timing_budget import TimingBudget
 
 pytestmark = pytest.mark.gpu_long
 
@@ -24,7 +25,7 @@ DATASHEETS = [
     ("L40S", 0.864, 91.6),
 ]
 
-EVAL_OPTIONS = dict(time_budget_s=2.0, min_reps=10)
+EVAL_OPTIONS = dict(budget=TimingBudget(time_budget_s=2.0, min_reps=10))
 
 
 def datasheet(name: str) -> tuple[float, float] | None:

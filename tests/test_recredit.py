@@ -1,4 +1,4 @@
-"""Credit follows the detectors (graph/recredit.py): a statistics database learned by a real graph run
+"""Credit follows the detectors (feature_db/recredit.py): a statistics database learned by a real graph run
 (scripted model, real nvcc, invented timings) is re-credited from its run directory after its events were
 made to look as older detectors left them; `cuda-llm features --recredit` and `--run` on it."""
 
@@ -8,7 +8,7 @@ import pytest
 
 from cuda_llm.cli import main
 from cuda_llm.feature_db import StatsStore, load_catalogue
-from cuda_llm.graph.recredit import best_credit, recredit
+from cuda_llm.feature_db.recredit import best_credit, recredit
 
 WARP_SOFTMAX = """// variant: warp
 #include <cuda_runtime.h>

@@ -5,8 +5,9 @@ from __future__ import annotations
 import pytest
 
 from cuda_llm.graph import stop_rules as sr
+from cuda_llm.graph.state import Limits
 
-BUDGET = sr.Budget(max_rounds=20, time_budget_s=1e6, token_budget=10**9, plateau_rounds=3, reserve_s=0)
+BUDGET = Limits(max_rounds=20, time_budget_s=1e6, token_budget=10**9, plateau_rounds=3, reserve_s=0)
 
 
 def stop(**kw):
@@ -18,9 +19,9 @@ def test_a_kernel_at_the_speed_of_light_target_stops_the_run():
     assert stop(best_pct_of_sol=95.0) == sr.SPEED_OF_LIGHT
     assert stop(best_pct_of_sol=94.9) is None
     assert stop(best_pct_of_sol=None) is None                   # no device peaks: unknown, never a stop
-    lax = sr.Budget(**{**BUDGET.__dict__, "sol_target": 0.8})
+    lax = BUDGET.model_copy(update={"sol_target": 0.8})
     assert stop(best_pct_of_sol=81.0, budget=lax) == sr.SPEED_OF_LIGHT
-    off = sr.Budget(**{**BUDGET.__dict__, "sol_target": None})
+    off = BUDGET.model_copy(update={"sol_target": None})
     assert stop(best_pct_of_sol=99.0, budget=off) is None
     # budgets come first: a spent token budget is the reason even at speed of light
     assert stop(best_pct_of_sol=99.0, tokens=10**9) == sr.TOKENS

@@ -271,11 +271,12 @@ def test_naive_baseline_timing_is_not_suspect(name):
     """At the benchmark shape the naive kernel is slower than the speed-of-light bound of its bytes and
     flops formulas; a `suspect` here means a formula over-counts."""
     from cuda_llm.tools.harness.evaluate import EvalOptions, evaluate_candidate
+    from cuda_llm.tools.harness.timing_budget import TimingBudget
     from cuda_llm.results import Status
 
     loaded = load_task(name)
     result = evaluate_candidate(loaded, loaded.task.baseline_path.read_text(), candidate="naive",
-                                options=EvalOptions(time_budget_s=3, min_reps=3, max_reps=20))
+                                options=EvalOptions(budget=TimingBudget(time_budget_s=3, min_reps=3, max_reps=20)))
     assert result.status is Status.ok, f"{name}: {result.status.value}: {result.message}"
     assert result.timing is not None
     assert result.validation is not None and result.validation.n_passed == len(loaded.task.all_cases())

@@ -17,13 +17,14 @@ torch = pytest.importorskip("torch")
 from cuda_llm.tasks import load_task_folder  # noqa: E402
 from cuda_llm.tasks.torch_import import import_file  # noqa: E402
 from cuda_llm.tools.harness.evaluate import EvalOptions, evaluate_candidate  # noqa: E402
+from cuda_llm.tools.harness.timing_budget import TimingBudget  # noqa: E402
 
 pytestmark = pytest.mark.gpu_long
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLE = ROOT / "examples" / "torch" / "modules"
 KERNELS = ROOT / "examples" / "torch" / "kernels"
-FAST = EvalOptions(time_budget_s=2.0, min_time_s=0.2)
+FAST = EvalOptions(budget=TimingBudget(time_budget_s=2.0, min_time_s=0.2))
 
 
 @pytest.fixture(scope="module")

@@ -259,10 +259,11 @@ def small(tmp_path_factory):
 
 def _judge(folder: Path, kernel: str, tmp_path: Path):
     from cuda_llm.tools.harness.evaluate import EvalOptions, run_compiled
+    from cuda_llm.tools.harness.timing_budget import TimingBudget
 
     loaded = load_task_folder(folder)
     src = HERE / "numpy_kernels" / f"{kernel}.py"
-    opts = EvalOptions(time_budget_s=2.0, min_reps=6, max_reps=24, min_time_s=0.0, timeout_s=120.0, seed=3)
+    opts = EvalOptions(budget=TimingBudget(time_budget_s=2.0, min_reps=6, max_reps=24, min_time_s=0.0), timeout_s=120.0, seed=3)
     res = run_compiled(loaded, str(src), source=src.read_text(), options=opts, work_dir=tmp_path / "work",
                        candidate=kernel, worker_argv=WORKER)
     print(f"{kernel}: {res.status.value}: {res.message}")

@@ -32,12 +32,13 @@ def test_the_search_finds_a_point_no_slower_than_the_written_one(task):
     from cuda_llm.tasks import load_task
     from cuda_llm.tools.compiler.compile import compile_many
     from cuda_llm.tools.harness.evaluate import EvalOptions, evaluate_candidate
+    from cuda_llm.tools.harness.timing_budget import TimingBudget
     from cuda_llm.tools.tune.tuning import TuneBudget, apply_point, parse_tunables, search
 
     loaded = load_task(task)
     source = _source(task)
     tunables = parse_tunables(source)
-    opts = EvalOptions(time_budget_s=1.0)
+    opts = EvalOptions(budget=TimingBudget(time_budget_s=1.0))
     out = search(source, tunables, compile_batch=lambda s: compile_many(s),
                  measure=lambda src, p: evaluate_candidate(loaded, src, candidate=f"p{p.index}", options=opts),
                  budget=TuneBudget(max_evals=10, max_seconds=400, jobs=8, seed=0))
@@ -72,12 +73,13 @@ def _scripted(kernel: str) -> Any:
 @pytest.mark.parametrize("task", sorted(KERNELS))
 def test_the_tune_stage_keeps_the_best_point_of_a_candidate(task, tmp_path):
     from cuda_llm.graph.run import RunOptions, start_run
+    from cuda_llm.tools.harness.timing_budget import TimingBudget
     from cuda_llm.graph.state import Limits
     from cuda_llm.tools.tune.tuning import parse_tunables
 
     model = _scripted(_source(task))
     opts = RunOptions(limits=Limits(n_candidates=1, max_rounds=1, tune_evals=6, tune_seconds=300),
-                      runs_dir=tmp_path / "runs", eval_time_budget_s=1.0, profile=False, learn=False)
+                      runs_dir=tmp_path / "runs", timing_budget=TimingBudget(time_budget_s=1.0), profile=False, learn=False)
     out = start_run(task, None, opts, model_factory=lambda role: model, handle_signals=False)
     assert out.finished, out.error
     table = json.loads((out.root / "tuning" / "r1c0.json").read_text())

@@ -14,7 +14,7 @@ from cuda_llm.agents.settings import load_settings
 from cuda_llm.commands import one_line_errors
 from cuda_llm.commands.flags import (
     add_budget_arguments, add_gpu_arguments, add_llm_arguments, add_search_arguments, limits_from_args, llm_cli,
-    parse_count, saved_gpus_problem,
+    parse_count, saved_gpus_problem, timing_budget,
 )
 from cuda_llm.commands.preflight import preflight_ok
 from cuda_llm.graph.batch import Batch, BatchBusyError, BatchError, create_batch, load_state, open_batch, resolve_suite
@@ -22,6 +22,7 @@ from cuda_llm.graph.run import RunOptions, chosen_gpus, gpus_text, settings_from
 from cuda_llm.measure.gpu_pool import local_pool
 from cuda_llm.report.batch_report import console_table, write_batch_reports
 from cuda_llm.report.formats import fmt_duration, fmt_tokens
+from cuda_llm.tools.harness.eval_options import EvalOptions
 
 HELP = "optimize many tasks as one job on every GPU (a suite, a list, a folder), with one budget and one table"
 DESCRIPTION = """Run the optimization loop on every task of SUITE, as one job that can run all night:
@@ -77,8 +78,7 @@ def _err(msg: str) -> int:
     return 2
 
 
-def _make_pool(*, ray_address: str | None, gpus: list[int] | None, arch: str | None, eval_time: float,
-               profile: bool) -> Any:
+def _make_pool(*, ray_address: str | None, gpus: list[int] | None, options: EvalOptions, profile: bool) -> Any:
     if make_pool_override is not None:
         return make_pool_override()
     if ray_address:
@@ -86,8 +86,8 @@ def _make_pool(*, ray_address: str | None, gpus: list[int] | None, arch: str | N
             from cuda_llm.measure.ray_slots import ray_pool   # Ray is optional: imported only for --ray
         except ImportError:
             raise ValueError("--ray needs Ray: pip install -e '.[ray]' (on this machine and every node)") from None
-        return ray_pool(ray_address, arch=arch, time_budget_s=eval_time, profile=profile)
-    return local_pool(gpus, arch=arch, time_budget_s=eval_time, profile=profile)
+        return ray_pool(ray_address, options=options, profile=profile)
+    return local_pool(gpus, options=options, profile=profile)
 
 
 def _progress(quiet: bool):
@@ -159,7 +159,7 @@ def run(args: argparse.Namespace) -> int:
         except BatchError as exc:
             return _err(str(exc))
         ray_address = args.ray
-        run_options = RunOptions(limits=limits, runs_dir=args.runs_dir, arch=args.arch, eval_time_budget_s=args.eval_time,
+        run_options = RunOptions(limits=limits, runs_dir=args.runs_dir, arch=args.arch, timing_budget=timing_budget(args),
                                  profile=not args.no_profile, learn=not args.no_learn)
         saved_gpus = None
     if not ray_address:
@@ -177,8 +177,8 @@ def run(args: argparse.Namespace) -> int:
                                                        gpu=not ray_address):
         return 2
     try:
-        pool = _make_pool(ray_address=ray_address, gpus=run_options.gpus, arch=run_options.arch,
-                          eval_time=run_options.eval_time_budget_s, profile=run_options.profile)
+        pool = _make_pool(ray_address=ray_address, gpus=run_options.gpus, options=run_options.eval_options(),
+                          profile=run_options.profile)
     except ValueError as exc:
         return _err(str(exc))
     try:

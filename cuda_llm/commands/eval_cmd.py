@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from cuda_llm.commands import one_line_errors
-from cuda_llm.commands.flags import parse_duration
+from cuda_llm.commands.flags import parse_duration, timing_budget
 from cuda_llm.report.formats import render_table
 from cuda_llm.results import NAIVE_BASELINE
 from cuda_llm.tools.harness import failure_text
@@ -79,7 +79,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--arch", help="GPU architecture for nvcc, e.g. sm_90 (default: the local GPU, else sm_90)")
     p.add_argument("--library", "--allow-libraries", dest="library", action="store_true",
                    help="allow library calls (cuBLAS, CUB) and link the task's libraries: for yardsticks only")
-    p.add_argument("--eval-time", dest="time_budget", type=parse_duration, default=10.0, metavar="DURATION",
+    p.add_argument("--eval-time", dest="eval_time", type=parse_duration, default=10.0, metavar="DURATION",
                    help="timing repetitions at most, e.g. 10s (default 10s)")
     p.add_argument("--timeout", type=parse_duration, default=120.0, metavar="DURATION",
                    help="time before a hanging evaluation is killed (default 120s)")
@@ -120,7 +120,7 @@ def run(args: argparse.Namespace) -> int:
         _err(str(exc))
         return 2
     options = EvalOptions(
-        arch=arch, timeout_s=args.timeout, time_budget_s=args.time_budget, seed=args.seed,
+        arch=arch, timeout_s=args.timeout, budget=timing_budget(args), seed=args.seed,
         held_out=not args.no_held_out, allow_libraries=args.library,
     )
     _progress(f"{loaded.name}: {kernel} for {arch}: static checks, compile, test, time ...")

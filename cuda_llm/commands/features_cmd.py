@@ -90,7 +90,7 @@ def _reset(path: Path, yes: bool) -> int:
 def _show_run(args: argparse.Namespace) -> int:
     """What a run's best kernel was credited with, along its lineage."""
     # re-crediting (NumPy): imported on use, off the `--help` start-up
-    from cuda_llm.graph.recredit import best_credit
+    from cuda_llm.feature_db.recredit import best_credit
 
     try:
         bc = best_credit(args.runs_dir, args.run)
@@ -116,7 +116,7 @@ def _recredit(path: Path, runs_dir: Path, as_json: bool) -> int:
     """Detect every stored candidate again and rebuild the statistics file."""
     # the statistics and re-crediting (NumPy): imported on use, off the `--help` start-up
     from cuda_llm.feature_db import StatsStore, StatsStoreError
-    from cuda_llm.graph.recredit import recredit
+    from cuda_llm.feature_db.recredit import recredit
 
     if not path.exists():
         print(f"no statistics at {path}: nothing to re-credit")

@@ -20,6 +20,7 @@ from cuda_llm.graph.stage_plugins import StageError, parse_stage_spec
 from cuda_llm.graph.state import Limits
 from cuda_llm.measure.gpu_pool import check_gpus, parse_gpus
 from cuda_llm.tools.device import device_probe
+from cuda_llm.tools.harness.timing_budget import TimingBudget
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhd]?)\s*$", re.I)
 _UNITS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
@@ -226,6 +227,13 @@ def add_gpu_arguments(g: Any, *, resumable: bool = False) -> None:
                    help="the GPUs to measure on, one evaluation worker each, a round's candidates side by side "
                         "(indices among the visible GPUs; default: all" +
                         ("; a resumed batch: the ones it was started with)" if resumable else ")"))
+
+
+def timing_budget(args: argparse.Namespace) -> TimingBudget:
+    """The timing budget of every candidate the command measures: where ``--eval-time`` (tune's
+    ``--eval-time-budget``, both ``args.eval_time``) becomes a TimingBudget; its other fields keep the product's
+    defaults."""
+    return TimingBudget(time_budget_s=args.eval_time)
 
 
 def check_gpus_arg(gpus: list[int] | None, *, what: str = "--gpus", preflight: bool = True) -> str | None:

@@ -11,7 +11,7 @@ from cuda_llm.agents.settings import load_settings
 from cuda_llm.commands import one_line_errors
 from cuda_llm.commands.flags import (
     add_budget_arguments, add_gpu_arguments, add_llm_arguments, add_search_arguments, check_gpus_arg, limits_from_args,
-    llm_cli, parse_stage_arg,
+    llm_cli, parse_stage_arg, timing_budget,
 )
 from cuda_llm.commands.outcome import exit_code, print_outcome
 from cuda_llm.commands.preflight import preflight_ok
@@ -104,7 +104,7 @@ def run(args: argparse.Namespace) -> int:
     # 3. preflight: a GPU, nvcc, disk, the endpoint; nothing is created or spent when it fails
     if not preflight_ok("optimize", settings, runs_dir=args.runs_dir, arch=args.arch, profile=not args.no_profile):
         return 2
-    options = RunOptions(limits=limits, runs_dir=args.runs_dir, arch=args.arch, eval_time_budget_s=args.eval_time,
+    options = RunOptions(limits=limits, runs_dir=args.runs_dir, arch=args.arch, timing_budget=timing_budget(args),
                          profile=not args.no_profile, learn=not args.no_learn, start_from=args.start_from,
                          gpus=args.gpus, stages=args.stage)
     out = start_run(loaded, settings, options, progress=make_progress(args.quiet))

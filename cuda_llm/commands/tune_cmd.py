@@ -19,7 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from cuda_llm.commands import one_line_errors
-from cuda_llm.commands.flags import check_gpus_arg, parse_count, parse_duration, parse_gpus_arg
+from cuda_llm.commands.flags import check_gpus_arg, parse_count, parse_duration, parse_gpus_arg, timing_budget
+from cuda_llm.tools.harness.eval_options import EvalOptions
 
 HELP = "tune a kernel's declared constants (// cuda-llm: tune NAME values), no LLM needed"
 DESCRIPTION = """Search the tunable constants that KERNEL.cu declares and write the fastest correct point.
@@ -58,7 +59,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="timed points at most (default 24)")
     p.add_argument("--time-budget", type=parse_duration, default=600.0, metavar="DURATION",
                    help="wall-clock time for the whole search, compiles included, e.g. 600 or 10m (default 10m)")
-    p.add_argument("--eval-time-budget", type=parse_duration, default=3.0, metavar="DURATION",
+    p.add_argument("--eval-time-budget", dest="eval_time", type=parse_duration, default=3.0, metavar="DURATION",
                    help="timing repetitions per point, e.g. 3s (default 3s)")
     p.add_argument("--timeout", type=parse_duration, default=120.0, metavar="DURATION",
                    help="time before a hanging point is killed (default 120s)")
@@ -170,8 +171,9 @@ def point_pool(args: argparse.Namespace, arch: str) -> Any:
     as `cuda-llm eval` does, with this command's timing budget, timeout, input seed and held-out shapes."""
     from cuda_llm.measure.gpu_pool import local_pool
 
-    return local_pool(args.gpus, arch=arch, time_budget_s=args.eval_time_budget, profile=False,
-                      eval_options={"timeout_s": args.timeout, "seed": args.seed, "held_out": not args.no_held_out})
+    options = EvalOptions(arch=arch, budget=timing_budget(args), timeout_s=args.timeout, seed=args.seed,
+                          held_out=not args.no_held_out)
+    return local_pool(args.gpus, options=options, profile=False)
 
 
 def _search(loaded: Any, source: str, tunables: Any, budget: Any, pool: Any, arch: str, compile_many: Any) -> Any:

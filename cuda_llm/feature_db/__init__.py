@@ -3,9 +3,11 @@
 ``load_catalogue`` gives the features (data files in ``catalogue/``), ``detect_features`` tells which
 ones a candidate uses, ``StatsStore`` keeps per (feature, task family, arch) statistics in SQLite, and
 ``rank_features`` / ``assign_features`` turn them into the planner's offer (a seeded bandit);
-``credit_step`` decides what one measured candidate teaches (credit.py).
+``credit_step`` decides what one measured candidate teaches (credit.py); ``recredit`` detects the features
+of every stored candidate again and rebuilds the statistics after the detectors changed (recredit.py: it
+reads run directories, hence cuda_llm.runs).
 
-May import: cuda_llm.results, cuda_llm.paths, cuda_llm.tasks.
+May import: cuda_llm.results, cuda_llm.paths, cuda_llm.tasks, cuda_llm.runs.
 """
 
 from cuda_llm.feature_db.bandit import (

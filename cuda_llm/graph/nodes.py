@@ -38,12 +38,6 @@ def _limits(state: GraphState) -> Limits:
     return Limits(**state.get("limits", {}))
 
 
-def _budget(lim: Limits) -> stop_rules.Budget:
-    return stop_rules.Budget(max_rounds=lim.max_rounds, time_budget_s=lim.time_budget_s, token_budget=lim.token_budget,
-                             plateau_rounds=lim.plateau_rounds, reserve_s=lim.reserve_s, sol_target=lim.sol_target,
-                             max_failed_rounds=lim.max_failed_rounds)
-
-
 def _result(deps: Deps, c: Candidate) -> EvalResult | None:
     """A candidate's stored result (the run directory's copy, else the evaluation cache by source hash)."""
     res = deps.rundir.read_result(c.id)
@@ -396,7 +390,7 @@ def make_critique(deps: Deps) -> Callable[[GraphState], dict]:
             tokens_now = total_tokens(state.get("tokens")) + sum(update.get("tokens", {}).get("critic", {}).get(k, 0)
                                                                   for k in ("input", "output"))
             elapsed = deps.elapsed()
-            budget = _budget(lim)
+            budget = lim
             if targets:
                 reason = stop_rules.hard_stop(elapsed_s=elapsed, tokens=tokens_now, budget=budget)
                 if reason is None:

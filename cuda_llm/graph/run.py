@@ -21,7 +21,7 @@ from enum import Enum
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, model_validator
 
 from cuda_llm.graph.deps import Deps
 from cuda_llm.measure.evaluator import CachedEvaluator, Evaluator, device_missing, require_evaluator
@@ -34,6 +34,8 @@ from cuda_llm.graph.state import Limits
 from cuda_llm.halts import ENDPOINT_ERRORS, NO_DEVICE, RunHalted, endpoint_halt
 from cuda_llm.graph.stop_rules import reason_text
 from cuda_llm.results import baseline_label
+from cuda_llm.tools.harness.eval_options import EvalOptions
+from cuda_llm.tools.harness.timing_budget import TimingBudget
 
 ModelFactory = Callable[[str], Any]
 RECURSION_LIMIT = 100_000
@@ -53,13 +55,18 @@ class _RunLock(DirLock):
             "before resuming"))
 
 
+LEGACY_EVAL_TIME = "eval_time_budget_s"   # RunOptions' timing budget as runs and batches saved it before
+
+
 class RunOptions(BaseModel):
-    """What ``cuda-llm optimize`` controls (budgets become Limits in the state)."""
+    """What ``cuda-llm optimize`` controls (budgets become Limits in the state). Saved with the run (config.json)
+    and the batch (batch.json); one saved before the timing budget was one model has ``eval_time_budget_s``,
+    read as ``timing_budget.time_budget_s``."""
 
     limits: Limits = Field(default_factory=Limits)
     runs_dir: Path = Path("runs")
     arch: str | None = None
-    eval_time_budget_s: float = 10.0   # timing budget per candidate on the GPU
+    timing_budget: TimingBudget = Field(default_factory=TimingBudget)   # every candidate's timing on the GPU
     profile: bool = True
     stats_path: Path | None = None     # feature statistics (default: the shared cache's)
     learn: bool = True                 # record feature statistics
@@ -68,6 +75,20 @@ class RunOptions(BaseModel):
                                        # with the run: a resumed run measures on them again unless told otherwise
     stages: list[str] = Field(default_factory=list)   # plugin tool stages, 'NAME[:POSITION]' (stages.with_plugins),
                                                       # saved with the run so a resume rebuilds the same graph
+
+    @model_validator(mode="before")
+    @classmethod
+    def _saved_eval_time(cls, data: Any) -> Any:
+        """Options saved before the timing budget was one model: ``eval_time_budget_s`` is its time budget."""
+        if isinstance(data, dict) and LEGACY_EVAL_TIME in data:
+            data = dict(data)
+            seconds = data.pop(LEGACY_EVAL_TIME)
+            data.setdefault("timing_budget", {"time_budget_s": seconds})
+        return data
+
+    def eval_options(self) -> EvalOptions:
+        """How every candidate of the run is judged: the build arch and the timing budget, whole."""
+        return EvalOptions(arch=self.arch, budget=self.timing_budget)
 
 
 class Keep(Enum):
@@ -211,7 +232,8 @@ def resume_run(run_id: str, runs_dir: Path | str = "runs", *, settings: Any = No
 def saved_options(config: dict[str, Any], runs_dir: Path | str) -> RunOptions:
     """The RunOptions a run was started with (its config.json), in ``runs_dir``. A run saved before its GPUs
     were kept has none, which means all of them, as it did then."""
-    fields = {k: v for k, v in (config.get("options") or {}).items() if k in RunOptions.model_fields and k != "limits"}
+    fields = {k: v for k, v in (config.get("options") or {}).items()
+              if (k in RunOptions.model_fields or k == LEGACY_EVAL_TIME) and k != "limits"}
     return RunOptions(**{**fields, "limits": Limits(**config.get("limits", {})), "runs_dir": Path(runs_dir)})
 
 
@@ -299,8 +321,7 @@ def default_evaluator(options: RunOptions) -> Evaluator:
     spending anything."""
     from cuda_llm.measure.gpu_pool import default_evaluator as measuring
 
-    return measuring(options.gpus, arch=options.arch, time_budget_s=options.eval_time_budget_s,
-                     profile=options.profile)
+    return measuring(options.gpus, options=options.eval_options(), profile=options.profile)
 
 
 def _stats(options: RunOptions) -> Any:
@@ -452,12 +473,10 @@ def _extend(graph: Any, config: dict, snap: Any, extend: Extension, rundir: Any,
     old = Limits(**(values.get("limits") or {}))
     new = extend.apply(old, rounds_done=int(values.get("round") or 0), elapsed_s=float(values.get("elapsed_s") or 0.0),
                        tokens_used=total_tokens(values.get("tokens")))
-    from cuda_llm.graph.stop_rules import TIME, TOKENS, Budget, hard_stop
+    from cuda_llm.graph.stop_rules import TIME, TOKENS, hard_stop
 
     spent = hard_stop(elapsed_s=float(values.get("elapsed_s") or 0.0), tokens=total_tokens(values.get("tokens")),
-                      budget=Budget(max_rounds=new.max_rounds, time_budget_s=new.time_budget_s,
-                                    token_budget=new.token_budget, plateau_rounds=new.plateau_rounds,
-                                    reserve_s=new.reserve_s))
+                      budget=new)
     if spent is not None:   # another round would start with a budget already spent, and stop after it
         flag = {TIME: "--time-budget +2h", TOKENS: "--token-budget +1M"}[spent]
         raise NotExtendable(f"run {rundir.run_id} has spent its {'wall-clock' if spent == TIME else 'token'} budget "

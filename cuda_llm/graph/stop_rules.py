@@ -1,4 +1,5 @@
-"""When the loop stops: budgets, speed of light, failing rounds, plateau, max rounds. Pure functions.
+"""When the loop stops: budgets, speed of light, failing rounds, plateau, max rounds. Pure functions of the
+run's Limits (passed whole) and what the run has spent.
 
 The order: the token and wall-clock budgets; then speed of light (the best kernel reaches ``sol_target``,
 default 95%, of the speed-of-light bound: only fewer bytes or flops could still help); then
@@ -21,8 +22,8 @@ repeats that step once the cause is fixed.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
+from cuda_llm.graph.state import Limits
 from cuda_llm.halts import BASELINE_FAILED, ENDPOINT_ERRORS, NO_CODE, NO_DEVICE, SEED_FAILED, WORKERS_LOST
 
 PLATEAU = "plateau"
@@ -94,23 +95,12 @@ def sol_reached(pct_of_sol: float | None, target: float | None) -> bool:
     return target is not None and target > 0 and pct_of_sol is not None and pct_of_sol >= 100.0 * target
 
 
-@dataclass(frozen=True)
-class Budget:
-    max_rounds: int
-    time_budget_s: float
-    token_budget: int
-    plateau_rounds: int
-    reserve_s: float = 0.0
-    sol_target: float | None = 0.95      # fraction of speed of light that ends the run (None: never)
-    max_failed_rounds: int = 3
-
-
-def time_exhausted(elapsed_s: float, budget: Budget, next_round_s: float = 0.0) -> bool:
+def time_exhausted(elapsed_s: float, budget: Limits, next_round_s: float = 0.0) -> bool:
     """True when another round (as long as the last one) would eat into the final validation's reserve."""
     return elapsed_s + max(next_round_s, 0.0) >= budget.time_budget_s - budget.reserve_s
 
 
-def hard_stop(*, elapsed_s: float, tokens: int, budget: Budget, next_round_s: float = 0.0) -> str | None:
+def hard_stop(*, elapsed_s: float, tokens: int, budget: Limits, next_round_s: float = 0.0) -> str | None:
     """Budgets that end the run even in the middle of a round (before a repair, for instance)."""
     if tokens >= budget.token_budget:
         return TOKENS
@@ -119,7 +109,7 @@ def hard_stop(*, elapsed_s: float, tokens: int, budget: Budget, next_round_s: fl
     return None
 
 
-def stop_after_round(*, round_: int, plateau_count: int, elapsed_s: float, tokens: int, budget: Budget,
+def stop_after_round(*, round_: int, plateau_count: int, elapsed_s: float, tokens: int, budget: Limits,
                      last_round_s: float = 0.0, best_pct_of_sol: float | None = None,
                      failed_rounds: int = 0) -> str | None:
     """The stop reason at the end of a round, or None to plan another (the order: module docstring)."""

@@ -25,6 +25,7 @@ from typing import Any, Callable, Protocol, runtime_checkable
 
 from cuda_llm.paths import atomic_write
 from cuda_llm.results import CHALLENGER, HEAD_TO_HEAD_ORDER, DeviceInfo, EvalResult, HeadToHead, Status
+from cuda_llm.tools.harness.eval_options import EvalOptions
 
 
 JOB_KINDS = ("evaluate", "baseline", "library", "profile", "final_check", "head_to_head")   # the measuring methods
@@ -204,31 +205,28 @@ class GpuEvaluator(ToolsMixin):
 
     ``gpu`` is the index of its device among the visible ones (default the first): every worker it starts is
     pinned to that device and holds that device's lock, and ``device`` holds that device's measured facts.
-    The GPU pool (measure/gpu_pool.py) keeps one per GPU. ``eval_options``: more EvalOptions fields for every
-    measurement (`cuda-llm tune` sets its timeout, input seed and held-out shapes this way)."""
+    The GPU pool (measure/gpu_pool.py) keeps one per GPU. ``options``: the EvalOptions of every measurement,
+    passed whole (the build arch, the timing budget; `cuda-llm tune` sets its timeout, input seed and held-out
+    shapes this way); its ``gpu`` is this evaluator's ``gpu``."""
 
     needs_local_device = True
 
-    def __init__(self, *, arch: str | None = None, time_budget_s: float = 10.0, final_seed: int = 20_251_123,
-                 profile: bool = True, profile_timeout_s: float = 120.0, gpu: int | None = None,
-                 eval_options: dict[str, Any] | None = None):
+    def __init__(self, *, options: EvalOptions | None = None, final_seed: int = 20_251_123, profile: bool = True,
+                 profile_timeout_s: float = 120.0, gpu: int | None = None):
         from cuda_llm.tools.compiler.compile import resolve_arch
         from cuda_llm.tools.harness.device_info import get_device_info
 
-        self.arch = resolve_arch(arch)
+        base = options or EvalOptions()
+        self.arch = resolve_arch(base.arch)
         self.gpu = gpu
+        self.options = base.model_copy(update={"arch": self.arch, "gpu": gpu})
         self.device = get_device_info(gpu=gpu)
-        self.time_budget_s = time_budget_s
         self.final_seed = final_seed
         self.do_profile = profile
         self.profile_timeout_s = profile_timeout_s
-        self.eval_options = dict(eval_options or {})
 
-    def _options(self, **kw: Any) -> Any:
-        from cuda_llm.tools.harness.evaluate import EvalOptions
-
-        return EvalOptions(**{**self.eval_options, "arch": self.arch, "time_budget_s": self.time_budget_s,
-                              "gpu": self.gpu, **kw})
+    def _options(self, **kw: Any) -> EvalOptions:
+        return self.options.model_copy(update=kw) if kw else self.options
 
     def evaluate(self, loaded: Any, source: str, candidate_id: str, work_dir: Path) -> EvalResult:
         from cuda_llm.tools.harness.evaluate import evaluate_candidate

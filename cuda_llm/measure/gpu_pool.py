@@ -34,6 +34,7 @@ from typing import Any, Protocol
 from cuda_llm.measure.evaluator import JOB_KINDS, Analysis, Evaluator, EventFn, ToolsMixin, run_job
 from cuda_llm.halts import WORKERS_LOST, RunHalted
 from cuda_llm.results import DeviceInfo, EvalResult, HeadToHead
+from cuda_llm.tools.harness.eval_options import EvalOptions
 
 MAX_REQUEUES = 1          # a job whose worker was lost goes back to the queue this many times
 RETIRE_AFTER = 2          # a slot that failed this many jobs in a row takes no more
@@ -374,11 +375,10 @@ def same_kind(devices: Sequence[tuple[str, DeviceInfo | None]]) -> None:
                          "pick GPUs of one model with --gpus")
 
 
-def local_pool(gpus: list[int] | None = None, *, arch: str | None = None, time_budget_s: float = 10.0,
-               profile: bool = True, eval_options: dict[str, Any] | None = None,
+def local_pool(gpus: list[int] | None = None, *, options: EvalOptions | None = None, profile: bool = True,
                processes: bool | None = None) -> GpuPool:
     """A pool over this machine's GPUs (``gpus``: indices among the visible ones; None: all of them), one
-    GpuEvaluator pinned to each (``eval_options``: more EvalOptions fields for their measurements).
+    GpuEvaluator pinned to each (``options``: the EvalOptions of their measurements, passed whole).
 
     ``processes``: each GPU's evaluator in a process of its own (measure/process_slots.py), so that the judges
     of two GPUs never wait for one interpreter; None (the default, ``SLOT_PROCESSES``) does so whenever there is
@@ -394,21 +394,18 @@ def local_pool(gpus: list[int] | None = None, *, arch: str | None = None, time_b
     if processes is None:
         processes = SLOT_PROCESSES if SLOT_PROCESSES is not None else len(chosen) > 1
     # this process's own evaluator for the first GPU: builds, analyses and the toolchain (and its device facts)
-    first = GpuEvaluator(arch=arch, time_budget_s=time_budget_s, profile=profile, gpu=chosen[0],
-                         eval_options=eval_options)
+    first = GpuEvaluator(options=options, profile=profile, gpu=chosen[0])
+    options = first.options            # the build arch resolved once, for every slot
     if processes:
         from cuda_llm.measure.process_slots import ProcessSlot, start_slots
         from cuda_llm.measure.slot_server import GpuEvaluatorFactory, device_of
 
-        pslots = [ProcessSlot(GpuEvaluatorFactory(arch=first.arch, time_budget_s=time_budget_s, profile=profile,
-                                                  gpu=g, eval_options=eval_options), pinned_device(g))
-                  for g in chosen]
+        pslots = [ProcessSlot(GpuEvaluatorFactory(options, profile=profile, gpu=g), pinned_device(g)) for g in chosen]
         infos = start_slots(pslots)
         devices = [device_of(i) for i in infos]
         slots: list[Slot] = list(pslots)
     else:
-        evaluators = [first] + [GpuEvaluator(arch=arch, time_budget_s=time_budget_s, profile=profile, gpu=g,
-                                             eval_options=eval_options) for g in chosen[1:]]
+        evaluators = [first] + [GpuEvaluator(options=options, profile=profile, gpu=g) for g in chosen[1:]]
         devices = [ev.device for ev in evaluators]
         slots = [EvaluatorSlot(ev, pinned_device(g)) for ev, g in zip(evaluators, chosen)]
     try:
@@ -420,7 +417,7 @@ def local_pool(gpus: list[int] | None = None, *, arch: str | None = None, time_b
     return GpuPool(slots, arch=first.arch, device=first.device, tools=first, prebuild=True, needs_local_device=True)
 
 
-def default_evaluator(gpus: list[int] | None, *, arch: str | None, time_budget_s: float, profile: bool) -> Evaluator:
+def default_evaluator(gpus: list[int] | None, *, options: EvalOptions | None, profile: bool) -> Evaluator:
     """What measures a run when none is given: a pool over ``gpus`` of this machine (None: all), which closing the
     evaluator closes; on a machine without a CUDA device the plain GPU evaluator (a run halts on it before
     spending anything: ``device_missing``)."""
@@ -428,5 +425,5 @@ def default_evaluator(gpus: list[int] | None, *, arch: str | None, time_budget_s
     from cuda_llm.tools.device.device_probe import has_cuda_device
 
     if not has_cuda_device():
-        return GpuEvaluator(arch=arch, time_budget_s=time_budget_s, profile=profile)
-    return local_pool(gpus, arch=arch, time_budget_s=time_budget_s, profile=profile).client(owns_pool=True)
+        return GpuEvaluator(options=options, profile=profile)
+    return local_pool(gpus, options=options, profile=profile).client(owns_pool=True)

@@ -28,6 +28,7 @@ from cuda_llm.measure.gpu_pool import GpuPool, same_kind
 from cuda_llm.measure.slot_server import (JOB_TIMEOUT_S, WORK_ARG, Factory, GpuEvaluatorFactory, Payloads, SlotServer,
                                         TaskPayload, device_of, task_payload)
 from cuda_llm.results import DeviceInfo
+from cuda_llm.tools.harness.eval_options import EvalOptions
 
 __all__ = ["EvaluatorActor", "GpuEvaluatorFactory", "RayPool", "RaySlot", "TaskPayload", "ray_pool", "task_payload"]
 
@@ -94,11 +95,12 @@ class RayPool(GpuPool):
             ray.shutdown()
 
 
-def ray_pool(address: str | None, *, factory: Factory | None = None, arch: str | None = None,
-             time_budget_s: float = 10.0, profile: bool = True, actors: int | None = None,
+def ray_pool(address: str | None, *, factory: Factory | None = None, options: EvalOptions | None = None,
+             profile: bool = True, actors: int | None = None,
              init: dict[str, Any] | None = None, start_timeout_s: float = 900.0) -> RayPool:
     """Join the cluster at ``address`` (``auto``, ``ray://host:10001``, ``host:6379``; ``local`` or None starts
-    one on this machine) and start one evaluator actor per GPU it has (or ``actors``)."""
+    one on this machine) and start one evaluator actor per GPU it has (or ``actors``), each measuring with
+    ``options`` (EvalOptions, passed whole) unless a ``factory`` says otherwise."""
     owns = False
     if not ray.is_initialized():
         kw = dict(init or {})
@@ -112,7 +114,7 @@ def ray_pool(address: str | None, *, factory: Factory | None = None, arch: str |
             ray.shutdown()
         raise ValueError(f"the Ray cluster at {address or 'local'} has no GPU; start its nodes with GPUs "
                          "(`ray start --head --num-gpus N` / `ray start --address HEAD:6379`)")
-    factory = factory or GpuEvaluatorFactory(arch=arch, time_budget_s=time_budget_s, profile=profile)
+    factory = factory or GpuEvaluatorFactory(options, profile=profile)
     handles = [EvaluatorActor.remote(factory) for _ in range(n)]
     try:
         infos = ray.get([h.where.remote() for h in handles], timeout=start_timeout_s)
@@ -127,7 +129,7 @@ def ray_pool(address: str | None, *, factory: Factory | None = None, arch: str |
     labels = [i["label"] for i in infos]
     labels = [lb if labels.count(lb) == 1 else f"{lb}#{k}" for k, lb in enumerate(labels)]
     slots = [RaySlot(h, lb) for h, lb in zip(handles, labels)]
-    first_arch = arch or infos[0].get("arch") or "sm_90"
+    first_arch = (options.arch if options is not None else None) or infos[0].get("arch") or "sm_90"
     from cuda_llm.tools.compiler.compile import normalize_arch
 
     first_arch = normalize_arch(first_arch)

@@ -17,6 +17,7 @@ from typing import Any, Callable
 from pydantic import BaseModel
 
 from cuda_llm.measure.evaluator import Evaluator, run_job
+from cuda_llm.tools.harness.eval_options import EvalOptions
 
 WORK_ARG = {"evaluate": 2, "profile": 2, "final_check": 2, "head_to_head": 4}    # where the work folder sits after ``loaded``
 JOB_TIMEOUT_S = 3 * 3600.0         # a job not answered by then counts as lost (a hung slot process or node)
@@ -85,16 +86,13 @@ class GpuEvaluatorFactory:
     """The real evaluator in a slot's process: GpuEvaluator on GPU ``gpu`` (an index among the GPUs that process
     sees; a Ray actor sees only its own, so 0). Picklable."""
 
-    def __init__(self, arch: str | None = None, time_budget_s: float = 10.0, profile: bool = True, gpu: int = 0,
-                 eval_options: dict[str, Any] | None = None):
-        self.arch, self.time_budget_s, self.profile = arch, time_budget_s, profile
-        self.gpu, self.eval_options = gpu, dict(eval_options or {})
+    def __init__(self, options: EvalOptions | None = None, profile: bool = True, gpu: int = 0):
+        self.options, self.profile, self.gpu = options, profile, gpu    # passed whole to the evaluator
 
     def __call__(self) -> Any:
         from cuda_llm.measure.evaluator import GpuEvaluator
 
-        return GpuEvaluator(arch=self.arch, time_budget_s=self.time_budget_s, profile=self.profile, gpu=self.gpu,
-                            eval_options=self.eval_options or None)
+        return GpuEvaluator(options=self.options, profile=self.profile, gpu=self.gpu)
 
 
 class SlotServer:

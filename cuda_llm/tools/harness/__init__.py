@@ -5,7 +5,9 @@ that runner.py starts (no secrets in its environment, one pinned GPU, a fresh fo
 whole process group killed on expiry, one worker per device). torch_timer.py is the same kind of child for
 a task's PyTorch module. Every other module here runs in the parent and never imports candidate code:
 judge.py drives the worker, checker.py and validate.py give the verdict from raw data, timing_plan.py and
-timing_stats.py decide what is timed and when timing stops, evaluate.py chains compile -> judge -> time.
+timing_stats.py decide what is timed and when timing stops (by the one TimingBudget of timing_budget.py, which the
+evaluation options, the worker's time command and the PyTorch timer's request each carry whole), evaluate.py
+chains compile -> judge -> time.
 Outside this folder only profile/ncu.py starts the worker (under Nsight Compute), through runner.py.
 
 May import: cuda_llm.results, cuda_llm.paths, cuda_llm.cache_store, cuda_llm.tasks, cuda_llm.tools.device, cuda_llm.tools.compiler, cuda_llm.tools.bounds.

@@ -20,7 +20,7 @@ from cuda_llm.tasks.loader import LoadedTask
 from cuda_llm import cache_store
 from cuda_llm.tools.harness import failure_text, timing_stats
 from cuda_llm.tools.bounds import speed_of_light
-from cuda_llm.tools.harness.eval_options import EvalOptions, call_limit_s
+from cuda_llm.tools.harness.eval_options import EvalOptions
 from cuda_llm.tools.device.device_probe import has_cuda_device
 from cuda_llm.results import CompileResult, DeviceInfo, EvalResult, Status
 from cuda_llm.tools.harness.worker_protocol import EvaluateResponse
@@ -125,14 +125,16 @@ def run_compiled(loaded: LoadedTask, so_path: str, *, source: str, options: Eval
 
 
 def with_call_limit(loaded: LoadedTask, opts: EvalOptions, device: DeviceInfo | None) -> EvalOptions:
-    """``opts`` with the limit of one call of solve() (eval_options.call_limit_s) where the naive kernel's time
-    is known: given in ``opts.naive_ms``, else the naive baseline's cached verdict on this device (the run's
-    setup measures it first, so every candidate of a run, on every GPU of the pool, gets the limit)."""
-    if opts.call_limit_s is not None:
+    """``opts`` with the limit of one call of solve() in its budget (timing_budget.call_limit_s) where the naive
+    kernel's time is known: given in ``opts.budget.naive_ms``, else the naive baseline's cached verdict on this
+    device (the run's setup measures it first, so every candidate of a run, on every GPU of the pool, gets the
+    limit). A limit the caller set stays as it is."""
+    budget = opts.budget
+    if budget.call_limit_s is not None:
         return opts
-    naive = opts.naive_ms if opts.naive_ms is not None else cached_naive_ms(loaded, device)
-    limit = call_limit_s(naive)
-    return opts if limit is None else opts.model_copy(update={"call_limit_s": limit, "naive_ms": naive})
+    naive = budget.naive_ms if budget.naive_ms is not None else cached_naive_ms(loaded, device)
+    limited = budget.with_naive(naive)
+    return opts if limited is budget else opts.model_copy(update={"budget": limited})
 
 
 def cached_naive_ms(loaded: LoadedTask, device: DeviceInfo | None) -> float | None:
@@ -158,7 +160,7 @@ def _judged(loaded: LoadedTask, so_path: str, source: str, opts: EvalOptions, se
     from cuda_llm.tools.harness.judge import judge
 
     retimed = None
-    for attempt in range(opts.clock_retries + 1):
+    for attempt in range(opts.budget.clock_retries + 1):
         if attempt:
             (work / "eval_result.json").replace(work / f"eval_result-attempt{attempt}.json")
         resp = judge(loaded, so_path, opts, (seed + 7919 * attempt) & 0x7FFFFFFF, work, worker_argv)

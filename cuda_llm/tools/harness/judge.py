@@ -36,7 +36,7 @@ from cuda_llm.tasks.inputs import dims, make_case_inputs, reference_outputs
 from cuda_llm.tasks.loader import LoadedTask
 from cuda_llm.tools.harness import bench_data, timing_plan, timing_stats, transport
 from cuda_llm.tools.harness.checker import Checker, Expectation, check_call
-from cuda_llm.tools.harness.eval_options import call_limit_text
+from cuda_llm.tools.harness.timing_budget import call_limit_text
 from cuda_llm.tools.harness.runner import Event, WorkerGone, WorkerSession, describe_exit, device_lock, pinned_device
 from cuda_llm.tools.harness.worker_protocol import (EXIT_CUDA_FAULT, EXIT_HARNESS, ClockCheck, EvaluateResponse, ServeRequest,
                                             TimeCommand, WorkerError)
@@ -46,7 +46,6 @@ if TYPE_CHECKING:
 
 SLOTS_PER_SET = 1
 BLANK_EVERY = 2          # one blank iteration after every two timed calls
-WARMUP = 3
 Log = Callable[[str], None]
 
 
@@ -115,7 +114,7 @@ class Judge:
         self._vkeys: list[str] = []
         self._vlabel: str | None = None
         self._again: Future | None = None
-        self._calls_since: tuple[float, int] | None = None   # (since when, how many calls) under opts.call_limit_s
+        self._calls_since: tuple[float, int] | None = None   # (since when, how many calls) under opts.budget.call_limit_s
         self.resp = EvaluateResponse()
         self.state = _State()
         self.pool = ThreadPoolExecutor(max_workers=max(2, min(8, os.cpu_count() or 2)), thread_name_prefix="judge")
@@ -145,11 +144,11 @@ class Judge:
         return out
 
     def _call_left(self) -> float | None:
-        """Time left to the calls of solve() in flight (opts.call_limit_s each), None when none is or no limit."""
-        if self.opts.call_limit_s is None or self._calls_since is None:
+        """Time left to the calls of solve() in flight (opts.budget.call_limit_s each), None when none is or no limit."""
+        if self.opts.budget.call_limit_s is None or self._calls_since is None:
             return None
         at, calls = self._calls_since
-        return max(0.0, calls * self.opts.call_limit_s - (time.perf_counter() - at))
+        return max(0.0, calls * self.opts.budget.call_limit_s - (time.perf_counter() - at))
 
     def _event(self) -> Event:
         assert self.session is not None
@@ -161,7 +160,7 @@ class Judge:
         if kind in ("calling", "timing-start", "t", "b"):
             self._calls_since = (at, 1)
         elif kind == "first":
-            self._calls_since = (at, max(1, WARMUP - 1))
+            self._calls_since = (at, max(1, self.opts.budget.warmup - 1))
         elif kind in ("returned", "timing-end", "case"):
             self._calls_since = None
         if kind == "calling":
@@ -338,9 +337,8 @@ class Judge:
         dirs = {k: str(self.exchange / f"bench-{k}") for k in ("first", "last", "post", "snap")}
         sched_seed = secrets.randbits(31)
         cmd = TimeCommand(sizes=sizes, sets=self.bench.plan(), timed_sets=timed, post_set=post, dirs=dirs,
-                          schedule_seed=sched_seed, slots_per_set=SLOTS_PER_SET, blank_every=BLANK_EVERY, warmup=WARMUP,
-                          time_budget_s=opts.time_budget_s, min_reps=opts.min_reps, min_time_s=opts.min_time_s,
-                          max_reps=opts.max_reps, rse_target=opts.rse_target, timing_repeats=opts.timing_repeats)
+                          schedule_seed=sched_seed, slots_per_set=SLOTS_PER_SET, blank_every=BLANK_EVERY,
+                          budget=opts.budget)
         t0 = time.perf_counter()
         self.state.phase, self.state.in_solve = "timing at the benchmark shape", False
         self.session.send({"cmd": "time", **cmd.model_dump()})
@@ -465,11 +463,11 @@ class Judge:
         stage = "validation" if self.state.phase.startswith("validation") else (
             "revalidation" if self.state.phase.startswith("revalidation") else "timing")
         if gone.timed_out and self.session is not None and self.session.call_timed_out:
-            assert self.opts.call_limit_s is not None
+            assert self.opts.budget.call_limit_s is not None
             self.resp.error = WorkerError(
                 status=Status.timeout, stage=stage,
                 message=f"killed: a call of solve() ran longer than the limit for one call, "
-                        f"{call_limit_text(self.opts.call_limit_s, self.opts.naive_ms)} (last step: {self.state.place()}). "
+                        f"{call_limit_text(self.opts.budget.call_limit_s, self.opts.budget.naive_ms)} (last step: {self.state.place()}). "
                         f"A kernel that never ends, or one far slower than the naive kernel: check loop bounds, "
                         f"spin-waits on flags other blocks set (every block must be able to make progress) and "
                         f"barriers that not every thread reaches. The next evaluation starts a fresh process.")

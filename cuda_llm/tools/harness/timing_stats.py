@@ -7,6 +7,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from cuda_llm.tools.harness.timing_budget import TimingBudget
+
 
 def summarize(samples_ms: Sequence[float]) -> dict[str, float]:
     """median, min, mean, iqr, std and rse (relative standard error of the mean)."""
@@ -21,20 +23,19 @@ def summarize(samples_ms: Sequence[float]) -> dict[str, float]:
             "std": std, "rse": rse}
 
 
-def should_stop(samples_ms: Sequence[float], *, elapsed_s: float, budget_s: float, rse_target: float = 0.01,
-                min_reps: int = 10, max_reps: int = 500, min_time_s: float = 0.0) -> str | None:
-    """Why to stop now ("rse", "budget", "max_reps"), or None to take another sample.
+def should_stop(samples_ms: Sequence[float], *, elapsed_s: float, budget: TimingBudget) -> str | None:
+    """Why to stop now ("rse", "budget", "max_reps"), or None to take another sample, by ``budget``.
 
-    ``min_time_s``: sample at least this long before the error target may stop the loop. Ten samples of a
-    sub-millisecond kernel reach 1% RSE at once, yet their median moves by a few percent from one timing to
-    the next; a few hundred samples (a fraction of a second) hold it within 1-2%.
+    ``budget.min_time_s``: sample at least this long before the error target may stop the loop. Ten samples
+    of a sub-millisecond kernel reach 1% RSE at once, yet their median moves by a few percent from one timing
+    to the next; a few hundred samples (a fraction of a second) hold it within 1-2%.
     """
     n = len(samples_ms)
-    if n >= max_reps:
+    if n >= budget.max_reps:
         return "max_reps"
-    if n >= min_reps and elapsed_s >= min_time_s and summarize(samples_ms)["rse"] <= rse_target:
+    if n >= budget.min_reps and elapsed_s >= budget.min_time_s and summarize(samples_ms)["rse"] <= budget.rse_target:
         return "rse"
-    if elapsed_s >= budget_s and n >= min(3, min_reps):
+    if elapsed_s >= budget.time_budget_s and n >= min(3, budget.min_reps):
         return "budget"
     return None
 

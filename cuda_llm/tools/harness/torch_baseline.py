@@ -79,8 +79,7 @@ def _measure(loaded: Any, which: str, opts: Any, device: Any) -> EvalResult:
     res = EvalResult(task=task.name, candidate=LABELS[which], source_hash=task.torch.module_sha256[:16],
                      status=Status.ok, device=device.name if device else None)
     req = TorchTimeRequest(task_folder=str(task.folder), which=which, seed=(opts.seed or 0) & 0x7FFFFFFF,
-                           time_budget_s=opts.time_budget_s, min_reps=opts.min_reps, min_time_s=opts.min_time_s,
-                           max_reps=opts.max_reps, rse_target=opts.rse_target)
+                           budget=opts.budget)
     timeout = max(opts.timeout_s, COMPILE_TIMEOUT_S if which == "compile" else 300.0)
     evals = cache_dir() / "evals"
     evals.mkdir(parents=True, exist_ok=True)

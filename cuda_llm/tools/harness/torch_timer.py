@@ -21,26 +21,24 @@ from pathlib import Path
 from typing import Literal
 
 import numpy as np
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from cuda_llm.paths import atomic_write
 from cuda_llm.results import CaseResult, TimingResult
+from cuda_llm.tools.harness.timing_budget import TimingBudget
 from cuda_llm.tools.harness.worker_protocol import dump_json
 
 Which = Literal["eager", "compile"]
 
 
 class TorchTimeRequest(BaseModel):
+    """What to time, and the timing budget (when to stop, warm-up) whole."""
+
     task_folder: str
     which: Which = "eager"
     seed: int = 0
     sizes: dict[str, int] | None = None          # default: the task's benchmark shape
-    time_budget_s: float = 10.0
-    min_reps: int = 10
-    min_time_s: float = 0.3
-    max_reps: int = 500
-    rse_target: float = 0.01
-    warmup: int = 3
+    budget: TimingBudget = Field(default_factory=TimingBudget)   # the evaluation's, as it was given
     compile_mode: str | None = None               # torch.compile(mode=...): None is PyTorch's default
     allow_tf32: bool = False
 
@@ -103,7 +101,7 @@ def time_module(req: TorchTimeRequest) -> TorchTimeResponse:
             if not fields["passed"]:
                 break
         _progress("first call checked; warming up")
-        for _ in range(max(0, req.warmup - 1)):
+        for _ in range(max(0, req.budget.warmup - 1)):
             fn(*args)
         l2 = int(getattr(torch.cuda.get_device_properties(dev), "L2_cache_size", 0) or (50 << 20))
         flush = torch.empty(max(2 * l2, 64 << 20) // 4, dtype=torch.int32, device=dev)
@@ -128,9 +126,7 @@ def time_module(req: TorchTimeRequest) -> TorchTimeResponse:
             samples.append(start.elapsed_time(stop))
             host.append((h2 - h0) * 1e3)
             hidden.append((h2 - h1) * 1e3)
-            reason = timing_stats.should_stop(samples, elapsed_s=time.perf_counter() - t_loop,
-                                              budget_s=req.time_budget_s, rse_target=req.rse_target,
-                                              min_reps=req.min_reps, max_reps=req.max_reps, min_time_s=req.min_time_s)
+            reason = timing_stats.should_stop(samples, elapsed_s=time.perf_counter() - t_loop, budget=req.budget)
     s = timing_stats.summarize(samples)
     resp.timing = TimingResult(sizes=sizes, median_ms=s["median"], min_ms=s["min"], mean_ms=s["mean"], iqr_ms=s["iqr"],
                                rse=s["rse"], samples_ms=samples, host_median_ms=float(np.median(host)),

@@ -311,7 +311,7 @@ class Worker:
             t0 = time.perf_counter()
             buf.hand_back(Path(c.dirs["first"]))
             self.emit("first", set=c.timed_sets[0], seconds=time.perf_counter() - t0)
-            for _ in range(max(0, c.warmup - 1)):
+            for _ in range(max(0, c.budget.warmup - 1)):
                 call()
             self.dev.sync()
 
@@ -336,8 +336,8 @@ class Worker:
             buf.hand_back(Path(c.dirs["post"]))
             self.emit("post", set=c.post_set)
 
-            for r in range(c.timing_repeats - 1):
-                progress(f"timing: repeat {r + 2} of {c.timing_repeats}")
+            for r in range(c.budget.timing_repeats - 1):
+                progress(f"timing: repeat {r + 2} of {c.budget.timing_repeats}")
                 t0 = time.perf_counter()
                 rs, _, rstop = self._loop(c, prepare, call, Schedule(c.schedule_seed + 1 + r, c.timed_sets, 0), None,
                                           report=False)
@@ -365,9 +365,7 @@ class Worker:
         n_blank = 0
 
         def stop_rule() -> str | None:
-            return timing_stats.should_stop(samples, elapsed_s=time.perf_counter() - t_loop, budget_s=c.time_budget_s,
-                                            rse_target=c.rse_target, min_reps=c.min_reps, max_reps=c.max_reps,
-                                            min_time_s=c.min_time_s)
+            return timing_stats.should_stop(samples, elapsed_s=time.perf_counter() - t_loop, budget=c.budget)
         while stop is None:
             s, slot = sched.next()
             prepare(s, len(samples))

@@ -25,6 +25,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from cuda_llm.results import DeviceInfo, Status, TimingResult, ValidationResult
+from cuda_llm.tools.harness.timing_budget import TimingBudget
 
 # Exit codes of ``gpu_worker serve`` (anything else, e.g. a negative signal number, is a crash or an exit
 # the candidate caused).
@@ -61,7 +62,8 @@ class ServeRequest(BaseModel):
 
 
 class TimeCommand(BaseModel):
-    """The timing loop: input sets (files, never references), when to stop, what to keep."""
+    """The timing loop: input sets (files, never references), what to keep, and the timing budget (when to
+    stop, warm-up, repeats) whole."""
 
     sizes: dict[str, int]
     sets: dict[str, dict[str, Any]]          # bench_data.BenchSets.plan()
@@ -71,13 +73,7 @@ class TimeCommand(BaseModel):
     schedule_seed: int
     slots_per_set: int = 1
     blank_every: int = Field(default=2, ge=1)   # one blank iteration after every this many timed calls
-    warmup: int = 3
-    time_budget_s: float = 10.0
-    min_reps: int = 10
-    min_time_s: float = 0.3
-    max_reps: int = 500
-    rse_target: float = 0.01
-    timing_repeats: int = 1
+    budget: TimingBudget = Field(default_factory=TimingBudget)   # the evaluation's, as it was given
 
 
 class WorkerError(BaseModel):
