@@ -5,7 +5,7 @@ that runner.py starts (no secrets in its environment, one pinned GPU, a fresh fo
 whole process group killed on expiry, one worker per device). torch_timer.py is the same kind of child for
 a task's PyTorch module. No other module here ever loads candidate code. The children also import the
 light modules they need (worker_protocol, timing_budget, timing_stats, timing_plan, transport, event_channel,
-validate: pydantic and NumPy only); the rest runs in the parent only:
+validate: pydantic and NumPy only). In the parent:
 judge.py drives the worker, checker.py and validate.py give the verdict from raw data, timing_plan.py and
 timing_stats.py decide what is timed and when timing stops (by the one TimingBudget of timing_budget.py, which the
 evaluation options, the worker's time command and the PyTorch timer's request each carry whole), evaluate.py
