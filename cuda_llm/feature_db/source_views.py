@@ -214,7 +214,8 @@ _DECL = re.compile(r"(?:\b" + _INT_TYPE + r"\s+|,\s*)(\w+)\s*=\s*([^;,{}]*)(?=[;
 _VEC = r"(?:[248]|16|\w+::size|x128|\w*VEC\w*|\w*PACK\w*)\b"
 _UNIT_TX = re.compile(r"(?:^|[+(]\s*)threadIdx\.x(?!\s*\)*\s*(?:\*(?!\s*" + _VEC + r")|[/%&^|]|>>|<<))")
 _SCALED_TX = re.compile(r"(?:[*/%&^|]|>>|<<)\s*\(*\s*threadIdx\.x")
-_SHARED_NAME = re.compile(r"__shared__[^;(]*?\b([A-Za-z_]\w*)\s*\[")
+# the declared name, past qualifiers and alignment attributes (``alignas(alignof(float4))``, ``__align__(16)``)
+_SHARED_NAME = re.compile(r"__shared__(?:[^;()]|\((?:[^()]|\([^()]*\))*\))*?\b([A-Za-z_]\w*)\s*\[")
 
 
 def _replace_uses(text: str, start: int, name: str) -> str:

@@ -1,0 +1,219 @@
+"""One rule at a time: for every detector rule written from the definitions in docs/features.md after the
+public corpus's first scoring, a kernel written for the test that the rule must find and a near miss it
+must not. Build rules are checked on what the real nvcc builds (skipped without nvcc)."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from cuda_llm.feature_db import detect_features, load_catalogue
+from cuda_llm.feature_db.source_views import canonical
+
+CATALOGUE = {f.id: f for f in load_catalogue()}
+
+
+def found(feature: str, source: str, build=None) -> bool:
+    kernels, sass = build if build is not None else ((), None)
+    return feature in detect_features(source, kernels, [CATALOGUE[feature]], sass=sass)
+
+
+def built(tmp_path: Path, source: str):
+    """(kernels, SASS summary) of the source as nvcc builds it for sm_90."""
+    from cuda_llm.tools.compiler.build_facts import build_facts
+    from cuda_llm.tools.compiler.compile import nvcc_path
+
+    try:
+        nvcc = nvcc_path()
+    except Exception:
+        nvcc = shutil.which("nvcc")
+    if not nvcc:
+        pytest.skip("needs nvcc")
+    path = tmp_path / "k.cu"
+    path.write_text(source)
+    return build_facts(path, "sm_90", nvcc=nvcc)
+
+
+def test_shared_arrays_with_an_alignment_attribute_are_renamed_too():
+    out = canonical("__shared__ alignas(alignof(float4)) float As[4][16]; __shared__ __align__(16) float B[3];"
+                    " x = As[j][0] + B[1];")
+    assert "float __sm_As[4][16]" in out and "float __sm_B[3]" in out and "__sm_As[j][0] + __sm_B[1]" in out
+
+
+# ---------------------------------------------------------------------------------------- double_buffering
+SPLIT_BLOCK = """template <int BM, int BK>
+__device__ void compute(float* acc, const float* As) { for (int k = 0; k < BK; ++k) acc[0] += As[k * BM + threadIdx.x % BM]; }
+template <int BM, int BK>
+__device__ void load(const float* A, float* As, int K) { As[threadIdx.x % (BM * BK)] = A[threadIdx.x % (BM * BK)]; }
+template <int BM, int BK>
+__global__ void two_halves(const float* A, float* C, int K) {
+    __shared__ float As[2 * BM * BK];
+    float acc[1] = {0.f};
+    bool second = threadIdx.x >= blockDim.x / 2;
+    for (int k = 0; k < K; k += 2 * BK) {
+        if (!second) { compute<BM, BK>(acc, As); load<BM, BK>(A + k + BK, As + (BM * BK), K); }
+        else { load<BM, BK>(A + k, As, K); compute<BM, BK>(acc, As + (BM * BK)); }
+        __syncthreads();
+    }
+    C[threadIdx.x] = acc[0];
+}
+template __global__ void two_halves<64, 8>(const float*, float*, int);
+"""
+
+
+def test_a_flat_two_stage_array_whose_second_stage_is_the_array_plus_one_stage_is_double_buffering():
+    assert found("double_buffering", SPLIT_BLOCK)
+    # near miss: one stage of the product size, the offset an element inside it
+    one_stage = SPLIT_BLOCK.replace("As[2 * BM * BK]", "As[BM * BK]").replace("As + (BM * BK)", "As + BM")
+    assert not found("double_buffering", one_stage)
+
+
+PIPELINE = """#include <cuda/pipeline>
+__global__ void ring(const float* A, float* C, int tiles) {
+    constexpr int stages = 3;
+    __shared__ alignas(16) float As[stages][256];
+    cuda::pipeline<cuda::thread_scope_thread> pipe = cuda::make_pipeline();
+    float acc = 0.f;
+    int fetched = 0;
+    for (int t = 0; t < tiles; ++t) {
+        for (; fetched < tiles && fetched < t + stages; ++fetched) {
+            pipe.producer_acquire();
+            const int s = fetched % stages;
+            cuda::memcpy_async(&As[s][threadIdx.x], &A[fetched * 256 + threadIdx.x], sizeof(float), pipe);
+            pipe.producer_commit();
+        }
+        pipe.consumer_wait();
+        __syncthreads();
+        const int j = t % stages;
+        acc += As[j][(threadIdx.x + 1) % 256];
+        pipe.consumer_release();
+    }
+    C[threadIdx.x] = acc;
+}
+"""
+
+
+def test_a_pipeline_ring_indexed_modulo_the_stages_is_double_buffering():
+    assert found("double_buffering", PIPELINE)
+    # near miss: the same pipeline into one shared buffer, waited for right after each copy
+    single = """#include <cuda/pipeline>
+__global__ void one(const float* A, float* C, int tiles) {
+    __shared__ float As[256];
+    cuda::pipeline<cuda::thread_scope_thread> pipe = cuda::make_pipeline();
+    float acc = 0.f;
+    for (int t = 0; t < tiles; ++t) {
+        pipe.producer_acquire();
+        cuda::memcpy_async(&As[threadIdx.x], &A[t * 256 + threadIdx.x], sizeof(float), pipe);
+        pipe.producer_commit();
+        pipe.consumer_wait();
+        __syncthreads();
+        const int j = t % 256;
+        acc += As[(threadIdx.x + j) % 256];
+        pipe.consumer_release();
+        __syncthreads();
+    }
+    C[threadIdx.x] = acc;
+}
+"""
+    assert not found("double_buffering", single)
+
+
+# -------------------------------------------------------------------------------------- privatized_atomics
+SHARED_ATOMIC_BINS = """__device__ void bump(unsigned* h, unsigned v) { atomicAdd(h + v, 1u); }
+__global__ void bins(const unsigned* in, unsigned* out, int n) {
+    __shared__ unsigned local[64];
+    for (int b = threadIdx.x; b < 64; b += blockDim.x) local[b] = 0;
+    __syncthreads();
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)
+        bump(local, in[i] & 63);
+    __syncthreads();
+    for (int b = threadIdx.x; b < 64; b += blockDim.x) out[blockIdx.x * 64 + b] = local[b];
+}
+"""
+SHARED_COUNTER = """__global__ void compact(const float* in, float* out, int* total, int n) {
+    __shared__ int count;
+    if (threadIdx.x == 0) count = 0;
+    __syncthreads();
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    int slot = -1;
+    if (i < n && in[i] > 0.f) slot = atomicAdd(&count, 1);
+    __syncthreads();
+    if (slot >= 0) out[blockIdx.x * blockDim.x + slot] = in[i];
+    if (threadIdx.x == 0) total[blockIdx.x] = count;
+}
+"""
+
+
+def test_shared_atomics_into_a_shared_array_are_privatized_by_the_build(tmp_path):
+    assert not found("privatized_atomics", SHARED_ATOMIC_BINS)      # the source rules see no atomic on local
+    assert found("privatized_atomics", SHARED_ATOMIC_BINS, built(tmp_path, SHARED_ATOMIC_BINS))
+    # near miss: one shared counter (ATOMS too, but a slot allocator, not a private copy)
+    assert not found("privatized_atomics", SHARED_COUNTER, built(tmp_path, SHARED_COUNTER))
+
+
+PER_THREAD_COPIES = """__device__ void add(unsigned char* base, unsigned v) { base[(v & 63) * 128]++; }
+__global__ void sub_histograms(unsigned* partial, const unsigned* in, int n) {
+    __shared__ unsigned char hist[128 * 64];
+    const unsigned pos = (threadIdx.x & 96) | ((threadIdx.x & 31) ^ 5);
+    unsigned char* mine = hist + pos;
+    for (int b = 0; b < 64; ++b) mine[b * 128] = 0;
+    __syncthreads();
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) add(mine, in[i]);
+    __syncthreads();
+    if (threadIdx.x < 64) {
+        unsigned sum = 0;
+        for (int t = 0; t < 128; ++t) sum += hist[threadIdx.x * 128 + t];
+        partial[blockIdx.x * 64 + threadIdx.x] = sum;
+    }
+}
+"""
+
+
+def test_per_thread_copies_in_shared_memory_incremented_by_a_helper_are_privatized():
+    assert found("privatized_atomics", PER_THREAD_COPIES)
+    # near miss: a pointer to the thread's slot of a shared staging row, the helper increments a global array
+    staging = PER_THREAD_COPIES.replace("add(mine, in[i])", "add((unsigned char*)partial, in[i])")
+    assert not found("privatized_atomics", staging)
+
+
+# ------------------------------------------------------------------------------------------- warp_per_row
+WARP_ID_ROW = """__global__ void row_max(const float* x, float* y, int rows, int cols) {
+    int warp = threadIdx.x / 32;
+    int lane = threadIdx.x % 32;
+    int row = blockIdx.x * (blockDim.x / 32) + warp;
+    if (row >= rows) return;
+    float m = -1e30f;
+    for (int c = lane; c < cols; c += 32) m = fmaxf(m, x[row * cols + c]);
+    for (int o = 16; o > 0; o /= 2) m = fmaxf(m, __shfl_xor_sync(0xffffffff, m, o));
+    if (lane == 0) y[row] = m;
+}
+"""
+
+
+def test_a_row_indexed_by_the_warp_index_variable_is_warp_per_row():
+    assert found("warp_per_row", WARP_ID_ROW)
+    # near miss: the warp index computed, but the row is the thread's (a row per thread)
+    thread_row = WARP_ID_ROW.replace("int row = blockIdx.x * (blockDim.x / 32) + warp;",
+                                     "int row = blockIdx.x * blockDim.x + threadIdx.x; (void)warp;")
+    assert not found("warp_per_row", thread_row)
+
+
+Y_ROWS = """__device__ float warp_sum(float v) { for (int o = 16; o > 0; o /= 2) v += __shfl_xor_sync(0xffffffff, v, o); return v; }
+__global__ void row_sum(const float* x, float* y, int rows, int cols) {
+    int row = blockIdx.x * blockDim.y + threadIdx.y;
+    if (row >= rows) return;
+    float s = 0.f;
+    for (int c = threadIdx.x; c < cols; c += 32) s += x[row * cols + c];
+    s = warp_sum(s);
+    if (threadIdx.x == 0) y[row] = s;
+}
+"""
+
+
+def test_a_warp_per_y_row_reduced_with_shuffles_is_warp_per_row():
+    assert found("warp_per_row", Y_ROWS)
+    # near miss: y rows whose x threads stride by the block width and meet in shared memory
+    shared = Y_ROWS.replace("c += 32", "c += blockDim.x").replace("s = warp_sum(s);", "__shared__ float p[32][33]; p[threadIdx.y][threadIdx.x] = s;")
+    assert not found("warp_per_row", shared.replace("__device__ float warp_sum(float v) { for (int o = 16; o > 0; o /= 2) v += __shfl_xor_sync(0xffffffff, v, o); return v; }\n", ""))
