@@ -217,3 +217,98 @@ def test_a_warp_per_y_row_reduced_with_shuffles_is_warp_per_row():
     # near miss: y rows whose x threads stride by the block width and meet in shared memory
     shared = Y_ROWS.replace("c += 32", "c += blockDim.x").replace("s = warp_sum(s);", "__shared__ float p[32][33]; p[threadIdx.y][threadIdx.x] = s;")
     assert not found("warp_per_row", shared.replace("__device__ float warp_sum(float v) { for (int o = 16; o > 0; o /= 2) v += __shfl_xor_sync(0xffffffff, v, o); return v; }\n", ""))
+
+
+# ----------------------------------------------------------------------------------- block_reduction_tree
+WHILE_HALVING = """#include <cooperative_groups.h>
+namespace cg = cooperative_groups;
+__global__ void block_sum(const float* x, float* out, int n) {
+    extern __shared__ float s[];
+    cg::thread_block cta = cg::this_thread_block();
+    unsigned rank = cta.thread_rank();
+    float v = 0.f;
+    for (int i = blockIdx.x * blockDim.x + rank; i < n; i += gridDim.x * blockDim.x) v += x[i];
+    s[rank] = v;
+    unsigned half = blockDim.x >> 1;
+    while (half > 0) {
+        cta.sync();
+        if (rank < half) { v += s[rank + half]; s[rank] = v; }
+        half >>= 1;
+    }
+    if (rank == 0) out[blockIdx.x] = v;
+}
+"""
+BITONIC = """__device__ void cmp_swap(unsigned& a, unsigned& b, unsigned dir) { if ((a > b) == dir) { unsigned t = a; a = b; b = t; } }
+__global__ void bitonic(unsigned* keys, unsigned dir) {
+    __shared__ unsigned s[1024];
+    s[threadIdx.x] = keys[blockIdx.x * 1024 + threadIdx.x];
+    s[threadIdx.x + 512] = keys[blockIdx.x * 1024 + threadIdx.x + 512];
+    for (unsigned stride = 512; stride > 0; stride >>= 1) {
+        __syncthreads();
+        unsigned pos = 2 * threadIdx.x - (threadIdx.x & (stride - 1));
+        cmp_swap(s[pos], s[pos + stride], dir);
+    }
+    unsigned stride = 512;
+    while (stride > 0) {
+        __syncthreads();
+        unsigned pos = 2 * threadIdx.x - (threadIdx.x & (stride - 1));
+        cmp_swap(s[pos], s[pos + stride], dir);
+        stride >>= 1;
+    }
+    __syncthreads();
+    keys[blockIdx.x * 1024 + threadIdx.x] = s[threadIdx.x];
+}
+"""
+
+
+def test_a_halving_while_loop_is_a_block_reduction_and_a_comparator_network_is_not():
+    assert found("block_reduction_tree", WHILE_HALVING)
+    assert not found("block_reduction_tree", BITONIC)
+
+
+WARP_SLOTS_STRIDED = """#include <cooperative_groups.h>
+#include <cooperative_groups/reduce.h>
+namespace cg = cooperative_groups;
+__global__ void block_sum(const float* x, float* out, int n) {
+    __shared__ float s[1024];
+    cg::thread_block cta = cg::this_thread_block();
+    cg::thread_block_tile<32> tile = cg::tiled_partition<32>(cta);
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    s[threadIdx.x] = cg::reduce(tile, i < n ? x[i] : 0.f, cg::plus<float>());
+    cta.sync();
+    if (threadIdx.x == 0) {
+        float total = 0.f;
+        for (int w = 0; w < blockDim.x; w += tile.size()) total += s[w];
+        out[blockIdx.x] = total;
+    }
+}
+"""
+
+
+def test_warp_results_read_back_from_every_warps_slot_are_a_block_reduction():
+    assert found("block_reduction_tree", WARP_SLOTS_STRIDED)
+    # near miss: the warp results go straight to a global atomic; the shared array only stages the input
+    to_atomics = WARP_SLOTS_STRIDED.replace("for (int w = 0; w < blockDim.x; w += tile.size()) total += s[w];",
+                                            "total = s[threadIdx.x];").replace(
+        "out[blockIdx.x] = total;", "") .replace("if (threadIdx.x == 0) {", "if (tile.thread_rank() == 0) { atomicAdd(out, s[threadIdx.x]);")
+    assert not found("block_reduction_tree", to_atomics)
+
+
+# ------------------------------------------------------------------------------------------ kernel_fusion
+GRID_PHASES = """#include <cooperative_groups.h>
+namespace cg = cooperative_groups;
+__global__ void two_phases(const float* x, float* partial, float* out, int n) {
+    cg::grid_group grid = cg::this_grid();
+    int i = grid.thread_rank();
+    if (i < n) partial[i] = x[i] * 2.f;
+    cg::sync(grid);
+    if (i == 0) { float s = 0.f; for (int k = 0; k < n; ++k) s += partial[k]; out[0] = s; }
+}
+"""
+
+
+def test_phases_joined_by_a_grid_group_sync_are_fused():
+    assert found("kernel_fusion", GRID_PHASES)
+    # near miss: the grid group only numbers the threads; the phases meet at a block barrier
+    block_only = GRID_PHASES.replace("cg::sync(grid);", "__syncthreads();")
+    assert not found("kernel_fusion", block_only)
