@@ -312,3 +312,148 @@ def test_phases_joined_by_a_grid_group_sync_are_fused():
     # near miss: the grid group only numbers the threads; the phases meet at a block barrier
     block_only = GRID_PHASES.replace("cg::sync(grid);", "__syncthreads();")
     assert not found("kernel_fusion", block_only)
+
+
+# ----------------------------------------------------------------------------------------- online_softmax
+def test_two_partial_sums_brought_to_one_new_max_are_an_online_softmax():
+    merge = """__global__ void merge(const float* m, const float* l, float* out, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    float m_prev = m[2 * i], m_cur = m[2 * i + 1];
+    float m_new = fmaxf(m_prev, m_cur);
+    float l_new = (__expf(m_prev - m_new) * l[2 * i]) + (__expf(m_cur - m_new) * l[2 * i + 1]);
+    out[i] = l_new;
+}
+"""
+    assert found("online_softmax", merge)
+    # near miss: two exponentials against different maxima (no common rescaling), as in a ratio of softmaxes
+    apart = merge.replace("(__expf(m_cur - m_new)", "(__expf(m_cur - m_prev)")
+    assert not found("online_softmax", apart)
+
+
+# ------------------------------------------------------------------------------------ bank_conflict_padding
+def test_a_bank_macro_no_code_uses_is_no_permutation():
+    used = """#define BANKS 32
+__global__ void k(float* out) {
+    __shared__ float s[1024];
+    s[(threadIdx.x * 4) % BANKS + threadIdx.x / BANKS * BANKS] = 1.f;
+    __syncthreads();
+    out[threadIdx.x] = s[threadIdx.x];
+}
+"""
+    assert found("bank_conflict_padding", used)
+    unused = """#define BANKS 32
+#define BLOCK (4 * BANKS)
+__global__ void k(float* out) {
+    __shared__ float s[1024];
+    s[threadIdx.x] = 1.f;
+    __syncthreads();
+    out[threadIdx.x] = s[1023 - threadIdx.x];
+}
+"""
+    assert not found("bank_conflict_padding", unused)
+
+
+PADDED = """#define TILE 32
+__global__ void transpose(const float* in, float* out, int n) {
+    __shared__ float t[TILE][TILE + 1];
+    int x = blockIdx.x * TILE + threadIdx.x, y = blockIdx.y * TILE + threadIdx.y;
+    t[threadIdx.y][threadIdx.x] = in[y * n + x];
+    __syncthreads();
+    out[(blockIdx.x * TILE + threadIdx.y) * n + blockIdx.y * TILE + threadIdx.x] = t[threadIdx.x][threadIdx.y];
+}
+"""
+HALO = """#define W 256
+__global__ void diff(const float* f, float* d, int n) {
+    __shared__ float s[W + 8];
+    int i = blockIdx.x * W + threadIdx.x;
+    int si = threadIdx.x + 4;
+    s[si] = f[i];
+    if (threadIdx.x < 4) { s[si - 4] = f[(i - 4 + n) % n]; s[si + W] = f[(i + W) % n]; }
+    __syncthreads();
+    d[i] = s[si + 4] - s[si - 4];
+}
+"""
+
+
+def test_extra_entries_read_at_a_negative_neighbour_offset_are_a_halo_not_padding():
+    assert found("bank_conflict_padding", PADDED)
+    assert not found("bank_conflict_padding", HALO)
+
+
+def test_a_padding_named_as_a_small_constant_is_padding():
+    named = """__global__ void k(const float* B, float* out) {
+    const int extra = 5;
+    __shared__ float Bs[8 * (128 + extra)];
+    Bs[threadIdx.y * (128 + extra) + threadIdx.x] = B[threadIdx.y * 128 + threadIdx.x];
+    __syncthreads();
+    out[threadIdx.x] = Bs[threadIdx.x * (128 + extra)];
+}
+"""
+    assert found("bank_conflict_padding", named)
+    # near miss: a second tile (offset 128 * 8), not a padding
+    two = named.replace("const int extra = 5;", "const int extra = 128 * 8;")
+    assert not found("bank_conflict_padding", two)
+
+
+ROTATED = """__global__ void k(const float* A, float* out) {
+    __shared__ float tile[64][32];
+    float acc = 0.f;
+    for (int r = threadIdx.y; r < 64; r += blockDim.y) tile[r][threadIdx.x] = A[r * 32 + threadIdx.x];
+    __syncthreads();
+    int start = 4 * (16 * threadIdx.y + threadIdx.x);
+    for (int c = start; c < start + 32; c += 4) acc += tile[threadIdx.x][c % 32];
+    out[threadIdx.y * 32 + threadIdx.x] = acc;
+}
+"""
+
+
+def test_a_per_thread_rotated_start_column_is_a_bank_conflict_free_layout():
+    assert found("bank_conflict_padding", ROTATED)
+    # near miss: every thread walks the row from column 0
+    assert not found("bank_conflict_padding", ROTATED.replace("int start = 4 * (16 * threadIdx.y + threadIdx.x);", "int start = 0;"))
+
+
+# -------------------------------------------------------------------------------------------- smem_tiling
+def test_a_tile_read_into_registers_through_a_helper_taking_its_address_is_tiling():
+    src = """__device__ float4 ld4(const float* p) { return *reinterpret_cast<const float4*>(p); }
+__global__ void k(const float* B, float* out, int n) {
+    __shared__ float Bs[64][32];
+    for (int r = threadIdx.y; r < 64; r += blockDim.y) Bs[r][threadIdx.x] = B[r * n + threadIdx.x];
+    __syncthreads();
+    float4 regs[8];
+    for (int u = 0; u < 8; ++u) regs[u] = ld4(&Bs[u + 8 * threadIdx.y][0]);
+    float s = 0.f;
+    for (int u = 0; u < 8; ++u) s += regs[u].x + regs[u].w;
+    out[threadIdx.y * 32 + threadIdx.x] = s;
+}
+"""
+    assert found("smem_tiling", src)
+    # near miss: each thread reads back only what it stored itself
+    own = src.replace("regs[u] = ld4(&Bs[u + 8 * threadIdx.y][0]);", "regs[u] = make_float4(Bs[threadIdx.y][threadIdx.x], 0.f, 0.f, 0.f);")
+    assert not found("smem_tiling", own)
+
+
+SLICES = """__global__ void scores(const float* Q, const float* K, float* S, int d, int bc) {
+    extern __shared__ float sram[];
+    float* Kj = &sram[0];
+    float* Qi = &sram[bc * d];
+    for (int x = 0; x < d; x++) {
+        Kj[threadIdx.x * d + x] = K[blockIdx.x * bc * d + threadIdx.x * d + x];
+        Qi[threadIdx.x * d + x] = Q[blockIdx.x * bc * d + threadIdx.x * d + x];
+    }
+    __syncthreads();
+    for (int y = 0; y < bc; y++) {
+        float sum = 0.f;
+        for (int x = 0; x < d; x++) sum += Qi[threadIdx.x * d + x] * Kj[y * d + x];
+        S[threadIdx.x * bc + y] = sum;
+    }
+}
+"""
+
+
+def test_a_slice_of_extern_shared_memory_read_by_every_thread_is_tiling():
+    assert found("smem_tiling", SLICES)
+    # near miss: both slices read back only at the thread's own row
+    own = SLICES.replace("Kj[y * d + x]", "Kj[threadIdx.x * d + x]")
+    assert not found("smem_tiling", own)
