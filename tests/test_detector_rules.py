@@ -457,3 +457,38 @@ def test_a_slice_of_extern_shared_memory_read_by_every_thread_is_tiling():
     # near miss: both slices read back only at the thread's own row
     own = SLICES.replace("Kj[y * d + x]", "Kj[threadIdx.x * d + x]")
     assert not found("smem_tiling", own)
+
+
+# -------------------------------------------------------------------------- persistent_kernel, rasterization
+SCHEDULED = """struct Tiles {
+    int block, it, tiles_m, tiles_n;
+    __device__ Tiles(int tm, int tn, int b) : block(b), it(0), tiles_m(tm), tiles_n(tn) {}
+    __device__ bool next(int& m, int& n) {
+        int num = it * 132 + block;
+        if (num >= tiles_m * tiles_n) { return false; }
+        int group = num / (16 * 8);
+        int pos = num % (16 * 8);
+        m = 16 * (group / (tiles_n / 8));
+        n = 8 * (group % (tiles_n / 8));
+        m += pos / 8;
+        n += pos % 8;
+        ++it;
+        return true;
+    }
+};
+__global__ void tiles(float* C, int tm, int tn) {
+    Tiles s(tm, tn, blockIdx.x);
+    int m, n;
+    while (s.next(m, n)) C[(m * tn + n) * blockDim.x + threadIdx.x] = 1.f;
+}
+"""
+
+
+def test_a_schedule_object_handing_out_grouped_tiles_is_persistent_and_rasterized():
+    assert found("persistent_kernel", SCHEDULED)
+    assert found("block_rasterization", SCHEDULED)
+    # near miss: one tile per block (next() answers once), tiles in row-major order
+    once = SCHEDULED.replace("int num = it * 132 + block;", "int num = block + it * 0; if (it > 0) return false;") \
+        .replace("m += pos / 8;", "").replace("n += pos % 8;", "")
+    assert not found("persistent_kernel", once)
+    assert not found("block_rasterization", once)
