@@ -492,3 +492,33 @@ def test_a_schedule_object_handing_out_grouped_tiles_is_persistent_and_rasterize
         .replace("m += pos / 8;", "").replace("n += pos % 8;", "")
     assert not found("persistent_kernel", once)
     assert not found("block_rasterization", once)
+
+
+STAGED_COPY = """#define T 32
+#define R 8
+__global__ void copy(float* out, const float* in, int w) {
+    __shared__ float tile[T][T];
+    int x = blockIdx.x * T + threadIdx.x, y = blockIdx.y * T + threadIdx.y;
+    for (int i = 0; i < T; i += R) tile[threadIdx.y + i][threadIdx.x] = in[(y + i) * w + x];
+    __syncthreads();
+    for (int i = 0; i < T; i += R) out[(y + i) * w + x] = tile[threadIdx.y + i][threadIdx.x];
+}
+"""
+
+
+def test_a_tile_read_back_at_the_subscript_its_thread_wrote_is_a_staging_copy_not_tiling():
+    assert not found("smem_tiling", STAGED_COPY)
+    transposed = STAGED_COPY.replace("= tile[threadIdx.y + i][threadIdx.x];", "= tile[threadIdx.x][threadIdx.y + i];")
+    assert found("smem_tiling", transposed)
+
+
+def test_an_offset_of_zero_is_no_neighbour():
+    src = """__global__ void k(const float* in, float* out) {
+    __shared__ float s[256];
+    s[threadIdx.x + 0] = in[blockIdx.x * 256 + threadIdx.x];
+    __syncthreads();
+    out[blockIdx.x * 256 + threadIdx.x] = s[threadIdx.x + 0] * 2.f;
+}
+"""
+    assert not found("smem_tiling", src)
+    assert found("smem_tiling", src.replace("s[threadIdx.x + 0] * 2.f", "s[threadIdx.x + 1] * 2.f"))
