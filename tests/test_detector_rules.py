@@ -522,3 +522,17 @@ def test_an_offset_of_zero_is_no_neighbour():
 """
     assert not found("smem_tiling", src)
     assert found("smem_tiling", src.replace("s[threadIdx.x + 0] * 2.f", "s[threadIdx.x + 1] * 2.f"))
+
+
+# ---------------------------------------------------------------------------------------- warp_vote_match
+def test_an_active_mask_given_to_shuffles_is_no_vote_and_a_ballot_is():
+    scan = """__global__ void k(unsigned* x) {
+    const unsigned mask = __activemask();
+    unsigned v = x[threadIdx.x];
+    for (int o = 1; o < 32; o <<= 1) { unsigned t = __shfl_up_sync(mask, v, o); if ((threadIdx.x & 31) >= o) v += t; }
+    x[threadIdx.x] = v;
+}
+"""
+    assert not found("warp_vote_match", scan)
+    assert found("warp_vote_match", scan.replace("const unsigned mask = __activemask();",
+                                                 "const unsigned mask = __ballot_sync(0xffffffffu, x[threadIdx.x] != 0);"))
