@@ -536,3 +536,21 @@ def test_an_active_mask_given_to_shuffles_is_no_vote_and_a_ballot_is():
     assert not found("warp_vote_match", scan)
     assert found("warp_vote_match", scan.replace("const unsigned mask = __activemask();",
                                                  "const unsigned mask = __ballot_sync(0xffffffffu, x[threadIdx.x] != 0);"))
+
+
+# --------------------------------------------------------------------------------------- coalesced_access
+NAIVE_TRANSPOSE = """__global__ void transpose(float* out, const float* in, int width, int height) {
+    int x = blockIdx.x * 32 + threadIdx.x;
+    int y = blockIdx.y * 32 + threadIdx.y;
+    int index_in = x + width * y;
+    int index_out = y + height * x;
+    out[index_out] = in[index_in];
+}
+"""
+
+
+def test_a_transpose_that_stores_with_the_column_times_a_stride_is_not_coalesced():
+    assert not found("coalesced_access", NAIVE_TRANSPOSE)
+    assert not found("coalesced_access", NAIVE_TRANSPOSE.replace("out[index_out]", "out[y + height * x]"))
+    # near miss: the stride multiplies the row; the column stays the last term of the store
+    assert found("coalesced_access", NAIVE_TRANSPOSE.replace("int index_out = y + height * x;", "int index_out = x + height * y;"))
