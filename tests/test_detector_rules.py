@@ -554,3 +554,23 @@ def test_a_transpose_that_stores_with_the_column_times_a_stride_is_not_coalesced
     assert not found("coalesced_access", NAIVE_TRANSPOSE.replace("out[index_out]", "out[y + height * x]"))
     # near miss: the stride multiplies the row; the column stays the last term of the store
     assert found("coalesced_access", NAIVE_TRANSPOSE.replace("int index_out = y + height * x;", "int index_out = x + height * y;"))
+
+
+# --------------------------------------------------------------------------------------- grid_stride_loop
+def test_a_stride_made_of_the_grid_and_block_sizes_held_in_variables_is_a_grid_stride_loop():
+    src = """#include <cooperative_groups.h>
+namespace cg = cooperative_groups;
+__global__ void sum(const float* x, float* out, unsigned n) {
+    cg::thread_block cta = cg::this_thread_block();
+    unsigned size = cta.size();
+    unsigned blocks = gridDim.x;
+    unsigned stride = (blocks * size);
+    float v = 0.f;
+    unsigned i = blockIdx.x * size + threadIdx.x;
+    while (i < n) { v += x[i]; i += stride; }
+    out[blockIdx.x * size + threadIdx.x] = v;
+}
+"""
+    assert found("grid_stride_loop", src)
+    # near miss: the grid's block count times a constant chunk, not the block size
+    assert not found("grid_stride_loop", src.replace("unsigned stride = (blocks * size);", "unsigned stride = (blocks * 4);"))
