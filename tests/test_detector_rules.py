@@ -574,3 +574,27 @@ __global__ void sum(const float* x, float* out, unsigned n) {
     assert found("grid_stride_loop", src)
     # near miss: the grid's block count times a constant chunk, not the block size
     assert not found("grid_stride_loop", src.replace("unsigned stride = (blocks * size);", "unsigned stride = (blocks * 4);"))
+
+
+def test_a_halving_loop_is_a_reduction_for_fusion_only_where_it_combines():
+    normalize = """__global__ void normalize(const float* x, float* y, int n) {
+    __shared__ float s[256];
+    float v = 0.f;
+    for (int i = threadIdx.x; i < n; i += blockDim.x) v += x[blockIdx.x * n + i];
+    s[threadIdx.x] = v;
+    for (int stride = blockDim.x / 2; stride > 0; stride >>= 1) {
+        __syncthreads();
+        if (threadIdx.x < stride) s[threadIdx.x] += s[threadIdx.x + stride];
+    }
+    __syncthreads();
+    for (int i = threadIdx.x; i < n; i += blockDim.x) y[blockIdx.x * n + i] = x[blockIdx.x * n + i] / s[0];
+}
+"""
+    assert found("kernel_fusion", normalize)
+    assert found("kernel_fusion", normalize.replace("if (threadIdx.x < stride) s[threadIdx.x] += s[threadIdx.x + stride];",
+                                                    "if (threadIdx.x < stride) { s[threadIdx.x] = fmaxf(s[threadIdx.x], s[threadIdx.x + stride]); }"))
+    # near miss: the same loops around a compare-exchange network, then a copy out
+    network = normalize.replace("if (threadIdx.x < stride) s[threadIdx.x] += s[threadIdx.x + stride];",
+                                "unsigned p = 2 * threadIdx.x - (threadIdx.x & (stride - 1)); swap_if(s[p], s[p + stride]);") \
+        .replace("x[blockIdx.x * n + i] / s[0]", "s[i]").replace("__global__", "__device__ void swap_if(float& a, float& b) { if (a > b) { float t = a; a = b; b = t; } }\n__global__")
+    assert not found("kernel_fusion", network)
