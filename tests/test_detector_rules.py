@@ -598,3 +598,33 @@ def test_a_halving_loop_is_a_reduction_for_fusion_only_where_it_combines():
                                 "unsigned p = 2 * threadIdx.x - (threadIdx.x & (stride - 1)); swap_if(s[p], s[p + stride]);") \
         .replace("x[blockIdx.x * n + i] / s[0]", "s[i]").replace("__global__", "__device__ void swap_if(float& a, float& b) { if (a > b) { float t = a; a = b; b = t; } }\n__global__")
     assert not found("kernel_fusion", network)
+
+
+LDMATRIX_MMA = """#include <cuda_fp16.h>
+__device__ unsigned smem_addr(const void* p) { return static_cast<unsigned>(__cvta_generic_to_shared(p)); }
+__device__ void put(half* base, int i, half v) { base[i] = v; }
+__global__ void mma_tile(const half* A, const half* B, float* C) {
+    __shared__ __align__(16) half tile[16 * 16];
+    half* base = tile;
+    for (int i = threadIdx.x; i < 256; i += 32) put(base, i, SOURCE);
+    __syncthreads();
+    unsigned a0, a1, a2, a3;
+    const half* row = base + (threadIdx.x % 16) * 16 + (threadIdx.x / 16) * 8;
+    asm volatile("ldmatrix.sync.aligned.x4.m8n8.shared.b16 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(a0), "=r"(a1), "=r"(a2), "=r"(a3) : "r"(smem_addr(row)));
+    unsigned b0 = 0x3c003c00u, b1 = 0x3c003c00u;
+    float d0 = 0.f, d1 = 0.f, d2 = 0.f, d3 = 0.f;
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
+                 : "+f"(d0), "+f"(d1), "+f"(d2), "+f"(d3) : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+    C[threadIdx.x * 4 + 0] = d0; C[threadIdx.x * 4 + 1] = d1; C[threadIdx.x * 4 + 2] = d2; C[threadIdx.x * 4 + 3] = d3;
+}
+"""
+
+
+def test_global_data_stored_to_shared_and_read_by_ldmatrix_into_mma_is_tiling_by_the_build(tmp_path):
+    src = LDMATRIX_MMA.replace("SOURCE", "A[blockIdx.x * 256 + i]")
+    assert not found("smem_tiling", src)                 # the source rules see no tile being filled
+    assert found("smem_tiling", src, built(tmp_path, src))
+    # near miss: the tile holds values each thread computes (no global data staged)
+    own = LDMATRIX_MMA.replace("SOURCE", "__float2half(float(i))")
+    assert not found("smem_tiling", own, built(tmp_path, own))
