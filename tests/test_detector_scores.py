@@ -26,10 +26,10 @@ PUBLIC = TESTS / "detector_corpus_public"
 CATALOGUE = load_catalogue()
 IDS = {f.id for f in CATALOGUE}
 
-# Floors a rule change must not fall below (measured: project 1.00 / 1.00, tuning data 0.96 / 0.93).
+# Floors a rule change must not fall below (measured: project 1.00 / 1.00, tuning data 0.99 / 0.99).
 PROJECT_FLOOR = (0.99, 0.99)
-TUNE_FLOOR = (0.96, 0.93)
-TUNE_FEATURE_RECALL = 0.5            # every tuning feature with support >= 3
+TUNE_FLOOR = (0.98, 0.98)
+TUNE_FEATURE_RECALL = 0.9            # every tuning feature with support >= 3
 HELD_OUT_TARGET = (0.9, 0.9)         # the issue's targets on the held-out set (batch 1's half, retired: 0.93 / 0.89)
 
 
@@ -99,6 +99,9 @@ TUNE_BUILD_DISAGREES = {
     # to follow in the source; the build shows TMA loads feeding HGMMA
     ("gemm_fc5_warp_specialized_ring", "smem_tiling"): "build",
     ("gemm_fc2_tma_wgmma", "smem_tiling"): "build",
+    # int4 stores into a permuted shared layout read by ldmatrix macros: the source's subscripts are a
+    # rotation no rule follows; the build shows global loads stored to shared memory feeding LDSM and HMMA
+    ("gemm_hg_mma_permuted", "smem_tiling"): "build",
     # uint4 loads through a typedef (data_t): the build's LDG.E.128
     ("histogram_cs64_thread_subhistograms", "vector_loads"): "build",
     # cuda::memcpy_async of an aligned_size_t<16> shape held in a variable: the build's 16-byte LDGSTS
