@@ -628,3 +628,105 @@ def test_global_data_stored_to_shared_and_read_by_ldmatrix_into_mma_is_tiling_by
     # near miss: the tile holds values each thread computes (no global data staged)
     own = LDMATRIX_MMA.replace("SOURCE", "__float2half(float(i))")
     assert not found("smem_tiling", own, built(tmp_path, own))
+
+
+# --------------------------------------------------------------------- common textbook forms, read by rule
+FLIPPED_STAGE = """__global__ void sgemm(const float* A, const float* B, float* C, int K) {
+    __shared__ float As[2][8][64];
+    __shared__ float Bs[2][8][64];
+    float acc = 0.f;
+    As[0][threadIdx.y][threadIdx.x] = A[threadIdx.y * K + threadIdx.x];
+    Bs[0][threadIdx.y][threadIdx.x] = B[threadIdx.y * 64 + threadIdx.x];
+    __syncthreads();
+    int write_stage = 1;
+    for (int k = 8; k <= K; k += 8) {
+        float na = 0.f, nb = 0.f;
+        if (k < K) { na = A[threadIdx.y * K + k + threadIdx.x]; nb = B[(k + threadIdx.y) * 64 + threadIdx.x]; }
+        int read_stage = write_stage ^ 1;
+        for (int j = 0; j < 8; ++j) acc += As[read_stage][j][threadIdx.y] * Bs[read_stage][j][threadIdx.x];
+        if (k < K) {
+            As[write_stage][threadIdx.y][threadIdx.x] = na;
+            Bs[write_stage][threadIdx.y][threadIdx.x] = nb;
+            __syncthreads();
+            write_stage ^= 1;
+        }
+    }
+    C[threadIdx.y * 64 + threadIdx.x] = acc;
+}
+"""
+
+
+def test_a_two_stage_shared_array_indexed_by_a_flipped_stage_variable_is_double_buffering():
+    assert found("double_buffering", FLIPPED_STAGE)
+    # near miss: the flag flips a choice of global buffers; the shared [2][...] array is two named tiles
+    flag = """__global__ void pingpong(float* a, float* b, int steps) {
+    __shared__ float t[2][256];
+    int flip = 0;
+    for (int s = 0; s < steps; ++s) {
+        float* src = flip ? b : a;
+        float* dst = flip ? a : b;
+        t[0][threadIdx.x] = src[threadIdx.x];
+        t[1][threadIdx.x] = src[threadIdx.x + 256];
+        __syncthreads();
+        dst[threadIdx.x] = t[0][255 - threadIdx.x] + t[1][threadIdx.x];
+        __syncthreads();
+        flip ^= 1;
+    }
+}
+"""
+    assert not found("double_buffering", flag)
+
+
+UNROLLED_TREE = """__global__ void reduce(const float* x, float* out) {
+    __shared__ float s[256];
+    unsigned t = threadIdx.x;
+    s[t] = x[blockIdx.x * 256 + t];
+    __syncthreads();
+    if (t < 128) { s[t] += s[t + 128]; } __syncthreads();
+    if (t < 64) { s[t] += s[t + 64]; } __syncthreads();
+    if (t < 32) { volatile float* v = s; v[t] += v[t + 32]; v[t] += v[t + 16]; v[t] += v[t + 8]; v[t] += v[t + 4]; v[t] += v[t + 2]; v[t] += v[t + 1]; }
+    if (t == 0) out[blockIdx.x] = s[0];
+}
+"""
+
+
+def test_a_halving_tree_written_out_step_by_step_is_a_block_reduction():
+    assert found("block_reduction_tree", UNROLLED_TREE)
+    # near miss: a scan's steps read t - offset, not t + offset
+    scan = UNROLLED_TREE.replace("+ 128]", "- 128]").replace("+ 64]", "- 64]").replace("+ 32]", "- 32]") \
+        .replace("+ 16]", "- 16]").replace("+ 8]", "- 8]").replace("+ 4]", "- 4]").replace("+ 2]", "- 2]").replace("+ 1]", "- 1]")
+    assert not found("block_reduction_tree", scan)
+
+
+TWO_LEVEL_HELPERS = """__device__ float warp_sum(float v) { for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffff, v, o); return v; }
+__device__ float block_sum(float v) {
+    __shared__ float s[32];
+    v = warp_sum(v);
+    if (threadIdx.x % 32 == 0) s[threadIdx.x / 32] = v;
+    __syncthreads();
+    v = threadIdx.x < blockDim.x / 32 ? s[threadIdx.x % 32] : 0.f;
+    return warp_sum(v);
+}
+__global__ void scale_rows(const float* x, float* y, int n) {
+    float v = 0.f;
+    for (int i = threadIdx.x; i < n; i += blockDim.x) v += x[blockIdx.x * n + i];
+    __shared__ float total;
+    v = block_sum(v);
+    if (threadIdx.x == 0) total = v;
+    __syncthreads();
+    for (int i = threadIdx.x; i < n; i += blockDim.x) y[blockIdx.x * n + i] = x[blockIdx.x * n + i] / total;
+}
+"""
+
+
+def test_a_reduction_through_a_block_helper_and_an_output_loop_using_it_are_fused():
+    assert found("kernel_fusion", TWO_LEVEL_HELPERS)
+    # near miss: the block sum is the kernel's only output (one value per block, no output loop)
+    only_sum = TWO_LEVEL_HELPERS[:TWO_LEVEL_HELPERS.index("__global__")] + """__global__ void row_sums(const float* x, float* y, int n) {
+    float v = 0.f;
+    for (int i = threadIdx.x; i < n; i += blockDim.x) v += x[blockIdx.x * n + i];
+    v = block_sum(v);
+    if (threadIdx.x == 0) y[blockIdx.x] = v;
+}
+"""
+    assert not found("kernel_fusion", only_sum)
