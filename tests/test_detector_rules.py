@@ -730,3 +730,80 @@ def test_a_reduction_through_a_block_helper_and_an_output_loop_using_it_are_fuse
 }
 """
     assert not found("kernel_fusion", only_sum)
+
+
+def test_a_tile_read_as_a_converted_product_operand_is_tiling():
+    src = """#include <cuda_fp16.h>
+__global__ void k(const half* a, const half* b, half* c, int K) {
+    __shared__ half sa[64][16];
+    __shared__ half sb[16][64];
+    float acc = 0.f;
+    for (int t = 0; t < K; t += 16) {
+        sa[threadIdx.x % 64][threadIdx.x / 64] = a[(blockIdx.y * 64 + threadIdx.x % 64) * K + t + threadIdx.x / 64];
+        sb[threadIdx.x / 64][threadIdx.x % 64] = b[(t + threadIdx.x / 64) * 64 + threadIdx.x % 64];
+        __syncthreads();
+        for (int kk = 0; kk < 16; ++kk) acc += __half2float(sa[threadIdx.x % 64][kk]) * __half2float(sb[kk][threadIdx.x % 64]);
+        __syncthreads();
+    }
+    c[blockIdx.y * 64 * 64 + threadIdx.x] = __float2half(acc);
+}
+"""
+    assert found("smem_tiling", src)
+    # near miss: a thread's own staged element, converted and scaled in a loop over something else
+    own = src.replace("acc += __half2float(sa[threadIdx.x % 64][kk]) * __half2float(sb[kk][threadIdx.x % 64]);",
+                      "acc += __half2float(sa[threadIdx.x % 64][threadIdx.x / 64]) * 2.f;")
+    assert not found("smem_tiling", own)
+
+
+def test_a_scan_scratch_read_at_the_threads_second_element_is_no_neighbour():
+    two_per_thread = """__global__ void scan(float* out, const float* in, int n) {
+    extern __shared__ float temp[];
+    int t = threadIdx.x;
+    temp[2 * t] = in[2 * t];
+    temp[2 * t + 1] = in[2 * t + 1];
+    for (int d = n >> 1; d > 0; d >>= 1) { __syncthreads(); if (t < d) temp[2 * t + 1] += temp[2 * t]; }
+    __syncthreads();
+    out[2 * t] = temp[2 * t];
+    out[2 * t + 1] = temp[2 * t + 1];
+}
+"""
+    assert not found("smem_tiling", two_per_thread)
+    halo = two_per_thread.replace("out[2 * t + 1] = temp[2 * t + 1];", "out[2 * t + 1] = temp[t + 1];")
+    assert found("smem_tiling", halo)
+
+
+def test_a_variable_holding_the_y_index_reads_as_it_and_a_warp_per_y_row_with_lane_columns_is_warp_per_row():
+    assert "y[threadIdx.y] = 0" in canonical("int ty = threadIdx.y; y[ty] = 0; ty = 3;")
+    sgemv = """__device__ float warp_sum(float v) { for (int o = 16; o > 0; o >>= 1) v += __shfl_down_sync(0xffffffff, v, o); return v; }
+__global__ void sgemv(const float* A, const float* x, float* y, int M, int N) {
+    int ty = threadIdx.y;
+    int lane = threadIdx.x % 32;
+    int row = blockDim.y * blockIdx.x + ty;
+    if (row >= M) return;
+    float s = 0.f;
+    for (int i = 0; i < N / 32; i++) { int col = i * 32 + lane; s += A[row * N + col] * x[col]; }
+    s = warp_sum(s);
+    if (lane == 0) y[row] = s;
+}
+"""
+    assert found("warp_per_row", sgemv)
+    # near miss: the y thread is the row, but every x thread reads whole columns (a column per lane)
+    cols = sgemv.replace("int col = i * 32 + lane; s += A[row * N + col] * x[col];", "s += A[(i * 32 + row) * N + lane];")
+    assert not found("warp_per_row", cols)
+
+
+def test_one_output_per_thread_made_from_a_reduced_shared_scalar_is_fused():
+    src = """__device__ float warp_sum(float v) { for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffff, v, o); return v; }
+__global__ void center(const float* x, float* y, int n) {
+    __shared__ float mean;
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    float v = i < n ? x[i] : 0.f;
+    float s = warp_sum(v);
+    if (threadIdx.x == 0) mean = s / 32.f;
+    __syncthreads();
+    if (i < n) y[i] = x[i] - mean;
+}
+"""
+    assert found("kernel_fusion", src)
+    # near miss: the reduced scalar is the only output
+    assert not found("kernel_fusion", src.replace("if (i < n) y[i] = x[i] - mean;", "if (threadIdx.x == 0) y[blockIdx.x] = mean;"))

@@ -276,12 +276,14 @@ _VEC = r"(?:[248]|16|\w+::size|x128|\w*VEC\w*|\w*PACK\w*)\b"
 _UNIT_TX = re.compile(r"(?:^|[+(]\s*)threadIdx\.x(?!\s*\)*\s*(?:\*(?!\s*" + _VEC + r")|[/%&^|]|>>|<<))")
 _SCALED_TX = re.compile(r"(?:[*/%&^|]|>>|<<)\s*\(*\s*threadIdx\.x")
 # the declared name, past qualifiers and alignment attributes (``alignas(alignof(float4))``, ``__align__(16)``)
+# a variable that holds the y or z thread index as it is (``int ty = threadIdx.y;``)
+_PURE_YZ = re.compile(r"(?:\b" + _INT_TYPE + r"\s+|,\s*)(\w+)\s*=\s*threadIdx\.([yz])\s*(?=[;,])")
 _SHARED_NAME = re.compile(r"__shared__(?:[^;()]|\((?:[^()]|\([^()]*\))*\))*?\b([A-Za-z_]\w*)\s*\[")
 
 
-def _replace_uses(text: str, start: int, name: str) -> str:
-    """``name`` read after ``start`` written as ``threadIdx.x`` (assignments to it are left alone)."""
-    tail = re.sub(r"(?<![\w.])" + re.escape(name) + r"\b(?!\s*(?:[-+*/%&|^]|<<|>>)?=[^=])", "threadIdx.x", text[start:])
+def _replace_uses(text: str, start: int, name: str, index: str = "threadIdx.x") -> str:
+    """``name`` read after ``start`` written as ``index`` (assignments to it are left alone)."""
+    tail = re.sub(r"(?<![\w.])" + re.escape(name) + r"\b(?!\s*(?:[-+*/%&|^]|<<|>>)?=[^=])", index, text[start:])
     return text[:start] + tail
 
 
@@ -331,6 +333,7 @@ def canonical(code: str) -> str:
       ``int col = blockIdx.x * TILE + threadIdx.x``, ``for (int i = lane; ...)``; its later reads) as
       ``threadIdx.x``, so "consecutive threads on consecutive addresses" reads as a subscript or an
       address with ``threadIdx.x`` as an unscaled term;
+    - a variable that holds the y (or z) thread index as it is (``int ty = threadIdx.y``) read as it;
     - a device function's parameter that every call passes the x thread index to, read as ``threadIdx.x``
       in its body;
     - shared arrays renamed ``__sm_<name>`` (declaration and uses), so a rule about global accesses can
@@ -356,6 +359,8 @@ def canonical(code: str) -> str:
                 text = new
         if not changed:
             break
+    for m in reversed(list(_PURE_YZ.finditer(text))):
+        text = _replace_uses(text, m.end(), m.group(1), f"threadIdx.{m.group(2)}")
     text = _through_parameters(text)
     for name in dict.fromkeys(_SHARED_NAME.findall(text)):
         text = re.sub(r"(?<![\w.])" + re.escape(name) + r"\b", "__sm_" + name, text)
