@@ -807,3 +807,23 @@ __global__ void center(const float* x, float* y, int n) {
     assert found("kernel_fusion", src)
     # near miss: the reduced scalar is the only output
     assert not found("kernel_fusion", src.replace("if (i < n) y[i] = x[i] - mean;", "if (threadIdx.x == 0) y[blockIdx.x] = mean;"))
+
+
+def test_the_grid_size_times_a_tile_is_not_the_column_times_a_stride():
+    tiled_transpose = """#define T 32
+__global__ void transpose(float* out, const float* in) {
+    __shared__ float tile[T][T + 1];
+    int x = blockIdx.x * T + threadIdx.x;
+    int y = blockIdx.y * T + threadIdx.y;
+    int width = gridDim.x * T;
+    tile[threadIdx.y][threadIdx.x] = in[y * width + x];
+    __syncthreads();
+    x = blockIdx.y * T + threadIdx.x;
+    y = blockIdx.x * T + threadIdx.y;
+    out[y * width + x] = tile[threadIdx.x][threadIdx.y];
+}
+"""
+    assert found("coalesced_access", tiled_transpose)
+    # near miss: the column really is scaled by a stride (one row per thread)
+    assert not found("coalesced_access", tiled_transpose.replace("int width = gridDim.x * T;", "int width = x * T;")
+                     .replace("in[y * width + x]", "in[x * width + y]").replace("out[y * width + x]", "out[x * width + y]"))
