@@ -2,10 +2,11 @@
 corpora reported apart:
 
 - the project's corpus (tests/detector_corpus/*.cu) with the labelled naive baselines (baselines.toml);
-- the tune half of the public corpus (tests/detector_corpus_public/tune/): real kernels from public
-  repositories, the half the rules may be fitted on;
-- the held-out half (tests/detector_corpus_public/heldout/): never used to write a rule; its table says how
-  the detectors do on code nobody wrote for them.
+- the public corpus's tuning data (tests/detector_corpus_public/): real kernels from public repositories that
+  the rules may be fitted on: batch 1 whole (its held-out half was retired after one scoring) and the tune
+  half of every later batch;
+- the public corpus's held-out set: the heldout half of batches >= 2 (manifest.toml's batch and half), never
+  used to write a rule; its table says how the detectors do on code nobody wrote for them.
 
 CPU only: the build rules (SASS, ptxas) read the builds recorded by benchmarks/record_detector_artifacts.py.
 Writes bench-out/detector.md and prints the tables.
@@ -19,6 +20,7 @@ precision and recall >= 0.9, and recall >= 0.8 for every feature with support >=
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import sys
 import time
 import tomllib
@@ -47,6 +49,34 @@ def baseline_kernels(corpus_dir: Path, known: set[str]):
             raise SystemExit(f"baselines.toml: {lt.task.name}: unknown feature ids {sorted(lab - known)}")
         path = Path(lt.task.baseline_path)
         out.append(CorpusKernel(name=f"baseline:{lt.task.name}", path=path, labels=lab, source=path.read_text()))
+    return out
+
+
+def _manifest_module():
+    """tests/detector_corpus_public/materialize.py (the manifest's model and its split rule)."""
+    spec = importlib.util.spec_from_file_location("public_corpus", PUBLIC / "materialize.py")
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod                # pydantic resolves the models' annotations there
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def public_sets(folder: Path, known: set[str]) -> dict[str, list]:
+    """The public kernels written under ``folder`` (tune/ and heldout/) sorted into the table each is scored
+    in by the manifest ("tune": tuning data, "heldout": the held-out set); a file the manifest does not
+    name is refused."""
+    from cuda_llm.feature_db.detector_eval import load_corpus
+
+    mod = _manifest_module()
+    where = {e.name: mod.scored_as(e) for e in mod.load_manifest()}
+    out: dict[str, list] = {"tune": [], "heldout": []}
+    for half in mod.HALVES:
+        if not (folder / half).is_dir() or not any((folder / half).glob("*.cu")):
+            continue
+        for k in load_corpus(folder / half, known):
+            if k.name not in where:
+                raise SystemExit(f"{k.path}: not in manifest.toml (write the folder again: materialize.py)")
+            out[where[k.name]].append(k)
     return out
 
 
@@ -94,7 +124,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", type=Path, default=ROOT / "bench-out")
     ap.add_argument("--corpus", type=Path, default=ROOT / "tests" / "detector_corpus")
-    ap.add_argument("--public", type=Path, default=PUBLIC, help="folder with tune/ and heldout/")
+    ap.add_argument("--public", type=Path, default=PUBLIC, help="folder with tune/ and heldout/ (as materialize.py writes)")
     ap.add_argument("--no-builds", action="store_true", help="source rules only (ignore the recorded builds)")
     ap.add_argument("--corpora", default="project,tune,heldout",
                     help="which to score, comma-separated (while changing a rule: project,tune; never read heldout then)")
@@ -107,11 +137,15 @@ def main(argv: list[str] | None = None) -> int:
     corpora = []
     if "project" in wanted:
         corpora.append(("project corpus + naive baselines", load_corpus(a.corpus, known) + baseline_kernels(a.corpus, known)))
-    for half in [h for h in ("tune", "heldout") if h in wanted]:
-        if (a.public / half).is_dir() and any((a.public / half).glob("*.cu")):
-            corpora.append((f"public corpus, {half} half", load_corpus(a.public / half, known)))
-        else:
-            print(f"{a.public / half}: no kernels, not scored (write them: python tests/detector_corpus_public/materialize.py)")
+    public = public_sets(a.public, known) if wanted & {"tune", "heldout"} else {}
+    if wanted & {"tune", "heldout"} and not any(public.values()):
+        print(f"{a.public}: no kernels written, public corpus not scored "
+              "(write them: python tests/detector_corpus_public/materialize.py)")
+    elif "tune" in wanted:
+        corpora.append(("public corpus, tuning data (batch 1 whole, tune halves of later batches)", public["tune"]))
+    empty_held_out = "heldout" in wanted and any(public.values()) and not public["heldout"]
+    if "heldout" in wanted and public.get("heldout"):
+        corpora.append(("public corpus, held-out set (heldout halves of batches >= 2)", public["heldout"]))
     md = ["# Detector precision and recall", ""]
     rc = 0
     for title, kernels in corpora:
@@ -124,12 +158,16 @@ def main(argv: list[str] | None = None) -> int:
             if failing:
                 rc = 1
                 print(f"below {BAR} on the project corpus: {', '.join(failing)}")
-        if "heldout" in title:
+        if "held-out" in title:
             ok, misses = held_out_verdict(scores, tot)
             verdict = "held-out targets met" if ok else "held-out targets NOT met: " + "; ".join(misses)
             print(verdict)
             md += [verdict, ""]
         print()
+    if empty_held_out:
+        line = "public corpus, held-out set: empty (no batch >= 2 kernel in manifest.toml yet), not scored"
+        print(line)
+        md += ["## public corpus, held-out set", "", line, ""]
     a.out.mkdir(parents=True, exist_ok=True)
     (a.out / "detector.md").write_text("\n".join(md))
     return rc

@@ -71,3 +71,37 @@ def test_the_written_files_load_with_the_manifest_labels(tmp_path):
     materialize.main(["--mirror", os.environ["CUDA_LLM_PUBLIC_MIRROR"], "--out", str(tmp_path)])
     written = {k.name: k for half in materialize.HALVES for k in load_corpus(tmp_path / half, IDS)}
     assert {n: set(k.labels) for n, k in written.items()} == {e.name: set(e.labels) for e in ENTRIES}
+
+
+def test_batch_one_is_tuning_data_and_later_heldout_halves_are_held_out():
+    first = ENTRIES[0]
+    assert materialize.scored_as(first.model_copy(update={"half": "heldout", "batch": 1})) == "tune"
+    assert materialize.scored_as(first.model_copy(update={"half": "heldout", "batch": 2})) == "heldout"
+    assert materialize.scored_as(first.model_copy(update={"half": "tune", "batch": 3})) == "tune"
+    assert all(materialize.scored_as(e) == "tune" for e in ENTRIES if e.batch == 1)
+
+
+def _bench():
+    spec = importlib.util.spec_from_file_location("detector_bench", HERE.parents[1] / "benchmarks" / "detector_bench.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_the_benchmark_says_the_held_out_set_is_empty_without_a_later_batch(tmp_path, capsys):
+    batch1 = [e for e in ENTRIES if e.batch == 1]
+    for e in batch1[:2]:
+        (tmp_path / e.half).mkdir(exist_ok=True)
+        (tmp_path / e.half / f"{e.name}.cu").write_text("// features: none\n__global__ void k(float *x) { x[0] = 1.f; }\n")
+    rc = _bench().main(["--corpora", "tune,heldout", "--public", str(tmp_path), "--out", str(tmp_path / "out")])
+    out = capsys.readouterr().out
+    assert rc == 0
+    assert "tuning data" in out and "2 kernels" in out
+    assert "held-out set: empty" in out and "held-out set: empty" in (tmp_path / "out" / "detector.md").read_text()
+
+
+def test_the_benchmark_refuses_a_file_the_manifest_does_not_name(tmp_path):
+    (tmp_path / "tune").mkdir()
+    (tmp_path / "tune" / "not_in_the_manifest.cu").write_text("// features: none\n__global__ void k() {}\n")
+    with pytest.raises(SystemExit, match="not in manifest.toml"):
+        _bench().main(["--corpora", "tune", "--public", str(tmp_path), "--out", str(tmp_path / "out")])

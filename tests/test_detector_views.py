@@ -97,3 +97,19 @@ __global__ void k(const float* B) {
     assert "B[row * 512 + threadIdx.x * 4]" in out          # every call passes it
     assert "B[col * 512]" in out                             # one call passes a constant
     assert "coalesced_access" in detect_features(src)
+
+
+def test_branches_the_file_does_not_compile_are_blanked():
+    from cuda_llm.feature_db.source_views import drop_inactive_branches
+
+    src = ("#define HAVE_HALF\n#if defined(ENABLE_BF16)\ntypedef __nv_bfloat16 T;\n#elif defined(HAVE_HALF)\n"
+           "typedef half T;\n#else\ntypedef float T;\n#endif\n#ifdef __CUDA_ARCH__\nint a;\n#else\nint b;\n#endif\n"
+           "#if 0\nint dead;\n#endif\n")
+    out = drop_inactive_branches(src)
+    assert "__nv_bfloat16" not in out and "typedef half T;" in out and "typedef float" not in out
+    assert "int a;" in out and "int b;" in out          # __CUDA_ARCH__: the file cannot tell, both kept
+    assert "dead" not in out and out.count("\n") == src.count("\n")
+    kernel = "#if defined(ENABLE_BF16)\ntypedef __nv_bfloat16 T;\n#else\ntypedef float T;\n#endif\n" \
+             "__global__ void k(T* x) { x[threadIdx.x] = x[threadIdx.x] * 2; }\n"
+    assert "reduced_precision" not in detect_features(kernel)
+    assert "reduced_precision" in detect_features("#define ENABLE_BF16\n" + kernel)

@@ -73,7 +73,68 @@ def split_source(source: str) -> SourceViews:
             out.append(c)
             i += 1
     # Adjacent literals ("cp.async" ".cg...") form one string; join the parts of one statement loosely.
-    return SourceViews(code="".join(out), asm="\n".join(asm_parts))
+    return SourceViews(code=drop_inactive_branches("".join(out)), asm="\n".join(asm_parts))
+
+
+# ------------------------------------------------------------------------------------------ conditionals
+_COND = re.compile(r"^[ \t]*#[ \t]*(ifdef|ifndef|if|elif|else|endif)\b(.*)$")
+_DEFINED = re.compile(r"^\s*(!)?\s*defined\s*\(?\s*([A-Za-z_]\w*)\s*\)?\s*$")
+_DEFINES = re.compile(r"^[ \t]*#[ \t]*define[ \t]+([A-Za-z_]\w*)", re.M)
+
+
+def _condition(kind: str, rest: str, defined: set[str]) -> bool | None:
+    """Whether a conditional's branch is compiled: True, False, or None when it depends on what the file
+    cannot tell (a predefined or command-line macro, an expression)."""
+    rest = rest.strip()
+    if kind in ("ifdef", "ifndef"):
+        name = rest.split()[0] if rest.split() else ""
+        if not name or name.startswith("__"):
+            return None
+        return (name in defined) == (kind == "ifdef")
+    if rest == "0":
+        return False
+    m = _DEFINED.match(rest)
+    if m is None or m.group(2).startswith("__"):
+        return None
+    return (m.group(2) in defined) != bool(m.group(1))
+
+
+def drop_inactive_branches(code: str) -> str:
+    """``code`` with the branches of ``#ifdef X`` / ``#if defined(X)`` / ``#if 0`` that are not compiled
+    blanked (lines kept): X is defined when the file #defines it, never by the command line, since a
+    candidate is built without -D flags. A condition the file cannot decide (``__CUDA_ARCH__``, an
+    expression) keeps every branch. Why: a file that typedefs its element type in ``#if defined(ENABLE_BF16)``
+    does not use bfloat16 when built as it is."""
+    if "#" not in code:
+        return code
+    defined = set(_DEFINES.findall(code))
+    lines = code.split("\n")
+    stack: list[tuple[bool, bool | None]] = []     # (this branch compiled, some earlier branch taken; None: unknown)
+    out = []
+    for line in lines:
+        m = _COND.match(line)
+        active = all(s[0] for s in stack)
+        if m is None:
+            out.append(line if active else _blank(line))
+            continue
+        kind, rest = m.group(1), m.group(2)
+        if kind in ("ifdef", "ifndef", "if"):
+            c = _condition(kind, rest, defined)
+            stack.append((c is not False, None if c is None else c))
+        elif kind == "elif" and stack:
+            taken = stack[-1][1]
+            c = _condition("if", rest, defined)
+            if taken is None or c is None:
+                stack[-1] = (True, None)
+            else:
+                stack[-1] = (not taken and c, taken or c)
+        elif kind == "else" and stack:
+            taken = stack[-1][1]
+            stack[-1] = (True, None) if taken is None else (not taken, True)
+        elif kind == "endif" and stack:
+            stack.pop()
+        out.append(line)
+    return "\n".join(out)
 
 
 
@@ -214,12 +275,15 @@ _DECL = re.compile(r"(?:\b" + _INT_TYPE + r"\s+|,\s*)(\w+)\s*=\s*([^;,{}]*)(?=[;
 _VEC = r"(?:[248]|16|\w+::size|x128|\w*VEC\w*|\w*PACK\w*)\b"
 _UNIT_TX = re.compile(r"(?:^|[+(]\s*)threadIdx\.x(?!\s*\)*\s*(?:\*(?!\s*" + _VEC + r")|[/%&^|]|>>|<<))")
 _SCALED_TX = re.compile(r"(?:[*/%&^|]|>>|<<)\s*\(*\s*threadIdx\.x")
-_SHARED_NAME = re.compile(r"__shared__[^;(]*?\b([A-Za-z_]\w*)\s*\[")
+# the declared name, past qualifiers and alignment attributes (``alignas(alignof(float4))``, ``__align__(16)``)
+# a variable that holds the y or z thread index as it is (``int ty = threadIdx.y;``)
+_PURE_YZ = re.compile(r"(?:\b" + _INT_TYPE + r"\s+|,\s*)(\w+)\s*=\s*threadIdx\.([yz])\s*(?=[;,])")
+_SHARED_NAME = re.compile(r"__shared__(?:[^;()]|\((?:[^()]|\([^()]*\))*\))*?\b([A-Za-z_]\w*)\s*\[")
 
 
-def _replace_uses(text: str, start: int, name: str) -> str:
-    """``name`` read after ``start`` written as ``threadIdx.x`` (assignments to it are left alone)."""
-    tail = re.sub(r"(?<![\w.])" + re.escape(name) + r"\b(?!\s*(?:[-+*/%&|^]|<<|>>)?=[^=])", "threadIdx.x", text[start:])
+def _replace_uses(text: str, start: int, name: str, index: str = "threadIdx.x") -> str:
+    """``name`` read after ``start`` written as ``index`` (assignments to it are left alone)."""
+    tail = re.sub(r"(?<![\w.])" + re.escape(name) + r"\b(?!\s*(?:[-+*/%&|^]|<<|>>)?=[^=])", index, text[start:])
     return text[:start] + tail
 
 
@@ -269,6 +333,7 @@ def canonical(code: str) -> str:
       ``int col = blockIdx.x * TILE + threadIdx.x``, ``for (int i = lane; ...)``; its later reads) as
       ``threadIdx.x``, so "consecutive threads on consecutive addresses" reads as a subscript or an
       address with ``threadIdx.x`` as an unscaled term;
+    - a variable that holds the y (or z) thread index as it is (``int ty = threadIdx.y``) read as it;
     - a device function's parameter that every call passes the x thread index to, read as ``threadIdx.x``
       in its body;
     - shared arrays renamed ``__sm_<name>`` (declaration and uses), so a rule about global accesses can
@@ -294,6 +359,8 @@ def canonical(code: str) -> str:
                 text = new
         if not changed:
             break
+    for m in reversed(list(_PURE_YZ.finditer(text))):
+        text = _replace_uses(text, m.end(), m.group(1), f"threadIdx.{m.group(2)}")
     text = _through_parameters(text)
     for name in dict.fromkeys(_SHARED_NAME.findall(text)):
         text = re.sub(r"(?<![\w.])" + re.escape(name) + r"\b", "__sm_" + name, text)
