@@ -16,7 +16,6 @@ import signal
 import sqlite3
 import sys
 import threading
-import time
 from enum import Enum
 from pathlib import Path
 from typing import Any, Callable, Sequence
@@ -540,7 +539,3 @@ def _report(rundir: Any, values: dict, out: RunOutcome) -> RunOutcome:
     except Exception as exc:  # noqa: BLE001
         out.table = f"(report not written: {type(exc).__name__}: {exc})"
     return out
-
-
-def wait_seconds(t0: float) -> float:
-    return time.monotonic() - t0
