@@ -1,6 +1,7 @@
 """The house as drawn: each package's __init__ docstring states what it may import ("May import: ..."), and
 this test holds the code to it, counting function-local imports. Also: no import circle in the package,
-nothing left at tools/'s root, and only the judge's wing starts the process that runs candidate code."""
+nothing left at tools/'s root, only the judge's wing starts the process that runs candidate code, and a
+function-local import of the package stays only with its reason written beside it (`# local: why`)."""
 
 from __future__ import annotations
 
@@ -188,3 +189,67 @@ def test_only_the_harness_starts_the_child_that_runs_foreign_code(worker):
                       if f'"cuda_llm.tools.harness.{worker}"' in p.read_text())
     outside = [s for s in spawners if not s.startswith("tools/harness/") and s != "tools/profile/ncu.py"]
     assert spawners and not outside, f"{worker} started from outside the harness: {outside}"
+
+
+# folders whose function-local imports of the package need no written reason, each with why
+LOCAL_IMPORTS_UNCHECKED = {
+    "commands": "`cuda-llm --help` imports every command module, so each keeps its heavy imports inside run()",
+    "feature_db": "the one folder not yet done: its function-local imports are still to be moved to the top",
+}
+LOCAL_REASON = re.compile(r"#\s*local\b[^:]*:\s*\S+\s+\S+")   # `# local: <why, in a few words>`
+
+
+def _local_imports(tree: ast.AST) -> list[ast.stmt]:
+    """Imports of the package inside a function (absolute or relative), each once."""
+    found: dict[int, ast.stmt] = {}
+    for fn in ast.walk(tree):
+        if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        for node in ast.walk(fn):
+            if isinstance(node, ast.ImportFrom) and (node.level or (node.module or "").split(".")[0] == ROOT):
+                found[id(node)] = node
+            elif isinstance(node, ast.Import) and any(a.name.split(".")[0] == ROOT for a in node.names):
+                found[id(node)] = node
+    return sorted(found.values(), key=lambda n: n.lineno)
+
+
+def _unexplained_local_imports(text: str) -> list[int]:
+    """Lines of function-local package imports with no `# local: why` on the line, on the line above, or above
+    the run of local imports the line belongs to."""
+    lines = text.splitlines()
+    nodes = _local_imports(ast.parse(text))
+    covered = {i for n in nodes for i in range(n.lineno, (n.end_lineno or n.lineno) + 1)}
+    bad = []
+    for n in nodes:
+        if any(LOCAL_REASON.search(lines[i - 1]) for i in range(n.lineno, (n.end_lineno or n.lineno) + 1)):
+            continue
+        above = n.lineno - 1
+        while above in covered or (above >= 1 and LOCAL_REASON.search(lines[above - 1]) is None
+                                    and lines[above - 1].strip().startswith("#")):
+            above -= 1   # through the run of local imports (and any other comments over them)
+        if not (above >= 1 and LOCAL_REASON.search(lines[above - 1])):
+            bad.append(n.lineno)
+    return bad
+
+
+def test_local_imports_say_why():
+    """A function-local import of the package hides an arrow of the house and costs a lookup at each call: it
+    stays only with its reason written beside it (start-up of `cuda-llm --help`, the worker child, an
+    optional extra)."""
+    missing = []
+    for path in sorted(PKG_DIR.rglob("*.py")):
+        rel = path.relative_to(PKG_DIR)
+        if rel.parts[0] in LOCAL_IMPORTS_UNCHECKED:
+            continue
+        missing += [f"cuda_llm/{rel}:{line}" for line in _unexplained_local_imports(path.read_text())]
+    assert not missing, ("function-local imports of the package with no `# local: why` comment (move them to "
+                         "the module's top, or write the reason):\n" + "\n".join(missing))
+
+
+def test_the_local_import_check_can_fail():
+    text = ("def f():\n    from cuda_llm.paths import cache_dir\n    return cache_dir\n\n\n"
+            "def g():\n    # local: the worker child must not load the compiler\n"
+            "    from cuda_llm.tools.compiler import compile\n    from . import x\n    return compile, x\n\n\n"
+            "def h():\n    from cuda_llm import results   # local: start-up of `cuda-llm --help`\n\n\n"
+            "def k():\n    # a comment that gives no reason\n    import cuda_llm.results\n")
+    assert _unexplained_local_imports(text) == [2, 19]

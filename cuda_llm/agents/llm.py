@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import openai
 from langchain_core.language_models import BaseChatModel
 from langchain_core.outputs import ChatResult
 from langchain_openai import ChatOpenAI
@@ -62,8 +63,6 @@ class EndpointChatModel(ChatOpenAI):
 
     def _one(self, messages: list[Any], stop: list[str] | None, run_manager: Any, **kwargs: Any) -> ChatResult:
         """One request; a reply that the client cannot read as a chat completion becomes NotAChatCompletion."""
-        import openai
-
         try:
             return super()._generate(messages, stop=stop, run_manager=run_manager, **kwargs)
         except openai.APIError:

@@ -31,6 +31,10 @@ from pydantic import BaseModel, Field
 
 from cuda_llm.runs.dirlock import DirLock
 from cuda_llm.graph.state import Limits
+from cuda_llm.agents.usage import total_tokens
+from cuda_llm.graph.run import RunBusyError, gpus_text, resume_run, save_run_gpus, start_run
+from cuda_llm.paths import atomic_write
+from cuda_llm.runs.rundir import RunNotFoundError
 
 PENDING, RUNNING, FINISHED, STOPPED, WAITING, FAILED, NOT_RUN = (
     "pending", "running", "finished", "stopped", "waiting", "failed", "not run")
@@ -85,6 +89,7 @@ def resolve_suite(spec: str) -> list[tuple[str, str]]:
     """(name, ref) of each task SPEC names: ``suite`` (the built-in suite), a comma-separated list of task names,
     folders or PyTorch module files, a text file listing them one a line, or a folder of task folders and/or
     PyTorch modules (``*.py``). Every task is loaded once here, so a bad one stops the batch before it starts."""
+    # local: `cuda-llm --help` loads this module; the task loader pulls NumPy
     from cuda_llm.tasks import TaskError, load_task
     from cuda_llm.tasks.loader import SUITE_DIR
 
@@ -225,8 +230,6 @@ class Batch:
         return self.state.elapsed_s + (time.monotonic() - self._started)
 
     def save(self) -> None:
-        from cuda_llm.paths import atomic_write
-
         with self._lock:
             data = self.state.model_copy(update={"elapsed_s": round(self.elapsed(), 3)}).model_dump_json(indent=1)
         atomic_write(self.root / "batch.json", data)
@@ -269,8 +272,6 @@ class Batch:
         return secs, tokens
 
     def _run_task(self, t: BatchTask) -> None:
-        from cuda_llm.graph.run import resume_run, start_run
-
         client = self.pool.client()
         common = dict(evaluator=client, model_factory=self.model_factory, handle_signals=False, stop=self.stop)
         out = None
@@ -321,8 +322,6 @@ class Batch:
         self._record(t, out)
 
     def _record(self, t: BatchTask, out: Any) -> None:
-        from cuda_llm.agents.usage import total_tokens
-
         with self._lock:
             t.tokens_used = int(total_tokens(out.tokens))
             if out.finished:
@@ -344,9 +343,6 @@ class Batch:
         in the config.json of each task run it has begun, traced there as a ``gpus`` decision, so that a run
         resumed on its own (`cuda-llm resume RUN`) measures on them too. A run another process is driving, or
         whose folder is gone, keeps its choice; the batch's own ``gpus`` decision names it with the reason."""
-        from cuda_llm.graph.run import RunBusyError, gpus_text, save_run_gpus
-        from cuda_llm.runs.rundir import RunNotFoundError
-
         before = self.state.run_options.get("gpus")     # none saved (an older batch): all, as it measured
         after = getattr(self.run_options, "gpus", None)
         if before == after:
@@ -376,7 +372,7 @@ class Batch:
             self._run_task(t)
 
     def run(self) -> BatchOutcome:
-        from cuda_llm.graph.run import gpus_text
+        # local: `cuda-llm --help` loads this module; the trace module pulls rich
         from cuda_llm.runs.trace import open_trace
 
         with _Lock(self.root):
@@ -422,8 +418,6 @@ def create_batch(spec: str, runs_dir: Path, limits: Limits, *, time_budget_s: fl
                  llm: dict[str, Any] | None = None, run_options: dict[str, Any] | None = None,
                  ray_address: str | None = None) -> tuple[Path, BatchState]:
     """A new batch folder and its state (tasks resolved from ``spec`` unless given)."""
-    from cuda_llm.paths import atomic_write
-
     resolved = tasks if tasks is not None else resolve_suite(spec)
     batch_id = new_batch_id()
     root = batches_dir(runs_dir) / batch_id

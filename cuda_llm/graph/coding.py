@@ -21,6 +21,8 @@ from cuda_llm.graph import evidence, search
 from cuda_llm.graph.state import Candidate, candidate_id, short
 from cuda_llm.results import EvalResult, Status
 from cuda_llm.tools.harness import failure_text
+from cuda_llm.agents.coder import CoderContext, RepairInfo
+from cuda_llm.graph.stages import EvaluateStage
 
 REPAIRABLE = {Status.compile_error.value, Status.wrong_answer.value, Status.runtime_error.value,
               Status.static_error.value, Status.timeout.value}
@@ -65,8 +67,6 @@ def read_context(deps: Any, round_: int, attempt: int) -> list[HistoryItem]:
 
 def coder_context(deps: Any, job: dict) -> Any:
     """The CoderContext of one job: a new candidate, or the repair of a failed one."""
-    from cuda_llm.agents.coder import CoderContext, RepairInfo
-
     repair = None
     if job.get("repair_of"):
         res = deps.rundir.read_result(job["repair_of"]) or (deps.evaluator.stored("eval", job["failed_hash"])
@@ -136,8 +136,6 @@ def final_failures(cands: Iterable[Candidate]) -> list[Candidate]:
 
 def record_final_failures(deps: Any, cands: Iterable[Candidate]) -> None:
     """Charge each final failure to the feature statistics (once: the record is keyed by candidate)."""
-    from cuda_llm.graph.stages import EvaluateStage
-
     for c in final_failures(cands):
         res = deps.rundir.read_result(c.id) or (deps.evaluator.stored("eval", c.hash) if c.hash else None)
         if res is not None:

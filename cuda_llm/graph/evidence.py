@@ -15,9 +15,12 @@ from typing import Any, Iterable
 from cuda_llm.agents.context import (
     BuildBrief, CritiqueBrief, DiagnosisBrief, FeatureBrief, HistoryItem, ParentKernel, TaskBrief,
 )
-from cuda_llm.graph.state import MAX_HISTORY, Candidate, short
+from cuda_llm.graph.state import Candidate, MAX_HISTORY, candidate_id, short
 from cuda_llm.results import EvalResult
 from cuda_llm.runs.rundir import read_json
+from cuda_llm.feature_db.bandit import applicable, task_filters
+from cuda_llm.graph.stage_inputs import load_profile as stored_profile
+from cuda_llm.tools.profile.profile_models import ProfileResult
 
 BASELINE = "baseline"
 PASSED = {"ok", "suspect"}
@@ -45,8 +48,6 @@ def candidate_source(deps: Any, cid: str) -> str | None:
 
 def load_profile(deps: Any, cid: str) -> dict[str, Any]:
     """profiles/<cid>.json: {profile, roofline, diagnosis} ({} when the candidate was not profiled)."""
-    from cuda_llm.graph.stage_inputs import load_profile as stored_profile
-
     return stored_profile(deps.rundir, cid) or {}
 
 
@@ -54,8 +55,6 @@ def load_profile(deps: Any, cid: str) -> dict[str, Any]:
 def profile_evidence(profile: Any, min_bytes: float | None = None) -> list[str]:
     """What a coder and a critic need from a profile, as `metric = value` lines: throughputs, the warp stall
     mix, sectors per request, DRAM bytes against the task's minimum, occupancy and its limiter, waves."""
-    from cuda_llm.tools.profile.profile_models import ProfileResult
-
     prof = profile if isinstance(profile, ProfileResult) else ProfileResult.model_validate(profile or {"available": False})
     k = prof.dominant() if prof.available else None
     if k is None:
@@ -120,8 +119,6 @@ def _min_bytes(deps: Any, sizes: dict[str, int] | None) -> float | None:
 
 def profile_of(deps: Any, cid: str) -> tuple[Any, list[str], str]:
     """(one-line summary, evidence lines, why there is none) of a candidate's stored profile."""
-    from cuda_llm.tools.profile.profile_models import ProfileResult
-
     rec = load_profile(deps, cid)
     if not rec.get("profile"):
         return "", [], "not profiled"
@@ -217,8 +214,6 @@ def passed_feature_sets(deps: Any, round_: int, current: Iterable[Candidate] = (
 
 def task_catalogue(deps: Any) -> list[Any]:
     """The catalogue features that apply to this task on this GPU (family, bound, tolerance, dtypes, arch)."""
-    from cuda_llm.feature_db.bandit import applicable, task_filters
-
     try:
         return applicable(deps.catalogue, arch=deps.arch, **_filters(task_filters(deps.task)))
     except Exception:  # noqa: BLE001 - a malformed arch or task: the whole catalogue rather than none
@@ -240,8 +235,6 @@ def plan_of(deps: Any, round_: int) -> dict[str, Any]:
 
 
 def idea_of(deps: Any, round_: int, slot: int) -> str:
-    from cuda_llm.graph.state import candidate_id
-
     return str(((plan_of(deps, round_).get("candidates") or {}).get(candidate_id(round_, slot)) or {}).get("idea") or "")
 
 

@@ -79,6 +79,7 @@ class ManualChatModel:
         return exchange_name(self.role, label, turn_of(messages))
 
     def invoke(self, messages: Sequence[BaseMessage], config: Any = None, **kwargs: Any) -> AIMessage:
+        # local: `cuda-llm --help` loads this module; langgraph is needed only inside a run
         from langgraph.types import interrupt
 
         messages = list(messages)

@@ -18,12 +18,14 @@ from cuda_llm.agents.usage import total_tokens
 from cuda_llm.graph import coding, evidence, planning, refine, review, search, stop_rules
 from cuda_llm import halts
 from cuda_llm.graph.deps import Deps
-from cuda_llm.graph.selection import decide, interval
+from cuda_llm.graph.selection import decide, head_to_head_decision, interval
 from cuda_llm.graph.stages import PASSED, StageContext, ToolStage
 from cuda_llm.graph.state import BestSummary, Candidate, GraphState, Limits, RESET, round_cands, short
-from cuda_llm.results import EvalResult, Status
+from cuda_llm.results import CHALLENGER, EvalResult, Status
 from cuda_llm.runs.llm_cache import call_label
 from cuda_llm.tools.harness import failure_text
+from cuda_llm.agents.coder import write_kernel
+from cuda_llm.agents.planner import CandidatePlan, PlannerContext, plan_round
 
 REPAIRABLE = coding.REPAIRABLE
 
@@ -171,8 +173,6 @@ def check_no_code(deps: Deps, lim: Limits) -> None:
 
 # ---------------------------------------------------------------- plan
 def make_plan(deps: Deps) -> Callable[[GraphState], dict]:
-    from cuda_llm.agents.planner import CandidatePlan, PlannerContext, plan_round
-
     def plan(state: GraphState) -> dict:
         lim = _limits(state)
         round_ = int(state.get("round", 0)) + 1
@@ -247,8 +247,6 @@ def route_jobs(state: GraphState) -> list[Send]:
 
 # ---------------------------------------------------------------- code (one candidate)
 def make_code(deps: Deps) -> Callable[[dict], dict]:
-    from cuda_llm.agents.coder import write_kernel
-
     def code(job: dict) -> dict:
         cid = job["cid"]
         with deps.tracer.node("code", candidate=cid, round=job["round"], attempt=job.get("attempt", 0)), call_label(cid):
@@ -348,9 +346,6 @@ def make_select(deps: Deps) -> Callable[[GraphState], dict]:
 def _head_to_head(deps: Deps, c: Candidate, best: BestSummary) -> tuple[bool, str, tuple[float, float] | None, int]:
     """Challenger ``c`` and the best timed in turns in one job (graph/selection.py): (kept, why, the interval of
     the challenger's legs, how many evaluations). Every leg is in the trace and the whole in head_to_head/."""
-    from cuda_llm.graph.selection import head_to_head_decision
-    from cuda_llm.results import CHALLENGER
-
     work = Path(deps.rundir.root) / "work" / f"{c.id}-vs-{best.id}"
     got = deps.evaluator.head_to_head_cached(deps.loaded, deps.source(c.hash), deps.source(best.hash), c.id, best.id, work)
     h2h = got.value

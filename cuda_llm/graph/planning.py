@@ -20,6 +20,14 @@ from typing import Any, Iterable
 from cuda_llm.graph import evidence
 from cuda_llm.graph.state import Candidate, candidate_id, short
 from cuda_llm.runs.rundir import read_json
+from cuda_llm.agents.planner import OfferedFeature
+from cuda_llm.feature_db.bandit import assign_features
+from cuda_llm.feature_db.detect import detect_features
+from cuda_llm.feature_db.offers import (
+    not_offered, parent_facts as facts_of, ranked_offer, refinement_of, untried_wins, why_not,
+)
+from cuda_llm.graph.stages import coder_model
+from cuda_llm.tools.profile.profile_models import ProfileResult
 
 BANDIT_OFFER = 10        # the bandit's own assignment draws from this many Thompson-ranked features
 
@@ -46,10 +54,6 @@ def _stats(deps: Any) -> Any:
 def parent_facts(deps: Any, parent_id: str) -> Any:
     """What decides which features can help ``parent_id`` (feature_db.offers): its source, its kernels per
     solve() (the stored profile's count, else the source's launch sites), the features it uses."""
-    from cuda_llm.feature_db.detect import detect_features
-    from cuda_llm.feature_db.offers import parent_facts as facts_of
-    from cuda_llm.tools.profile.profile_models import ProfileResult
-
     pid = parent_id or evidence.BASELINE
     source = evidence.candidate_source(deps, pid) or ""
     res = deps.rundir.read_result(pid)
@@ -124,11 +128,6 @@ def free_slots(n: int, free: int, round_: int) -> set[int]:
 def ranked_for(deps: Any, round_: int, parent_id: str, *, top: int | None, slots: int | None = None) -> list[Any]:
     """The bandit's ranking of the features that can help this parent, recommended ones and the family's
     untried known wins first (feature_db.offers.ranked_offer)."""
-    from cuda_llm.feature_db.offers import ranked_offer
-    from cuda_llm.graph.stages import coder_model
-
-    from cuda_llm.feature_db.offers import not_offered
-
     facts = parent_facts(deps, parent_id)
     recs = list(recommendations(deps, parent_id))
     catalogue = {f.id: f for f in deps.catalogue}
@@ -149,9 +148,6 @@ def offer(deps: Any, round_: int, parent_id: str) -> list[Any]:
     """Every feature that can help the parent, as OfferedFeature: the recommended ones first, then the
     family's untried known wins, then by posterior mean. Not offered: what does not apply to the task or
     the parent (feature_db.offers), and what the parent already uses unless named as a refinement."""
-    from cuda_llm.agents.planner import OfferedFeature
-    from cuda_llm.feature_db.offers import refinement_of
-
     ranked = ranked_for(deps, round_, parent_id, top=None)
     recs = recommendations(deps, parent_id)
     facts = parent_facts(deps, parent_id)
@@ -172,9 +168,6 @@ def bandit_plan(deps: Any, round_: int, per_candidate: int, parents: list[dict[s
     """The rules planner: for each slot's parent, the bandit's assignment over the features that can help it
     (feature_db.offers.ranked_offer), never a feature set that already failed or regressed on that parent.
     ``parents``: per slot, the program database's choice (search.choose_parents)."""
-    from cuda_llm.feature_db.bandit import assign_features
-    from cuda_llm.feature_db.offers import untried_wins
-
     failed = run_failed_ideas(deps, round_)
     by_parent: dict[str, list[int]] = {}
     for slot, par in enumerate(parents):
@@ -193,8 +186,6 @@ def fit_to_parents(deps: Any, round_: int, plans: list[Any], parents: list[dict[
     """A planner's plan made against the best, fitted to each slot's own parent: features that cannot help
     that parent are dropped, and a set that already failed or regressed on it leaves the slot free.
     Changes ``plans`` in place; returns what was changed, in words."""
-    from cuda_llm.feature_db.offers import why_not
-
     catalogue = {f.id: f for f in deps.catalogue}
     failed = run_failed_ideas(deps, round_)
     facts: dict[str, Any] = {}

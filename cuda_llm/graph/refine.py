@@ -17,9 +17,17 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Callable
 
+from langchain_core.messages import HumanMessage
+
 from cuda_llm.graph import coding
 from cuda_llm.graph.state import Candidate, candidate_id, short
 from cuda_llm.results import EvalResult, Status
+from cuda_llm.agents.coder import continue_kernel
+from cuda_llm.agents.context import render_resources
+from cuda_llm.agents.errors import LLMAnswerError
+from cuda_llm.agents.prompts import render
+from cuda_llm.agents.usage import TokenUsage
+from cuda_llm.graph.stage_inputs import applicable_feature_ids
 
 AfterAnswer = Callable[[Any, Any], Any]     # (answer, context) -> answer: e.g. the compile-fix turns
 
@@ -49,7 +57,6 @@ def profile_text(deps: Any, source: str, cid: str, res: EvalResult) -> str:
         return f"(not available: {type(exc).__name__}: {short(str(exc), 200)})"
     if prof is None or not getattr(prof, "available", False):
         return f"(not available: {getattr(prof, 'reason', '') or 'no profiler'})"
-    from cuda_llm.graph.stage_inputs import applicable_feature_ids
 
     analysis = deps.evaluator.analyze(deps.loaded, res, prof, applicable_feature_ids(deps))
     return prof.summary().strip() + "\n" + analysis.diagnosis.as_text()
@@ -59,14 +66,6 @@ def refine(deps: Any, job: dict, first: Candidate, answer: Any, ctx: Any, *, mod
            after_answer: AfterAnswer | None = None, best_ms: float | None = None) -> tuple[dict[str, dict], Any]:
     """Run the refinement turns after ``first`` (the coder's first answer): the new candidates (by id, as
     state patches) and the tokens they used."""
-    from langchain_core.messages import HumanMessage
-
-    from cuda_llm.agents.coder import continue_kernel
-    from cuda_llm.agents.context import render_resources
-    from cuda_llm.agents.errors import LLMAnswerError
-    from cuda_llm.agents.prompts import render
-    from cuda_llm.agents.usage import TokenUsage
-
     turns = int(job.get("refine_turns") or 0)
     share = job.get("refine_tokens")
     out: dict[str, dict] = {}

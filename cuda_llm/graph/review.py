@@ -19,6 +19,7 @@ from cuda_llm.graph.stage_inputs import applicable_feature_ids
 from cuda_llm.graph.state import Candidate, short
 from cuda_llm.results import EvalResult
 from cuda_llm.runs.llm_cache import call_label
+from cuda_llm.agents.critic import CriticContext, brief_of, critique, critique_from_diagnosis
 
 
 def profile_and_diagnose(deps: Any, cid: str, source: str, res: EvalResult) -> dict[str, Any]:
@@ -38,8 +39,6 @@ def profile_and_diagnose(deps: Any, cid: str, source: str, res: EvalResult) -> d
 
 
 def _critic_context(deps: Any, c: Candidate, round_: int, current: list[Candidate]) -> Any:
-    from cuda_llm.agents.critic import CriticContext
-
     res = deps.rundir.read_result(c.id)
     rec = evidence.load_profile(deps, c.id)
     summary, lines, note = evidence.profile_of(deps, c.id)
@@ -69,8 +68,6 @@ def _critic_context(deps: Any, c: Candidate, round_: int, current: list[Candidat
 
 def review(deps: Any, c: Candidate, round_: int, current: list[Candidate] = ()) -> tuple[CritiqueBrief, TokenUsage]:
     """The critique of ``c`` (saved to critiques/<cid>.json) and the tokens it cost."""
-    from cuda_llm.agents.critic import brief_of, critique, critique_from_diagnosis
-
     ctx = _critic_context(deps, c, round_, list(current))
     fallback = critique_from_diagnosis(ctx.diagnosis, [f.id for f in ctx.catalogue])
     model = deps.models.get("critic")

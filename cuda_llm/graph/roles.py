@@ -11,6 +11,8 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from cuda_llm.agents.settings import ROLES
+from cuda_llm.agents.llm import make_chat_model
+from cuda_llm.graph.manual import ManualChatModel
 
 ModelFactory = Callable[[str], Any]
 
@@ -22,10 +24,7 @@ def settings_factory(settings: Any, rundir: Any) -> ModelFactory:
         if rs.provider == "rules":
             return None
         if rs.provider == "manual":
-            from cuda_llm.graph.manual import ManualChatModel
-
             return ManualChatModel(role, rundir)
-        from cuda_llm.agents.llm import make_chat_model
 
         return make_chat_model(settings, role)
     return make

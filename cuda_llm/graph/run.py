@@ -31,10 +31,15 @@ from cuda_llm.graph.stage_plugins import restore_stages, with_plugins
 from cuda_llm.graph.stage_list import default_stages
 from cuda_llm.graph.state import Limits
 from cuda_llm.halts import ENDPOINT_ERRORS, NO_DEVICE, RunHalted, endpoint_halt
-from cuda_llm.graph.stop_rules import reason_text
+from cuda_llm.graph.stop_rules import TIME, TOKENS, hard_stop, reason_text
 from cuda_llm.results import baseline_label
 from cuda_llm.tools.harness.eval_options import EvalOptions
 from cuda_llm.tools.harness.timing_budget import TimingBudget
+from cuda_llm.agents.errors import LLMError
+from cuda_llm.agents.settings import LLMSettings
+from cuda_llm.agents.usage import total_tokens
+from cuda_llm.measure.gpu_pool import default_evaluator as measuring
+from cuda_llm.runs.rundir import RunDir
 
 ModelFactory = Callable[[str], Any]
 RECURSION_LIMIT = 100_000
@@ -158,12 +163,14 @@ class RunOutcome(BaseModel):
 
 
 def _load_task(task: Any) -> Any:
+    # local: `cuda-llm --help` loads this module; the task loader pulls NumPy
     from cuda_llm.tasks import load_task
 
     return task if hasattr(task, "task") and hasattr(task, "reference") else load_task(str(task))
 
 
 def _task_ref(loaded: Any) -> str:
+    # local: `cuda-llm --help` loads this module; the task loader pulls NumPy
     from cuda_llm.tasks.loader import SUITE_DIR
 
     folder = Path(loaded.task.folder).resolve()
@@ -178,8 +185,6 @@ def start_run(task: Any, settings: Any, options: RunOptions | None = None, *, ev
     needed unless ``model_factory(role)`` gives the chat models (None for a role played by rules).
     ``on_created(run_id)`` is called as soon as the run directory exists (a batch records it); setting ``stop``
     stops the run at the next step boundary, as SIGINT does (a batch stops its runs with one event)."""
-    from cuda_llm.runs.rundir import RunDir
-
     options = options or RunOptions()
     if settings is None and model_factory is None:
         raise ValueError("start_run needs LLM settings (see cuda_llm.agents.settings.load_settings) or a model_factory")
@@ -212,8 +217,6 @@ def resume_run(run_id: str, runs_dir: Path | str = "runs", *, settings: Any = No
     """Continue a run from its last checkpoint (its saved task, budgets, models and GPUs). ``extend`` gives a
     finished run more rounds, time or tokens and continues it with a new round. ``gpus``: the GPU pool's GPUs
     from now on (None: all), saved with the run in place of the old choice; by default the saved ones."""
-    from cuda_llm.runs.rundir import RunDir
-
     rundir = RunDir.open(run_id, Path(runs_dir))
     config = rundir.load_config()
     options = saved_options(config, runs_dir)
@@ -240,8 +243,6 @@ def settings_from_config(llm: dict[str, Any], *, api_key: str | None = None,
                          overrides: dict[str, dict[str, Any]] | None = None) -> Any:
     """The run's saved settings, each role with its own (provider, model, endpoint, temperature, budgets),
     with API keys from ``api_key`` or the environment (never saved); ``overrides`` change what was saved."""
-    from cuda_llm.agents.settings import LLMSettings
-
     return LLMSettings.from_saved(llm, api_key=api_key, overrides=overrides)
 
 
@@ -287,6 +288,7 @@ class _EndpointGuard:
         self.tracer.event("llm_call", **event)
 
     def failed(self, info: dict[str, Any], exc: BaseException) -> None:
+        # local: `cuda-llm --help` loads this module; agents.structured pulls LangChain
         from cuda_llm.agents.structured import _is_api_error
 
         if not _is_api_error(exc):
@@ -304,6 +306,7 @@ class _EndpointGuard:
 def _make_models(rundir: Any, settings: Any, factory: ModelFactory | None, tracer: Any,
                  limits: Limits | None = None) -> dict[str, Any]:
     """role -> the cached chat model that plays it (None: the role is played by rules)."""
+    # local: `cuda-llm --help` loads this module; the role models pull LangChain's clients
     from cuda_llm.graph.roles import role_models
 
     cache = Path(rundir.root) / "cache" / "llm"
@@ -318,14 +321,13 @@ def default_evaluator(options: RunOptions) -> Evaluator:
     """What measures a run when none is given: a pool over the GPUs of ``options.gpus`` (all by default; closed
     with the evaluator); on a machine without a CUDA device the plain evaluator, which the run halts on before
     spending anything."""
-    from cuda_llm.measure.gpu_pool import default_evaluator as measuring
-
     return measuring(options.gpus, options=options.eval_options(), profile=options.profile)
 
 
 def _stats(options: RunOptions) -> Any:
     if not options.learn:
         return None
+    # local: `cuda-llm --help` loads this module; the feature database is needed only in a run
     from cuda_llm.feature_db.stats import StatsStore
 
     return StatsStore(options.stats_path)
@@ -335,10 +337,14 @@ def _drive(rundir: Any, loaded: Any, settings: Any, options: RunOptions, initial
            evaluator: Evaluator | None, model_factory: ModelFactory | None, stages: Sequence[ToolStage] | None,
            progress: Any, handle_signals: bool, extend: Extension | None = None,
            stop: threading.Event | None = None, gpus_before: list[int] | None = None) -> RunOutcome:
+    # local: `cuda-llm --help` loads this module; the checkpointer pulls LangGraph
     from langgraph.checkpoint.sqlite import SqliteSaver
 
+    # local: `cuda-llm --help` loads this module; the feature database is needed only in a run
     from cuda_llm.feature_db.catalogue import load_catalogue
+    # local: `cuda-llm --help` loads this module; the graph build pulls LangGraph
     from cuda_llm.graph.build import compile_graph
+    # local: `cuda-llm --help` loads this module; the trace module pulls rich
     from cuda_llm.runs.trace import open_trace
 
     with _RunLock(rundir.root):
@@ -363,6 +369,7 @@ def _drive_locked(rundir: Any, loaded: Any, settings: Any, options: RunOptions, 
     evaluator.bind_trace(tracer.event)     # a pool client: each job's GPU and times go to this run's trace
     conn = sqlite3.connect(str(rundir.checkpoint_path), check_same_thread=False)
     try:
+        # local: `cuda-llm --help` loads this module; the checkpoint serializer pulls LangGraph
         from cuda_llm.runs.serde import CompressedSerializer
 
         saver = SqliteSaver(conn, serde=CompressedSerializer())
@@ -394,7 +401,6 @@ def _drive_locked(rundir: Any, loaded: Any, settings: Any, options: RunOptions, 
             initial["device"] = getattr(deps.device, "name", None)
         if progress is not None and hasattr(progress, "on_event"):
             tracer.add_listener(progress.on_event)
-        from cuda_llm.agents.usage import total_tokens
 
         deps.progress_call("start", rundir.run_id, loaded.task.name, resumed=initial is None,
                            limits=(snap.values.get("limits") if initial is None else None) or options.limits.model_dump(),
@@ -418,7 +424,6 @@ def _drive_locked(rundir: Any, loaded: Any, settings: Any, options: RunOptions, 
                 halted = exc
                 tracer.event("decision", kind="halt", reason=exc.reason, text=exc.what, advice=exc.advice)
             except Exception as exc:  # an endpoint that is down, a full disk: resumable from the last step
-                from cuda_llm.agents.errors import LLMError
 
                 if not isinstance(exc, LLMError):
                     tracer.event("error", error=f"{type(exc).__name__}: {exc}"[:1000])
@@ -463,8 +468,6 @@ class NotExtendable(RuntimeError):
 
 def _extend(graph: Any, config: dict, snap: Any, extend: Extension, rundir: Any, tracer: Any) -> Any:
     """A finished run with more budget: new limits, the stop reason cleared, the next step a new round."""
-    from cuda_llm.agents.usage import total_tokens
-
     values = snap.values
     if snap.next:
         raise NotExtendable(f"run {rundir.run_id} has not finished, so it still has budget: resume it without "
@@ -472,7 +475,6 @@ def _extend(graph: Any, config: dict, snap: Any, extend: Extension, rundir: Any,
     old = Limits(**(values.get("limits") or {}))
     new = extend.apply(old, rounds_done=int(values.get("round") or 0), elapsed_s=float(values.get("elapsed_s") or 0.0),
                        tokens_used=total_tokens(values.get("tokens")))
-    from cuda_llm.graph.stop_rules import TIME, TOKENS, hard_stop
 
     spent = hard_stop(elapsed_s=float(values.get("elapsed_s") or 0.0), tokens=total_tokens(values.get("tokens")),
                       budget=new)
@@ -501,7 +503,7 @@ def save_run_gpus(run_id: str, runs_dir: Path | str, gpus: list[int] | None, **w
     """Make ``gpus`` the GPU choice saved with a run that is not running, as ``--gpus`` on its resume would (a
     batch resumed with ``--gpus`` moves its task runs with it, so that `cuda-llm resume RUN` measures there
     too). False when it already was. Raises RunBusyError while another process drives the run."""
-    from cuda_llm.runs.rundir import RunDir
+    # local: `cuda-llm --help` loads this module; the trace module pulls rich
     from cuda_llm.runs.trace import open_trace
 
     rundir = RunDir.open(run_id, Path(runs_dir))
@@ -530,6 +532,7 @@ def _waiting(snap: Any) -> list[dict[str, str]]:
 def _report(rundir: Any, values: dict, out: RunOutcome) -> RunOutcome:
     """The Markdown report and the console table (best effort: the run itself is already safe)."""
     try:
+        # local: `cuda-llm --help` loads this module; the report writers are needed only at a run's end
         from cuda_llm.report.summary import build_summary
         from cuda_llm.report.markdown import final_table, write_report
 

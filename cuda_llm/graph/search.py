@@ -13,6 +13,7 @@ from cuda_llm.graph import parents as parents_mod
 from cuda_llm.graph.program_db import ARCHIVE_FILE, Program, ProgramDB
 from cuda_llm.graph.state import BestSummary, Candidate, GraphState, Limits
 from cuda_llm.results import EvalResult, Status
+from cuda_llm.feature_db.detect import detect_features
 
 PARENT_ROLE = {
     parents_mod.BEST: "the kernel to improve on: the current best",
@@ -27,8 +28,6 @@ def archive(deps: Any, state: GraphState) -> ProgramDB:
 
 
 def _detected(deps: Any, source: str, res: EvalResult | None) -> list[str]:
-    from cuda_llm.feature_db.detect import detect_features
-
     try:
         kernels = res.compile.kernels if res is not None and res.compile is not None else []
         sass = res.compile.sass if res is not None and res.compile is not None else None

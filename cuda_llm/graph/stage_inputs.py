@@ -9,6 +9,8 @@ from pathlib import Path
 from typing import Any
 
 from cuda_llm.graph.deps import Deps
+from cuda_llm.feature_db.bandit import applicable, task_filters
+from cuda_llm.runs.rundir import read_json
 
 
 def applicable_feature_ids(deps: Deps) -> set[str] | None:
@@ -17,14 +19,10 @@ def applicable_feature_ids(deps: Deps) -> set[str] | None:
     if not deps.catalogue:
         return None
     try:
-        from cuda_llm.feature_db.bandit import applicable, task_filters
-
         return {f.id for f in applicable(deps.catalogue, arch=deps.arch, **task_filters(deps.task))}
     except Exception:  # noqa: BLE001 - without the filter the diagnosis still speaks
         return None
 
 
 def load_profile(rundir: Any, cid: str) -> dict[str, Any] | None:
-    from cuda_llm.runs.rundir import read_json
-
     return read_json(Path(rundir.root) / "profiles" / f"{cid}.json")

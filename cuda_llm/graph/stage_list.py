@@ -10,6 +10,7 @@ from cuda_llm.graph.stages import EvaluateStage, ProfileStage, ToolStage
 
 def default_stages() -> list[ToolStage]:
     """A fresh list of the built-in stages, in order (insert your own where it belongs)."""
+    # local: `cuda-llm --help` loads this module; the tuning stage pulls the compiler and tuner
     from cuda_llm.graph.tune_stage import TuneStage
 
     return [EvaluateStage(), TuneStage(), ProfileStage()]

@@ -19,6 +19,8 @@ from cuda_llm.graph.deps import Deps
 from cuda_llm.graph.state import Candidate, GraphState, round_cands, short
 from cuda_llm.results import EvalResult, Status
 from cuda_llm.tools.harness import failure_text
+from cuda_llm.graph.selection import interval
+from cuda_llm.halts import NO_DEVICE, RunHalted
 
 PASSED = {Status.ok.value, Status.suspect.value}
 REJECTED = "rejected"
@@ -118,7 +120,6 @@ class EvaluateStage:
         for c, got in zip(todo, deps.evaluator.evaluate_each(deps.loaded, jobs)):
             res: EvalResult = got.value
             if res.status == Status.no_device:   # the GPU went away: stop unfinished, resumable on a GPU machine
-                from cuda_llm.halts import NO_DEVICE, RunHalted
 
                 raise RunHalted(NO_DEVICE, f"no CUDA device to measure {c.id} on",
                                 f"run `cuda-llm resume {deps.rundir.run_id}` on a machine with an NVIDIA GPU")
@@ -126,8 +127,6 @@ class EvaluateStage:
             n_eval += 1
             fields: dict[str, Any] = {"status": res.status.value}
             if res.timing is not None:
-                from cuda_llm.graph.selection import interval
-
                 lo, hi = interval(res.timing)
                 fields.update(ms=res.timing.median_ms, lo=lo, hi=hi)
             fields["note"] = res.message and short(res.message) if res.status.passed else failure_text.note(res)
@@ -167,6 +166,7 @@ class EvaluateStage:
 
 def _credit(deps: Deps, c: Candidate, res: EvalResult) -> Any:
     """The credit of one evaluated candidate against its parent (detected the same way for both)."""
+    # local: `cuda-llm --help` loads this module; the feature database is needed only in a run
     from cuda_llm.feature_db.credit import StepOutcome, credit_step, detect_pair
 
     def kernels(r: EvalResult | None) -> list | None:
@@ -196,6 +196,7 @@ def coder_model(deps: Deps) -> str:
 
 def _parent_source(deps: Deps, c: Candidate) -> str | None:
     """The parent's source: the naive baseline, or the candidate file kept in the run directory."""
+    # local: `cuda-llm --help` loads this module; the loop's stages are needed only in a run
     from cuda_llm.graph.evidence import candidate_source
 
     return candidate_source(deps, c.parent)
@@ -208,7 +209,9 @@ class ProfileStage:
     name = "profile"
 
     def run(self, ctx: StageContext) -> dict[str, Any]:
+        # local: `cuda-llm --help` loads this module; the loop's stages are needed only in a run
         from cuda_llm.graph.review import profile_and_diagnose
+        # local: `cuda-llm --help` loads this module; the profiler is needed only in a run
         from cuda_llm.tools.profile.profile_models import ProfileResult
 
         deps = ctx.deps
@@ -229,6 +232,7 @@ class ProfileStage:
     def _postmortems(ctx: StageContext, records: dict[str, dict[str, Any]]) -> dict[str, Any]:
         """Post-mortems of this round's regressions and benchmark-only failures (graph/postmortem.py): the
         worst ``MAX_PER_ROUND`` profiled like the fastest, every one explained in postmortems/<cid>.json."""
+        # local: `cuda-llm --help` loads this module; the loop's stages are needed only in a run
         from cuda_llm.graph import postmortem as pm
         from cuda_llm.graph.review import profile_and_diagnose
 

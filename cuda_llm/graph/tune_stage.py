@@ -18,7 +18,10 @@ import os
 from typing import TYPE_CHECKING, Any
 
 from cuda_llm.graph.state import Limits, short
-from cuda_llm.results import EvalResult, Status
+from cuda_llm.results import CompileResult, EvalResult, Status
+from cuda_llm.graph.selection import interval
+from cuda_llm.tools.harness import failure_text
+from cuda_llm.tools.tune.tuning import TuneBudget, TuneSpaceError, apply_point, parse_tunables, point_text, search
 
 if TYPE_CHECKING:
     from cuda_llm.graph.stages import StageContext
@@ -46,9 +49,6 @@ def compile_points(deps: Any, sources: list[str]) -> list[Any]:
     build); a point refused before compiling counts as one that does not compile, with the refusal's words."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from cuda_llm.results import CompileResult
-    from cuda_llm.tools.harness import failure_text
-
     def build(source: str) -> Any:
         res = deps.evaluator.build(deps.loaded, source, "tune")
         if res.compile is not None:
@@ -65,8 +65,6 @@ class TuneStage:
     name = "tune"
 
     def run(self, ctx: "StageContext") -> dict[str, Any]:
-        from cuda_llm.tools.tune.tuning import TuneSpaceError, parse_tunables
-
         deps = ctx.deps
         lim = Limits(**ctx.state.get("limits", {}))
         update: dict[str, Any] = {}
@@ -100,9 +98,6 @@ class TuneStage:
 
     @staticmethod
     def _tune(ctx: "StageContext", c: Any, source: str, tunables: list[Any], lim: Limits) -> tuple[dict[str, Any], int]:
-        from cuda_llm.graph.selection import interval
-        from cuda_llm.tools.tune.tuning import TuneBudget, apply_point, point_text, search
-
         deps = ctx.deps
         results: dict[str, EvalResult] = {}
 

@@ -26,6 +26,9 @@ from typing import Any, Callable, Protocol, runtime_checkable
 from cuda_llm.paths import atomic_write
 from cuda_llm.results import CHALLENGER, HEAD_TO_HEAD_ORDER, DeviceInfo, EvalResult, HeadToHead, Status
 from cuda_llm.tools.harness.eval_options import EvalOptions
+from cuda_llm.runs.rundir import read_json
+from cuda_llm.tools.device import device_probe
+from cuda_llm.tools.harness.device_info import get_device_info
 
 
 JOB_KINDS = ("evaluate", "baseline", "library", "profile", "final_check", "head_to_head")   # the measuring methods
@@ -147,7 +150,7 @@ class ToolsMixin:
         return None
 
     def build(self, loaded: Any, source: str, candidate_id: str) -> EvalResult:
-        from cuda_llm.results import Status
+        # local: `cuda-llm --help` loads this module; the compiler, judge and profiler are needed only to measure
         from cuda_llm.tools.compiler.compile import compile_source, source_hash
         from cuda_llm.tools.compiler.static_check import check_source
 
@@ -160,6 +163,7 @@ class ToolsMixin:
 
     def analyze(self, loaded: Any, result: EvalResult, profile: Any,
                 allowed_features: Collection[str] | None = None) -> Analysis:
+        # local: `cuda-llm --help` loads this module; the compiler, judge and profiler are needed only to measure
         from cuda_llm.tools.profile.diagnosis import diagnose
         from cuda_llm.tools.profile.roofline import roofline_point
 
@@ -181,6 +185,7 @@ class ToolsMixin:
                            challenger, champion, challenger_id, champion_id, work_dir)
 
     def toolchain(self) -> dict[str, str]:
+        # local: `cuda-llm --help` loads this module; the compiler, judge and profiler are needed only to measure
         from cuda_llm.tools.compiler import compile as comp
 
         out = {"cuda_version": "", "ptx_isa": "", "command": "", "rules": ""}
@@ -191,6 +196,7 @@ class ToolsMixin:
             out["command"] = " ".join(comp.build_command(Path("candidate.cu"), Path("candidate.so"), self.arch))
         except Exception:  # noqa: BLE001 - no nvcc: the prompt says the toolchain is unknown
             return out
+        # local: `cuda-llm --help` loads this module; the compiler, judge and profiler are needed only to measure
         from cuda_llm.tools.tune.tuning import CODER_TUNABLES_HINT
 
         try:   # the compile tool's own text (what needs sm_90a, guards, links), and what the tune stage reads
@@ -213,8 +219,8 @@ class GpuEvaluator(ToolsMixin):
 
     def __init__(self, *, options: EvalOptions | None = None, final_seed: int = 20_251_123, profile: bool = True,
                  profile_timeout_s: float = 120.0, gpu: int | None = None):
+        # local: `cuda-llm --help` loads this module; the compiler, judge and profiler are needed only to measure
         from cuda_llm.tools.compiler.compile import resolve_arch
-        from cuda_llm.tools.harness.device_info import get_device_info
 
         base = options or EvalOptions()
         self.arch = resolve_arch(base.arch)
@@ -229,11 +235,13 @@ class GpuEvaluator(ToolsMixin):
         return self.options.model_copy(update=kw) if kw else self.options
 
     def evaluate(self, loaded: Any, source: str, candidate_id: str, work_dir: Path) -> EvalResult:
+        # local: `cuda-llm --help` loads this module; the compiler, judge and profiler are needed only to measure
         from cuda_llm.tools.harness.evaluate import evaluate_candidate
 
         return evaluate_candidate(loaded, source, candidate=candidate_id, options=self._options(), work_dir=work_dir)
 
     def baseline(self, loaded: Any) -> EvalResult:
+        # local: `cuda-llm --help` loads this module; the compiler, judge and profiler are needed only to measure
         from cuda_llm.tools.harness.evaluate import baseline_result, evaluate_candidate
 
         res = baseline_result(loaded, "naive", self._options())
@@ -248,6 +256,7 @@ class GpuEvaluator(ToolsMixin):
 
     def library(self, loaded: Any) -> EvalResult | None:
         """The task's library yardstick (library.cu), measured like the baseline; None when the task has none."""
+        # local: `cuda-llm --help` loads this module; the compiler, judge and profiler are needed only to measure
         from cuda_llm.tools.harness.evaluate import baseline_result
 
         return baseline_result(loaded, "library", self._options())
@@ -255,17 +264,20 @@ class GpuEvaluator(ToolsMixin):
     def profile(self, loaded: Any, source: str, candidate_id: str, work_dir: Path, result: EvalResult) -> Any:
         if not self.do_profile or result.compile is None or not result.compile.so_path:
             return None
+        # local: `cuda-llm --help` loads this module; the compiler, judge and profiler are needed only to measure
         from cuda_llm.tools.profile.ncu import profile_candidate
 
         return profile_candidate(loaded, result.compile.so_path, out_dir=Path(work_dir), timeout_s=self.profile_timeout_s,
                                  gpu=self.gpu)
 
     def final_check(self, loaded: Any, source: str, candidate_id: str, work_dir: Path) -> tuple[EvalResult, EvalResult]:
+        # local: `cuda-llm --help` loads this module; the compiler, judge and profiler are needed only to measure
         from cuda_llm.tools.harness.evaluate import evaluate_candidate
 
         opts = self._options(seed=self.final_seed)
         cand = evaluate_candidate(loaded, source, candidate=candidate_id, options=opts, work_dir=Path(work_dir) / "final")
         if getattr(loaded.task, "torch", None) is not None:     # a PyTorch task: eager, timed again now
+            # local: `cuda-llm --help` loads this module; the compiler, judge and profiler are needed only to measure
             from cuda_llm.tools.harness.torch_baseline import torch_baseline
 
             base = torch_baseline(loaded, "eager", opts, fresh=True)
@@ -309,8 +321,6 @@ class CachedEvaluator:
         return self.cache_dir / kind / f"{key}.json"
 
     def _load(self, kind: str, key: str, model: Any = EvalResult) -> Any:
-        from cuda_llm.runs.rundir import read_json
-
         data = read_json(self._path(kind, key))    # None also for a file torn by a kill: measure again
         if data is None:
             return None
@@ -440,6 +450,7 @@ class CachedEvaluator:
         return Cached(res, True)
 
     def profile_cached(self, loaded: Any, source: str, candidate_id: str, work_dir: Path, result: EvalResult) -> Cached:
+        # local: `cuda-llm --help` loads this module; the compiler, judge and profiler are needed only to measure
         from cuda_llm.tools.profile.profile_models import ProfileResult
 
         key = content_hash(source)
@@ -466,9 +477,7 @@ class CachedEvaluator:
 def device_missing(evaluator: Evaluator) -> bool:
     """The evaluator measures on this machine's GPU and this machine has none: every measurement would be
     wasted (the run halts before spending anything)."""
-    from cuda_llm.tools.device.device_probe import has_cuda_device
-
-    return evaluator.needs_local_device and not has_cuda_device()
+    return evaluator.needs_local_device and not device_probe.has_cuda_device()
 
 
 def missing_members(evaluator: Any) -> list[str]:

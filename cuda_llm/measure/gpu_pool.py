@@ -31,10 +31,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from cuda_llm.measure.evaluator import JOB_KINDS, Analysis, Evaluator, EventFn, ToolsMixin, run_job
+from cuda_llm.measure.evaluator import Analysis, Evaluator, EventFn, GpuEvaluator, JOB_KINDS, ToolsMixin, run_job
 from cuda_llm.halts import WORKERS_LOST, RunHalted
 from cuda_llm.results import DeviceInfo, EvalResult, HeadToHead
 from cuda_llm.tools.harness.eval_options import EvalOptions
+from cuda_llm.tools.device import device_probe
 
 MAX_REQUEUES = 1          # a job whose worker was lost goes back to the queue this many times
 RETIRE_AFTER = 2          # a slot that failed this many jobs in a row takes no more
@@ -384,11 +385,10 @@ def local_pool(gpus: list[int] | None = None, *, options: EvalOptions | None = N
     of two GPUs never wait for one interpreter; None (the default, ``SLOT_PROCESSES``) does so whenever there is
     more than one GPU (tests whose evaluation doubles are patched into this process set ``SLOT_PROCESSES``).
     With one GPU the evaluator runs in this process, one job after another, as a run without a pool did."""
-    from cuda_llm.measure.evaluator import GpuEvaluator
-    from cuda_llm.tools.device.device_probe import cuda_device_count
+    # local: `cuda-llm --help` loads this module; the slot processes are needed only to measure
     from cuda_llm.tools.harness.runner import pinned_device
 
-    chosen = check_gpus(gpus, cuda_device_count())
+    chosen = check_gpus(gpus, device_probe.cuda_device_count())
     if not chosen:
         raise ValueError("there is no CUDA device on this machine for a GPU pool")
     if processes is None:
@@ -397,6 +397,7 @@ def local_pool(gpus: list[int] | None = None, *, options: EvalOptions | None = N
     first = GpuEvaluator(options=options, profile=profile, gpu=chosen[0])
     options = first.options            # the build arch resolved once, for every slot
     if processes:
+        # local: `cuda-llm --help` loads this module; the slot processes are needed only to measure
         from cuda_llm.measure.process_slots import ProcessSlot, start_slots
         from cuda_llm.measure.slot_server import GpuEvaluatorFactory, device_of
 
@@ -421,9 +422,6 @@ def default_evaluator(gpus: list[int] | None, *, options: EvalOptions | None, pr
     """What measures a run when none is given: a pool over ``gpus`` of this machine (None: all), which closing the
     evaluator closes; on a machine without a CUDA device the plain GPU evaluator (a run halts on it before
     spending anything: ``device_missing``)."""
-    from cuda_llm.measure.evaluator import GpuEvaluator
-    from cuda_llm.tools.device.device_probe import has_cuda_device
-
-    if not has_cuda_device():
+    if not device_probe.has_cuda_device():
         return GpuEvaluator(options=options, profile=profile)
     return local_pool(gpus, options=options, profile=profile).client(owns_pool=True)

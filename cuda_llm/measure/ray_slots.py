@@ -29,6 +29,7 @@ from cuda_llm.measure.slot_server import (JOB_TIMEOUT_S, WORK_ARG, Factory, GpuE
                                         TaskPayload, device_of, task_payload)
 from cuda_llm.results import DeviceInfo
 from cuda_llm.tools.harness.eval_options import EvalOptions
+from cuda_llm.tools.compiler.compile import normalize_arch
 
 __all__ = ["EvaluatorActor", "GpuEvaluatorFactory", "RayPool", "RaySlot", "TaskPayload", "ray_pool", "task_payload"]
 
@@ -130,7 +131,6 @@ def ray_pool(address: str | None, *, factory: Factory | None = None, options: Ev
     labels = [lb if labels.count(lb) == 1 else f"{lb}#{k}" for k, lb in enumerate(labels)]
     slots = [RaySlot(h, lb) for h, lb in zip(handles, labels)]
     first_arch = (options.arch if options is not None else None) or infos[0].get("arch") or "sm_90"
-    from cuda_llm.tools.compiler.compile import normalize_arch
 
     first_arch = normalize_arch(first_arch)
     return RayPool(slots, arch=first_arch, device=devices[0], tools=DriverTools(first_arch, devices[0]),

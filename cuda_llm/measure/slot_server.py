@@ -16,8 +16,11 @@ from typing import Any, Callable
 
 from pydantic import BaseModel
 
-from cuda_llm.measure.evaluator import Evaluator, run_job
+from cuda_llm.measure.evaluator import Evaluator, GpuEvaluator, run_job
 from cuda_llm.tools.harness.eval_options import EvalOptions
+from cuda_llm.results import DeviceInfo
+from cuda_llm.tasks import load_task
+from cuda_llm.tasks.loader import SUITE_DIR, load_task_folder
 
 WORK_ARG = {"evaluate": 2, "profile": 2, "final_check": 2, "head_to_head": 4}    # where the work folder sits after ``loaded``
 JOB_TIMEOUT_S = 3 * 3600.0         # a job not answered by then counts as lost (a hung slot process or node)
@@ -40,8 +43,6 @@ class TaskPayload(BaseModel):
 def task_payload(loaded: Any, *, by_files: bool = True) -> TaskPayload:
     """The payload of ``loaded``: by name for a built-in task; otherwise its folder's files (``by_files``, for
     another machine) or its folder's path (a slot on this machine)."""
-    from cuda_llm.tasks.loader import SUITE_DIR
-
     folder = Path(loaded.task.folder).resolve()
     if folder.parent == SUITE_DIR.resolve():
         return TaskPayload(name=loaded.task.name, key=f"suite:{loaded.task.name}", suite=True)
@@ -77,8 +78,6 @@ class Payloads:
 
 def device_of(info: dict[str, Any]) -> Any:
     """The DeviceInfo in a slot's ``describe()`` answer (None where its evaluator has no device)."""
-    from cuda_llm.results import DeviceInfo
-
     return DeviceInfo.model_validate(info["device"]) if info.get("device") else None
 
 
@@ -90,8 +89,6 @@ class GpuEvaluatorFactory:
         self.options, self.profile, self.gpu = options, profile, gpu    # passed whole to the evaluator
 
     def __call__(self) -> Any:
-        from cuda_llm.measure.evaluator import GpuEvaluator
-
         return GpuEvaluator(options=self.options, profile=self.profile, gpu=self.gpu)
 
 
@@ -113,9 +110,6 @@ class SlotServer:
 
     def load(self, task: TaskPayload) -> Any:
         if task.key not in self.tasks:
-            from cuda_llm.tasks import load_task
-            from cuda_llm.tasks.loader import load_task_folder
-
             if task.suite:
                 self.tasks[task.key] = load_task(task.name)
             elif task.folder:

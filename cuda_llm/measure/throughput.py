@@ -16,6 +16,7 @@ import statistics
 import time
 from pathlib import Path
 from typing import Any
+from cuda_llm.measure.evaluator import CachedEvaluator
 
 
 class MeasuredPath:
@@ -117,8 +118,6 @@ def measure_interleaved(paths: list[MeasuredPath], loaded: Any, cands: list[tupl
     the paths taking turns and the order alternating from pass to pass, each pass with a fresh run cache: two ways
     of measuring many GPUs share the machine's drift, and each row says how far its passes lie apart
     (``pass_rates``: candidates per GPU-hour of each pass)."""
-    from cuda_llm.measure.evaluator import CachedEvaluator
-
     results: dict[str, list[Any]] = {p.name: [] for p in paths}
     walls: dict[str, list[float]] = {p.name: [] for p in paths}
     busy: dict[str, list[dict[str, float]]] = {p.name: [] for p in paths}
@@ -166,8 +165,6 @@ def measure_paired(paths: list[MeasuredPath], loaded: Any, cands: list[tuple[str
     """Every candidate through each path in turn, the order alternating from one candidate (and round) to the
     next, each path with its own fresh run cache per round: the paths share the GPU's drift (clocks, heat) and
     each candidate's wall time on one path has its twin on the other (``pair_cost``)."""
-    from cuda_llm.measure.evaluator import CachedEvaluator
-
     results: dict[str, list[Any]] = {p.name: [] for p in paths}
     walls: dict[str, list[float]] = {p.name: [] for p in paths}
     for r in range(rounds):

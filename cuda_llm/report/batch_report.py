@@ -16,6 +16,9 @@ from pydantic import BaseModel
 
 from cuda_llm.report.formats import fmt_duration, fmt_ms, fmt_x, md_table, one_line, render_table
 from cuda_llm.results import NAIVE_BASELINE, baseline_label
+from cuda_llm.paths import atomic_write
+from cuda_llm.runs.run_info import read_values, run_info
+from cuda_llm.runs.rundir import RunDir
 
 HEADERS = ("task", "naive or eager ms", "library or torch.compile ms", "best ms", "speedup", "vs library",
            "% SOL", "status", "rounds")
@@ -50,9 +53,6 @@ class BatchRow(BaseModel):
 
 def batch_rows(state: Any, runs_dir: Path) -> list[BatchRow]:
     """The rows of a batch (its BatchState) from its runs' checkpoints; a task not started has an empty row."""
-    from cuda_llm.runs.run_info import read_values, run_info
-    from cuda_llm.runs.rundir import RunDir
-
     rows = []
     for t in state.tasks:
         row = BatchRow(task=t.name, run_id=t.run_id, status=t.status, detail=one_line(t.detail, 60))
@@ -85,6 +85,7 @@ def _scripted(rundir: Any) -> bool:
     models = [str(v.get("model", "")) for v in llm.values() if isinstance(v, dict)]
     if any("scripted" in m.lower() for m in models):
         return True
+    # local: `cuda-llm --help` loads this module; the trace module pulls rich
     from cuda_llm.runs.trace import read_trace
 
     try:
@@ -123,6 +124,7 @@ def markdown(state: Any, rows: list[BatchRow]) -> str:
     note = ("\n> These figures come from a scripted model (canned answers for tests and benchmarks), not from an LLM.\n"
             if any(r.scripted for r in rows) else "")
     head = "\n".join(f"- {k}: {v}" for k, v in headline(state, rows))
+    # local: `cuda-llm --help` loads this module; the bounds are needed only when a report is written
     from cuda_llm.tools.bounds.speed_of_light import SOL_NOTE
 
     return (f"# cuda-llm batch {state.batch_id}\n{note}\n{head}\n\n{md_table(HEADERS, [_cells(r) for r in rows])}\n\n"
@@ -135,6 +137,7 @@ def _e(text: Any) -> str:
 
 def speedup_figure(rows: list[BatchRow]) -> Any:
     """Speedup of each task's best kernel over its baseline and over its yardstick (log scale)."""
+    # local: `cuda-llm --help` loads this module; plotly is slow to import and only the page needs it
     import plotly.graph_objects as go
 
     have = [r for r in rows if r.speedup]
@@ -160,6 +163,7 @@ border-radius:6px}.head td{border:none;text-align:left;padding:2px 16px 2px 0}""
 def render_page(state: Any, rows: list[BatchRow], reports: dict[str, str]) -> str:
     """The batch page: headline, the plot, the table with each task linked to its run's report."""
     fig = speedup_figure(rows)
+    # local: `cuda-llm --help` loads this module; the report writers are needed only when one is written
     from cuda_llm.report.html import plotly_js
 
     plot = fig.to_html(full_html=False, include_plotlyjs=False, div_id="speedup-plot",
@@ -194,8 +198,6 @@ def render_page(state: Any, rows: list[BatchRow], reports: dict[str, str]) -> st
 
 def write_batch_reports(root: Path, state: Any, runs_dir: Path, *, run_pages: bool = True) -> tuple[list[BatchRow], Path, Path]:
     """table.md and batch.html in the batch folder (and each run's report.html, linked from the page)."""
-    from cuda_llm.paths import atomic_write
-
     rows = batch_rows(state, runs_dir)
     reports: dict[str, str] = {}
     for r in rows:
@@ -211,11 +213,10 @@ def write_batch_reports(root: Path, state: Any, runs_dir: Path, *, run_pages: bo
 
 def _run_page(root: Path) -> Path | None:
     """The run's report.md and report.html (best effort: a run without a checkpoint has none)."""
+    # local: `cuda-llm --help` loads this module; the report writers are needed only when one is written
     from cuda_llm.report.html import build_report_data, write_html
     from cuda_llm.report.markdown import write_report
     from cuda_llm.report.summary import build_summary
-    from cuda_llm.runs.run_info import read_values, run_info
-    from cuda_llm.runs.rundir import RunDir
 
     try:
         rundir = RunDir(root)

@@ -17,6 +17,11 @@ from pydantic import BaseModel, Field
 from cuda_llm.runs.replay import replay_line
 from cuda_llm.runs.rundir import read_json
 from cuda_llm.tools.harness import failure_text
+from cuda_llm.agents.context import make_diff
+from cuda_llm.report.formats import fmt_ms, fmt_x, render_table
+from cuda_llm.report.profile_table import profile_tables, roofline_line
+from cuda_llm.runs.trace import read_trace
+from cuda_llm.tasks import load_task
 
 _CID = re.compile(r"^r(\d+)c(\d+)(?:f(\d+))?$")
 SEED = "seed"     # the kernel of optimize --start-from
@@ -94,7 +99,6 @@ def task_folder(rundir: Any) -> Path | None:
     """The run's task folder (None when the task cannot be found any more)."""
     try:
         task = rundir.load_config().get("task")
-        from cuda_llm.tasks import load_task
 
         return Path(load_task(str(task)).task.folder)
     except Exception:  # noqa: BLE001 - a moved or broken task: the view goes on without the naive source
@@ -102,8 +106,6 @@ def task_folder(rundir: Any) -> Path | None:
 
 
 def _critique(rundir: Any, cid: str) -> str:
-    from cuda_llm.runs.trace import read_trace
-
     for ev in reversed(read_trace(rundir.trace_path)):
         if ev.get("event") == "decision" and ev.get("kind") == "critique" and ev.get("candidate") == cid:
             return "\n".join(critique_lines(ev.get("bottleneck"), ev.get("summary"), ev.get("next_features")))
@@ -133,8 +135,6 @@ def known_ids(rundir: Any, values: dict[str, Any]) -> list[str]:
 def candidate_view(rundir: Any, values: dict[str, Any], cid: str, *, folder: Path | None = None,
                    rows: list[dict[str, Any]] | None = None) -> CandidateView:
     """Everything about ``cid`` (or "baseline"); KeyError naming the known ids when there is no such candidate."""
-    from cuda_llm.agents.context import make_diff
-
     rows = candidate_rows(rundir, values) if rows is None else rows
     row = next((c for c in rows if c.get("id") == cid), None)
     if row is None and cid == SEED and Path(rundir.candidate_path(SEED)).is_file():   # optimize --start-from
@@ -190,8 +190,6 @@ def candidate_view(rundir: Any, values: dict[str, Any], cid: str, *, folder: Pat
 
 def render_text(v: CandidateView) -> str:
     """`cuda-llm show`: the candidate's sections, in the order a person reads them."""
-    from cuda_llm.report.formats import fmt_ms, fmt_x
-
     head = [f"{v.replay}\n"] if v.replay else []
     head += [f"candidate {v.id}" + (f" (round {v.round})" if v.round else ""),
             f"status:    {v.status}" + (f", {fmt_ms(v.median_ms)} ms, {fmt_x(v.speedup)} over the baseline"
@@ -221,9 +219,6 @@ def render_text(v: CandidateView) -> str:
             body += f"; {t['pct_of_sol']:.1f}% of speed of light" + (f"\n{t['sol_basis']}" if t.get("sol_basis") else "")
         section("timing", body + (f"\nsamples (ms): {samples}" if samples else ""))
     if v.profile:
-        from cuda_llm.report.formats import render_table
-        from cuda_llm.report.profile_table import profile_tables, roofline_line
-
         headline, headers, rows = profile_tables(v.profile)
         body = [headline] + ([render_table(headers, rows, align="l" * len(headers))] if rows else [])
         roof = roofline_line(v.profile.get("roofline"))

@@ -23,6 +23,8 @@ from cuda_llm.report.candidate_view import SEED, CandidateView, candidate_rows, 
 from cuda_llm.report.formats import fmt_duration, fmt_ms, fmt_tokens, fmt_x
 from cuda_llm.report.markdown import RunSummary, _headline
 from cuda_llm.results import NAIVE_BASELINE
+from cuda_llm.report.profile_table import profile_tables, roofline_line
+from cuda_llm.runs.trace import read_trace
 
 PASSED = ("ok", "suspect")
 PLOTLY_JS = Path(__file__).resolve().parent / "vendor" / "plotly-basic.min.js"
@@ -83,8 +85,6 @@ def bound_shown(views: list[CandidateView], summary: RunSummary) -> tuple[float 
 
 
 def build_report_data(rundir: Any, values: dict[str, Any], summary: RunSummary, state: str = "") -> ReportData:
-    from cuda_llm.runs.trace import read_trace
-
     events = read_trace(rundir.trace_path)
     models = _models(rundir, events)
     scripted = any("scripted" in m.lower() for m in models.values())
@@ -223,8 +223,6 @@ def _lines(text: str) -> str:
 
 def _profile_html(record: dict[str, Any]) -> str:
     """The profile as a table (a row per metric, a column per kernel, units in the cells) and the roofline."""
-    from cuda_llm.report.profile_table import profile_tables, roofline_line
-
     headline, headers, rows = profile_tables(record)
     table = ""
     if rows:

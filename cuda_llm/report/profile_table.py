@@ -6,6 +6,8 @@ from __future__ import annotations
 from typing import Any
 
 from cuda_llm.tools.profile.profile_models import ProfileResult
+from cuda_llm.tools.profile.ncu_parse import short_name
+from cuda_llm.tools.profile.roofline import RooflinePoint
 
 
 def fmt(v: float | None, unit: str = "", digits: int = 4) -> str:
@@ -17,8 +19,6 @@ def fmt(v: float | None, unit: str = "", digits: int = 4) -> str:
 
 def metrics_rows(profile: ProfileResult) -> tuple[list[str], list[list[str]]]:
     """The metrics table: one row per metric, one column per kernel (kernels in launch order)."""
-    from cuda_llm.tools.profile.ncu_parse import short_name
-
     kernels = profile.kernels
     headers = ["metric", *[short_name(k.name) + (f" x{k.launches}" if k.launches > 1 else "") for k in kernels]]
 
@@ -75,7 +75,6 @@ def roofline_line(record: dict[str, Any] | None) -> str:
     """The roofline point in one line ('' without one)."""
     if not record:
         return ""
-    from cuda_llm.tools.profile.roofline import RooflinePoint
 
     try:
         return RooflinePoint.model_validate(record).summary()

@@ -9,6 +9,8 @@ from typing import Any
 from cuda_llm.report.markdown import CandidateSummary, RoundSummary, RunSummary
 from cuda_llm.agents.usage import total_tokens
 from cuda_llm.results import baseline_label
+from cuda_llm.runs.replay import replay_line
+from cuda_llm.runs.trace import read_trace
 
 
 def _rounds(rundir: Any, n_rounds: int, base_ms: float | None, current: dict[str, dict]) -> list[RoundSummary]:
@@ -58,7 +60,6 @@ def build_summary(rundir: Any, values: dict[str, Any]) -> RunSummary:
                  f"{_ms(final.get('ms'))} vs {baseline_label(base)} {_ms(final.get('baseline_ms'))} in the same run")
         if final.get("speedup"):
             check += f" ({final['speedup']:.2f}x)"
-    from cuda_llm.runs.replay import replay_line
 
     sol = final or _best_timing(rundir, best)
     return RunSummary(
@@ -106,8 +107,6 @@ def _ms(v: float | None) -> str:
 
 def _trace_lines(rundir: Any) -> list[dict]:
     try:
-        from cuda_llm.runs.trace import read_trace
-
         return read_trace(rundir.trace_path)
     except Exception:  # noqa: BLE001
         return []

@@ -8,6 +8,7 @@ import json
 import statistics
 from collections.abc import Sequence
 from pathlib import Path
+from cuda_llm.report.formats import md_table
 
 
 def spread(rows: list[dict], cands: list[tuple[str, str]], variants: Sequence[str]) -> dict[str, float]:
@@ -84,8 +85,6 @@ def cost_growth(one: dict[str, float], many: dict[str, float], top: int = 4) -> 
 def write_table(out: Path, rows: list[dict], device: str, n_visible: int, cands: list[tuple[str, str]],
                 eval_time: float, paired: dict | None = None, variants: Sequence[str] = ()) -> str:
     """throughput.md (and throughput.json) in ``out``; returns the markdown."""
-    from cuda_llm.report.formats import md_table
-
     table = md_table(("mode", "GPUs", "candidates", "rounds", "passed", "wall s", "of it timing s",
                       "judges' CPU s per candidate", "candidates per GPU-hour", "status"),
                      [[r["mode"], str(r.get("gpus", "-")), str(r.get("candidates", "-")), str(r.get("rounds", "-")),

@@ -14,6 +14,7 @@ import shutil
 import sqlite3
 from pathlib import Path
 from typing import Any
+from cuda_llm.runs.rundir import RunDir, new_run_id
 
 RECORDED_DIR = Path(__file__).resolve().parent / "recorded"
 RECORDING_FILE = "recording.json"    # in a recorded folder: what it is and where its figures come from
@@ -59,8 +60,6 @@ def replay_line(rundir: Any) -> str:
 def install(runs_dir: Path, name: str = DEFAULT_RECORDING) -> Any:
     """Copy recorded run ``name`` into ``runs_dir`` as a new run (a new id ending in -replay-XXXX) marked as a
     replay; returns its RunDir. The files get this user's umask, like any run's."""
-    from cuda_llm.runs.rundir import RunDir, new_run_id
-
     src = RECORDED_DIR / name
     meta_path = src / RECORDING_FILE
     if not meta_path.is_file():

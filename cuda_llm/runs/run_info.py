@@ -14,7 +14,9 @@ from typing import Any, Iterable
 
 from pydantic import BaseModel
 
-from cuda_llm.results import NAIVE_BASELINE, baseline_label
+from cuda_llm.results import NAIVE_BASELINE, baseline_label, speedup
+from cuda_llm.runs.replay import replay_line
+from cuda_llm.runs.rundir import RunDir, recent_runs
 
 SESSION_EVENTS = ("run_start", "run_resume", "run_end")
 
@@ -37,8 +39,6 @@ class RunInfo(BaseModel):
 
     @property
     def speedup(self) -> float | None:
-        from cuda_llm.results import speedup
-
         return speedup(self.baseline_ms, self.best_ms)
 
     @property
@@ -84,8 +84,10 @@ def read_values(rundir: Any) -> dict[str, Any]:
     path = Path(rundir.checkpoint_path)
     if not path.is_file():
         return {}
+    # local: `cuda-llm --help` loads this module; the checkpointer pulls LangGraph
     from langgraph.checkpoint.sqlite import SqliteSaver
 
+    # local: `cuda-llm --help` loads this module; the checkpoint serializer pulls LangGraph
     from cuda_llm.runs.serde import CompressedSerializer
 
     conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, check_same_thread=False)
@@ -118,6 +120,7 @@ def lock_holder(root: Path) -> str | None:
 
 
 def run_info(rundir: Any) -> RunInfo:
+    # local: `cuda-llm --help` loads this module; the trace module pulls rich
     from cuda_llm.runs.trace import read_trace
 
     values = read_values(rundir)
@@ -126,7 +129,6 @@ def run_info(rundir: Any) -> RunInfo:
     except (OSError, ValueError):
         events = []
     state, detail = session_state(events, lock_holder(rundir.root))
-    from cuda_llm.runs.replay import replay_line
 
     try:
         task = rundir.load_config().get("task")
@@ -144,6 +146,4 @@ def run_info(rundir: Any) -> RunInfo:
 
 def list_runs(runs_dir: Path) -> list[RunInfo]:
     """Every run in ``runs_dir``, newest first."""
-    from cuda_llm.runs.rundir import RunDir, recent_runs
-
     return [run_info(RunDir(Path(runs_dir) / rid)) for rid in recent_runs(Path(runs_dir), limit=10_000)]

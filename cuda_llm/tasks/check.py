@@ -19,6 +19,7 @@ from pydantic import BaseModel
 
 from cuda_llm.tasks.loader import LoadedTask
 from cuda_llm.tasks.model import Sizes
+from cuda_llm.tasks.inputs import make_case_inputs, reference_outputs
 
 MIN_BENCH_BYTES = 256e6    # a memory-bound benchmark moves at least this much (an H100 needs ~80 us for it)
 MIN_BENCH_FLOPS = 10e9     # a compute-bound one does at least this much work
@@ -50,8 +51,6 @@ def _error_text(exc: BaseException, folder: Path) -> str:
 
 def _problems(loaded: LoadedTask, sizes: Sizes, seed: int) -> str:
     """What is wrong with the reference at ``sizes`` ("" when nothing is)."""
-    from cuda_llm.tasks.inputs import make_case_inputs, reference_outputs
-
     task = loaded.task
     inputs = make_case_inputs(loaded, sizes, np.random.default_rng(seed))
     first = reference_outputs(loaded, inputs, sizes)

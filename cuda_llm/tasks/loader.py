@@ -14,9 +14,11 @@ TASKS_PATH_ENV = "CUDA_LLM_TASKS"
 
 
 def _import_module_file(path: Path) -> Path:
+    # local: `cuda-llm tasks` and the worker child load this module; the PyTorch importer serves PyTorch tasks only
     from cuda_llm.tasks.torch_source import INSTALL_HINT, ModuleFileError
 
     try:
+        # local: `cuda-llm tasks` and the worker child load this module; the PyTorch importer serves PyTorch tasks only
         from cuda_llm.tasks.torch_import import import_cached
 
         return import_cached(path)

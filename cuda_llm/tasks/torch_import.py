@@ -32,6 +32,10 @@ from cuda_llm.tasks.torch_reference import ModuleRunner, import_torch, load_modu
 from cuda_llm.tasks.torch_source import (KERNELBENCH_TOLERANCE, REFERENCE_PY, SUPPORTED_DTYPES, ModuleFileError,
                                          ModuleRecord, TensorRecord, c_name, module_sha256, naive_cu, render_toml,
                                          task_dict, task_name, unsupported_dtype)
+from cuda_llm.paths import cache_dir
+from cuda_llm.tasks.formulas import evaluate
+from cuda_llm.tasks.model import Task
+from cuda_llm.tasks.task_folder import TaskError, load_task_folder
 
 FLOPS_SIZE = "fwd_flops"       # a per-shape size holding the flop count when no formula fits
 
@@ -353,8 +357,6 @@ def _flops_formula(f0: int, constants: dict[str, int], moved: dict[str, tuple[in
 
 
 def _eval_flops(formula: str | int, sizes: dict[str, int]) -> float:
-    from cuda_llm.tasks.formulas import evaluate
-
     return float(evaluate(formula, sizes))
 
 
@@ -925,9 +927,6 @@ def write_task_folder(record: ModuleRecord, out_root: Path, *, force: bool = Fal
     """Write ``out_root/<name>/`` (module.py, task.toml, reference.py, naive.cu) and load it back.
     Returns (folder, "written" | "unchanged"). An existing folder from another module is kept unless
     ``force``: a user's edits to task.toml are not lost by a second import."""
-    from cuda_llm.tasks.task_folder import TaskError, load_task_folder
-    from cuda_llm.tasks.model import Task
-
     data = task_dict(record)
     task = Task.model_validate(data)          # the derivation's own bugs surface here, before any file
     folder = Path(out_root) / record.name
@@ -968,8 +967,6 @@ def import_file(path: Path, out_root: Path, options: ImportOptions | None = None
 def import_cached(path: Path) -> Path:
     """The task folder for a module file given where a task is expected (`cuda-llm optimize m.py`): imported
     once into the cache, keyed by the file's contents, and reused while the file is unchanged."""
-    from cuda_llm.paths import cache_dir
-
     path = Path(path)
     text = path.read_text()
     root = cache_dir() / "torch_tasks" / module_sha256(text)[:16]

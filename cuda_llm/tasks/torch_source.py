@@ -16,7 +16,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from cuda_llm.tasks.formulas import evaluate_int
+from cuda_llm.tasks.formulas import evaluate, evaluate_int
 from cuda_llm.tasks.model import DType
 
 SUPPORTED_DTYPES = tuple(d.value for d in DType)   # float32, float16, int32, uint32, int64, uint8: what the harness runs
@@ -157,8 +157,6 @@ def bytes_formula(record: ModuleRecord) -> str | int:
 
 def _bound(record: ModuleRecord, data: dict[str, Any]) -> str:
     """compute when the forward does more than ~10 flops per byte at the file's own shape (matmul, conv)."""
-    from cuda_llm.tasks.formulas import evaluate
-
     sizes = record.benchmark
     try:
         flops = float(evaluate(data["flops"], sizes))

@@ -10,6 +10,9 @@ import tempfile
 from pathlib import Path
 
 from cuda_llm.results import KernelResources, SassSummary
+from cuda_llm.tools.compiler.compile import nvcc_path
+from cuda_llm.tools.compiler.ptxas import parse_ptxas
+from cuda_llm.tools.compiler.sass import dump_sass, summarize_sass
 
 
 class BuildFactsError(RuntimeError):
@@ -20,10 +23,6 @@ def build_facts(path: Path, arch: str, *, nvcc: str | None = None, timeout_s: fl
                 ) -> tuple[list[KernelResources], SassSummary]:
     """Compile ``path`` to a cubin for ``arch`` (sm_90, or sm_90a for the architecture-specific target)
     with ``-Xptxas -v``; the kernels of the report and the SASS summary of the cubin."""
-    from cuda_llm.tools.compiler.compile import nvcc_path
-    from cuda_llm.tools.compiler.ptxas import parse_ptxas
-    from cuda_llm.tools.compiler.sass import dump_sass, summarize_sass
-
     tool = nvcc or nvcc_path()
     flags = [f"-gencode=arch=compute_{arch[3:]},code={arch}"] if arch.endswith("a") else [f"-arch={arch}"]
     with tempfile.TemporaryDirectory() as tmp:

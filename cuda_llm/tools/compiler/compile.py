@@ -42,6 +42,13 @@ from cuda_llm.paths import cache_dir
 from cuda_llm.tools.compiler.condense import condense_errors, extract_warnings
 from cuda_llm.tools.compiler.ptxas import parse_ptxas
 from cuda_llm.results import CompileResult
+from cuda_llm.tools.compiler import sass, static_check, symbols
+from cuda_llm.tools.compiler.libraries import link_flags
+from cuda_llm.tools.compiler.process_group import run_group
+from cuda_llm.tools.compiler.sass import read_sass
+from cuda_llm.tools.compiler.static_check import check_preprocessed
+from cuda_llm.tools.compiler.symbols import undefined_symbols
+from cuda_llm.tools.device.device_probe import compute_capability
 
 NVCC_ENV = "CUDA_LLM_NVCC"
 ARCH_ENV = "CUDA_LLM_ARCH"
@@ -109,8 +116,6 @@ def gencode(target: str) -> str:
 @functools.lru_cache(maxsize=1)
 def device_arch() -> str | None:
     """``sm_XY`` of CUDA device 0 from the driver (ctypes, no pycuda); None without driver or device."""
-    from cuda_llm.tools.device.device_probe import compute_capability
-
     cc = compute_capability()
     return f"sm_{cc[0]}{cc[1]}" if cc else None
 
@@ -202,8 +207,6 @@ def build_command(
 ) -> list[str]:
     """The nvcc command line for one candidate (``libs`` are names like ``cublas`` or ``-lcublas``);
     ``arch`` is resolved to its build target (sm_90 -> sm_90a)."""
-    from cuda_llm.tools.compiler.libraries import link_flags
-
     nvcc = nvcc_path()
     link = link_flags(libs)     # the toolkit's library, or NVIDIA's pip wheel of it
     return [nvcc, gencode(build_target(arch)), *BASE_FLAGS, *runtime_rpath(nvcc), *extra_flags, str(src), "-o", str(so),
@@ -432,8 +435,6 @@ def _renamed(result: CompileResult, filename: str) -> CompileResult:
 @functools.lru_cache(maxsize=1)
 def _checks_fingerprint() -> str:
     """The code of the checks whose findings a cached build stores: a new rule invalidates old entries."""
-    from cuda_llm.tools.compiler import sass, static_check, symbols
-
     h = hashlib.sha256()
     for mod in (static_check, symbols, sass):
         h.update(Path(mod.__file__).read_bytes())
@@ -453,10 +454,6 @@ def _inspect_build(result: CompileResult, work: Path, so_name: str, *, has_libra
     """Facts about a successful build for the checks and the speed-of-light bound: the rules found in the
     preprocessed host source, the undefined dynamic symbols, and the machine code's arithmetic units
     (not read when a vendor library is linked: its kernels are not in this object)."""
-    from cuda_llm.tools.compiler.sass import read_sass
-    from cuda_llm.tools.compiler.static_check import check_preprocessed
-    from cuda_llm.tools.compiler.symbols import undefined_symbols
-
     host = _read_kept(work, result.filename, ".cpp4.ii")
     if host is not None:
         result.source_issues = check_preprocessed(host, result.filename)
@@ -471,8 +468,6 @@ def _inspect_build(result: CompileResult, work: Path, so_name: str, *, has_libra
 
 def _run(cmd: list[str], *, cwd: Path, timeout_s: float) -> tuple[int, str, bool]:
     """Run nvcc in its own process group; on timeout the whole group (cicc, ptxas, host compiler) is killed."""
-    from cuda_llm.tools.compiler.process_group import run_group
-
     try:
         got = run_group(cmd, cwd=cwd, timeout_s=timeout_s, merge_stderr=True)
     except OSError as exc:

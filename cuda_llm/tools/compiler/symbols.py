@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from cuda_llm.results import CompileResult, KernelResources, StaticIssue
+from cuda_llm.tools.compiler.ptxas import demangle_names
 
 # ------------------------------------------------------------------------------------------ allowlist
 _ALLOWED_EXACT = {
@@ -152,8 +153,6 @@ def classify_symbol(name: str) -> tuple[str, str] | None:
 def check_symbols(undefined: list[str], *, allow_libraries: bool = False) -> list[StaticIssue]:
     """One issue per refused undefined symbol (``rule="forbidden-symbol"``, or ``"forbidden-library"`` for
     vendor libraries, which ``allow_libraries`` accepts)."""
-    from cuda_llm.tools.compiler.ptxas import demangle_names
-
     issues: list[StaticIssue] = []
     refused = [(s, classify_symbol(s)) for s in undefined]
     refused = [(s, c) for s, c in refused if c is not None]

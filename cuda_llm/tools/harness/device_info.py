@@ -55,6 +55,7 @@ def get_device_info(*, refresh: bool = False, timeout_s: float = 180.0, gpu: int
                     return info
             except ValueError:
                 pass
+    # local: `cuda-llm --help` loads this module; the worker runner is needed only to probe a device
     from cuda_llm.tools.harness.runner import run_worker
     from cuda_llm.tools.harness.worker_protocol import DeviceInfoResponse
 

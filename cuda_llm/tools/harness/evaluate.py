@@ -24,6 +24,12 @@ from cuda_llm.tools.harness.eval_options import EvalOptions
 from cuda_llm.tools.device.device_probe import has_cuda_device
 from cuda_llm.results import CompileResult, DeviceInfo, EvalResult, Status
 from cuda_llm.tools.harness.worker_protocol import EvaluateResponse
+from cuda_llm.tools.compiler.compile import compile_source, safe_filename, source_hash
+from cuda_llm.tools.compiler.static_check import check_source
+from cuda_llm.tools.compiler.symbols import check_build
+from cuda_llm.tools.harness.device_info import get_device_info
+from cuda_llm.tools.harness.judge import judge
+from cuda_llm.tools.harness.torch_baseline import torch_baseline
 
 
 NO_DEVICE_MESSAGE = ("compiled and passed the static checks; testing and timing need a CUDA device, and the "
@@ -34,7 +40,6 @@ _last_cap = 0.0
 
 def _device_info_or_none(gpu: int | None = None) -> DeviceInfo | None:
     try:
-        from cuda_llm.tools.harness.device_info import get_device_info
         return get_device_info(gpu=gpu)
     except Exception:  # peaks are a refinement: without them there is no speed-of-light check
         return None
@@ -44,10 +49,6 @@ def evaluate_candidate(loaded: LoadedTask, source: str, *, candidate: str = "can
                        options: EvalOptions | None = None, work_dir: Path | None = None,
                        baseline_ms: float | None = None) -> EvalResult:
     """The verdict on one candidate (see module doc)."""
-    from cuda_llm.tools.compiler.compile import compile_source, safe_filename, source_hash
-    from cuda_llm.tools.compiler.static_check import check_source
-    from cuda_llm.tools.compiler.symbols import check_build
-
     opts = options or EvalOptions()
     task = loaded.task
     t0 = time.perf_counter()
@@ -91,8 +92,6 @@ def run_compiled(loaded: LoadedTask, so_path: str, *, source: str, options: Eval
     caller's: tests that reach the runtime on purpose use this). ``compile`` (the build's result) tells the
     speed-of-light bound which units the machine code uses (its SASS); without it the bound takes the
     fastest units the task's data type could use. The work folder keeps eval_result.json and the worker's logs."""
-    from cuda_llm.tools.compiler.compile import source_hash
-
     opts = options or EvalOptions()
     t0 = time.perf_counter()
     res = EvalResult(task=loaded.task.name, candidate=candidate, source_hash=source_hash(source), status=Status.ok,
@@ -157,8 +156,6 @@ def _judged(loaded: LoadedTask, so_path: str, source: str, opts: EvalOptions, se
     timing: on a host busy with other work (parallel compiles, another evaluation) the parent's clock is
     noisy and an honest kernel can land outside its margin once, where times that were forged disagree
     every time. Every attempt is judged whole; the last one is the verdict, and it says it was retimed."""
-    from cuda_llm.tools.harness.judge import judge
-
     retimed = None
     for attempt in range(opts.budget.clock_retries + 1):
         if attempt:
@@ -252,7 +249,6 @@ def verdict(loaded: LoadedTask, source: str, opts: EvalOptions, resp: EvaluateRe
 
 
 def _baseline_path(loaded: LoadedTask, which: str, source: str, device: str) -> Path:
-    from cuda_llm.tools.compiler.compile import source_hash
     toml = (Path(loaded.task.folder) / "task.toml").read_text() if loaded.task.folder else ""
     key = source_hash(source, toml, which)
     slug = re.sub(r"[^A-Za-z0-9]+", "-", device).strip("-").lower()
@@ -265,7 +261,6 @@ def baseline_result(loaded: LoadedTask, which: str = "naive", options: EvalOptio
     if which not in ("naive", "library"):
         raise ValueError(f"which must be 'naive' or 'library', not {which!r}")
     if loaded.task.torch is not None:      # a PyTorch module: eager is speedup 1.0, torch.compile the yardstick
-        from cuda_llm.tools.harness.torch_baseline import torch_baseline
 
         return torch_baseline(loaded, "eager" if which == "naive" else "compile", options)
     path = loaded.task.baseline_path if which == "naive" else loaded.task.library_path

@@ -333,6 +333,7 @@ def cmd_device_info() -> DeviceInfoResponse:
 def measure_tensor_peaks_into(info: DeviceInfo) -> None:
     """Tensor-core peaks (tensor_peak.py: wgmma on sm_90, mma.sync on sm_80-sm_89). A failure leaves them
     None, which keeps only the bytes term for tensor-core candidates, never a false suspect."""
+    # local: every candidate's worker child loads this module; device facts (nvcc) load only for --device-info
     from cuda_llm.tools.harness.device_info import MEASUREMENT_VERSION
     from cuda_llm.tools.harness.tensor_peak import measure_tensor_peaks
 

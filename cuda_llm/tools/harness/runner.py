@@ -29,6 +29,8 @@ from pydantic import BaseModel
 from cuda_llm.paths import cache_dir
 from cuda_llm.tools.harness.event_channel import EventChannel
 from cuda_llm.tools.harness.worker_protocol import decode, encode
+from cuda_llm.tools.compiler.process_group import run_group
+from cuda_llm.tools.device import device_probe
 
 # What the worker may inherit: what Python, the CUDA driver and runtime, and the package need. Nothing
 # else a user set (API keys, tokens, proxies...) reaches candidate code.
@@ -76,9 +78,7 @@ def pinned_device(gpu: int | None = None, env: dict[str, str] | None = None) -> 
         raise ValueError(f"gpu must be 0 or more, not {gpu}")
     seen = visible_devices(env)
     if seen is None:
-        from cuda_llm.tools.device.device_probe import cuda_device_count
-
-        count = cuda_device_count()       # None or 0 without a driver: nothing to check against here
+        count = device_probe.cuda_device_count()       # None or 0 without a driver: nothing to check against here
         if count and index >= count:
             raise ValueError(f"gpu {index} is not visible: the driver reports {count} device(s)")
         return str(index)
@@ -141,8 +141,6 @@ def run_worker(argv: list[str], *, timeout_s: float, lock: bool = True, gpu: int
 
 
 def _run(cmd: list[str], timeout_s: float, waited: float, device: str) -> WorkerOutcome:
-    from cuda_llm.tools.compiler.process_group import run_group
-
     with tempfile.TemporaryDirectory(prefix="cuda-llm-worker-") as work:
         got = run_group(cmd, timeout_s=timeout_s, env=worker_env(device, Path(work)), cwd=work)
     return WorkerOutcome(rc=got.rc, stdout=got.stdout, stderr=got.stderr, timed_out=got.timed_out,

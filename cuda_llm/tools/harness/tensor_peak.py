@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import ctypes
 from dataclasses import dataclass
+from cuda_llm.tools.compiler.compile import compile_source
 
 KINDS = ("fp16", "tf32")
 
@@ -248,8 +249,6 @@ def measure_tensor_peaks(arch: str, sm_count: int, *, target_ms: float = 20.0, r
     Each kind is first timed briefly to size a launch of about ``target_ms``; the best of ``reps`` such
     launches gives the peak. Returns None peaks (and says so in ``method``) where nothing applies.
     """
-    from cuda_llm.tools.compiler.compile import compile_source
-
     plan = plan_for(arch)
     source = peak_source(arch)
     if plan is None or source is None:

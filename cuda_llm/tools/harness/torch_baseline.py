@@ -18,14 +18,18 @@ from typing import Any
 from cuda_llm.paths import cache_dir
 from cuda_llm.results import EvalResult, Status, ValidationResult
 from cuda_llm.tools.bounds import speed_of_light
+from cuda_llm.tools.compiler.compile import source_hash
+from cuda_llm.tools.device import device_probe
+from cuda_llm.tools.harness.device_info import get_device_info
+from cuda_llm.tools.harness.eval_options import EvalOptions
+from cuda_llm.tools.harness import runner
+from cuda_llm.tools.harness.torch_timer import TorchTimeRequest, TorchTimeResponse
 
 LABELS = {"eager": "pytorch-eager", "compile": "torch.compile"}
 COMPILE_TIMEOUT_S = 900.0        # torch.compile's first call compiles (Inductor, Triton autotuning)
 
 
 def _cache_path(loaded: Any, which: str, device: str) -> Path:
-    from cuda_llm.tools.compiler.compile import source_hash
-
     folder = Path(loaded.task.folder)
     key = source_hash((folder / "task.toml").read_text(), which)
     slug = re.sub(r"[^A-Za-z0-9]+", "-", device).strip("-").lower()
@@ -34,9 +38,6 @@ def _cache_path(loaded: Any, which: str, device: str) -> Path:
 
 def torch_baseline(loaded: Any, which: str = "eager", options: Any = None, *, fresh: bool = False) -> EvalResult:
     """PyTorch ``which`` ("eager" or "compile") timed at the benchmark shape, as an EvalResult."""
-    from cuda_llm.tools.device.device_probe import has_cuda_device
-    from cuda_llm.tools.harness.eval_options import EvalOptions
-
     if which not in LABELS:
         raise ValueError(f"which must be 'eager' or 'compile', not {which!r}")
     task = loaded.task
@@ -45,7 +46,7 @@ def torch_baseline(loaded: Any, which: str = "eager", options: Any = None, *, fr
     opts = options or EvalOptions()
     res = EvalResult(task=task.name, candidate=LABELS[which], source_hash=task.torch.module_sha256[:16],
                      status=Status.no_device)
-    if not has_cuda_device():
+    if not device_probe.has_cuda_device():
         res.message = "timing PyTorch needs a CUDA device; the driver reports none here"
         return res
     device = _device_info(opts.gpu)
@@ -64,17 +65,12 @@ def torch_baseline(loaded: Any, which: str = "eager", options: Any = None, *, fr
 
 def _device_info(gpu: int | None = None) -> Any:
     try:
-        from cuda_llm.tools.harness.device_info import get_device_info
-
         return get_device_info(gpu=gpu)
     except Exception:  # noqa: BLE001 - without peaks there is no % of speed of light, nothing else changes
         return None
 
 
 def _measure(loaded: Any, which: str, opts: Any, device: Any) -> EvalResult:
-    from cuda_llm.tools.harness.runner import run_worker
-    from cuda_llm.tools.harness.torch_timer import TorchTimeRequest, TorchTimeResponse
-
     task = loaded.task
     res = EvalResult(task=task.name, candidate=LABELS[which], source_hash=task.torch.module_sha256[:16],
                      status=Status.ok, device=device.name if device else None)
@@ -86,7 +82,7 @@ def _measure(loaded: Any, which: str, opts: Any, device: Any) -> EvalResult:
     with tempfile.TemporaryDirectory(prefix="torch-", dir=evals) as tmp:
         req_path, res_path = Path(tmp) / "request.json", Path(tmp) / "result.json"
         req_path.write_text(req.model_dump_json())
-        out = run_worker([sys.executable, "-m", "cuda_llm.tools.harness.torch_timer", "--request", str(req_path),
+        out = runner.run_worker([sys.executable, "-m", "cuda_llm.tools.harness.torch_timer", "--request", str(req_path),
                           "--result", str(res_path)], timeout_s=timeout, gpu=opts.gpu)
         resp = TorchTimeResponse.model_validate_json(res_path.read_text()) if res_path.is_file() else None
     res.seconds = out.seconds

@@ -27,6 +27,11 @@ from cuda_llm.paths import atomic_write
 from cuda_llm.results import CaseResult, TimingResult
 from cuda_llm.tools.harness.timing_budget import TimingBudget
 from cuda_llm.tools.harness.worker_protocol import dump_json
+from cuda_llm.tasks import load_task_folder
+from cuda_llm.tasks.formulas import evaluate
+from cuda_llm.tasks.inputs import make_case_inputs, reference_outputs
+from cuda_llm.tasks.torch_reference import TorchReference
+from cuda_llm.tools.harness import timing_stats, validate
 
 Which = Literal["eager", "compile"]
 
@@ -60,12 +65,6 @@ def _progress(msg: str) -> None:
 
 def time_module(req: TorchTimeRequest) -> TorchTimeResponse:
     import torch
-
-    from cuda_llm.tasks import load_task_folder
-    from cuda_llm.tasks.formulas import evaluate
-    from cuda_llm.tasks.inputs import make_case_inputs, reference_outputs
-    from cuda_llm.tasks.torch_reference import TorchReference
-    from cuda_llm.tools.harness import timing_stats, validate
 
     t_all = time.perf_counter()
     resp = TorchTimeResponse(torch_version=torch.__version__)

@@ -26,6 +26,8 @@ from pathlib import Path
 
 from cuda_llm.tools.profile.ncu_parse import NcuParseError, profile_from_text
 from cuda_llm.tools.profile.profile_models import ProfileOptions, ProfileResult
+from cuda_llm.tools.compiler.process_group import run_group
+from cuda_llm.tools.harness.runner import device_lock, pinned_device
 
 log = logging.getLogger(__name__)
 
@@ -146,8 +148,6 @@ def _last_error(text: str) -> str:
 
 def _run(cmd: list[str], timeout_s: float, env: dict[str, str] | None = None, cwd: str | None = None) -> tuple[int | None, str, bool]:
     """Run in its own process group; on timeout the whole group (ncu and the target) is killed."""
-    from cuda_llm.tools.compiler.process_group import run_group
-
     got = run_group(cmd, timeout_s=timeout_s, env=env, cwd=cwd, merge_stderr=True)
     return got.rc, got.stdout, got.timed_out
 
@@ -256,7 +256,6 @@ def profile_candidate(loaded, so_path: str, *, sizes: dict | None = None, out_di
         reason = f"cannot write the profile request in {out_dir}: {exc}"
         warn_once(reason)
         return ProfileResult(available=False, reason=reason, sizes=sizes)
-    from cuda_llm.tools.harness.runner import device_lock, pinned_device   # GPU work is serialized per device (stdlib only)
 
     try:
         device = pinned_device(gpu)

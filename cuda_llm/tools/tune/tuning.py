@@ -45,6 +45,8 @@ from typing import Any, Callable, Literal, Sequence
 from pydantic import BaseModel, Field
 
 from cuda_llm.results import EvalResult, Status
+from cuda_llm.tools.compiler.compile import source_hash
+from cuda_llm.tools.harness.failure_text import note as failure_note
 
 # One line for the coder's prompt (the agents' prompt template may use it as is).
 CODER_TUNABLES_HINT = (
@@ -340,8 +342,6 @@ class BatchRunner:
             self.on_point(point)
 
     def _measured(self, params: dict[str, str], idx: int, h: str, res: EvalResult) -> TunePoint:
-        from cuda_llm.tools.harness.failure_text import note as failure_note
-
         timing = res.timing
         ok = res.status == Status.ok and timing is not None
         pt = TunePoint(index=idx, params=params, source_hash=h, status=res.status.value,
@@ -363,8 +363,6 @@ class BatchRunner:
         """Measure the compiled points of a batch (in order, up to ``workers`` at once) until a budget runs
         out, recording every point that did not compile; the points of the batch tried, in the order
         proposed."""
-        from cuda_llm.tools.compiler.compile import source_hash
-
         out: list[TunePoint] = []
         running: dict[Future, tuple[dict[str, str], int, str]] = {}
         outcome, budget = self.outcome, self.budget
