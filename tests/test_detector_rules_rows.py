@@ -416,3 +416,51 @@ def test_a_strided_loop_handling_several_consecutive_elements_per_step_is_unroll
 }
 """.replace("BODY", body)
     assert found("loop_unrolling", source) is expected
+
+
+CHAINED_TREE = """template <unsigned blockSize>
+__global__ void reduce_chained(const float* g_idata, float* g_odata, unsigned n) {
+    extern __shared__ float sdata[];
+    unsigned tid = threadIdx.x;
+    unsigned i = blockIdx.x * (blockSize * 2) + threadIdx.x;
+    float mySum = (i < n) ? g_idata[i] : 0;
+    sdata[tid] = mySum;
+    __syncthreads();
+    if (blockSize >= 512 && tid < 256) sdata[tid] = mySum = mySum + sdata[tid + 256];
+    __syncthreads();
+    if (blockSize >= 256 && tid < 128) sdata[tid] = mySum = mySum + sdata[tid + 128];
+    __syncthreads();
+    if (blockSize >= 128 && tid < 64) sdata[tid] = mySum = mySum + sdata[tid + 64];
+    __syncthreads();
+    if (tid == 0) g_odata[blockIdx.x] = mySum;
+}
+template __global__ void reduce_chained<256>(const float*, float*, unsigned);
+"""
+
+
+def test_a_step_by_step_tree_carried_through_a_register_is_a_block_reduction():
+    assert found("block_reduction_tree", CHAINED_TREE)
+    # neighbours at a negative offset (a stencil's or a scan's read), not i + stride
+    assert not found("block_reduction_tree", CHAINED_TREE.replace("sdata[tid + ", "sdata[tid - "))
+
+
+SLOTS_ANY_NAME = """__global__ void block_total(const float* x, float* out) {
+    __shared__ float partial[32];
+    float v = x[blockIdx.x * blockDim.x + threadIdx.x];
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_down_sync(0xffffffffu, v, o);
+    const int w = threadIdx.x / warpSize;
+    if ((threadIdx.x & 31) == 0) partial[w] = v;
+    __syncthreads();
+    if (threadIdx.x < 32) {
+        v = threadIdx.x < blockDim.x / 32 ? partial[threadIdx.x & 31] : 0.f;
+        for (int o = 16; o > 0; o >>= 1) v += __shfl_down_sync(0xffffffffu, v, o);
+    }
+    if (threadIdx.x == 0) out[blockIdx.x] = v;
+}
+"""
+
+
+def test_per_warp_slots_read_back_at_the_lane_and_reduced_again_are_a_block_reduction_whatever_the_warp_index_is_called():
+    assert found("block_reduction_tree", SLOTS_ANY_NAME)
+    # a block scan: the warps' totals are scanned (shuffled up), not reduced
+    assert not found("block_reduction_tree", SLOTS_ANY_NAME.replace("__shfl_down_sync", "__shfl_up_sync"))
