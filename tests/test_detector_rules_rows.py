@@ -464,3 +464,95 @@ def test_per_warp_slots_read_back_at_the_lane_and_reduced_again_are_a_block_redu
     assert found("block_reduction_tree", SLOTS_ANY_NAME)
     # a block scan: the warps' totals are scanned (shuffled up), not reduced
     assert not found("block_reduction_tree", SLOTS_ANY_NAME.replace("__shfl_down_sync", "__shfl_up_sync"))
+
+
+SPLIT_RADIX = """__global__ void split_sort(unsigned* keys, int n) {
+    __shared__ unsigned flags[1024];
+    __shared__ unsigned tmp[1024];
+    unsigned key = keys[threadIdx.x];
+    for (int bit = 0; bit < 32; ++bit) {
+        unsigned b = (key >> bit) & 1;
+        flags[threadIdx.x] = !b;
+        __syncthreads();
+        for (int o = 1; o < blockDim.x; o <<= 1) {
+            unsigned v = threadIdx.x >= o ? flags[threadIdx.x - o] : 0;
+            __syncthreads();
+            flags[threadIdx.x] += v;
+            __syncthreads();
+        }
+        unsigned zeros = flags[blockDim.x - 1];
+        unsigned pos = b ? zeros + threadIdx.x - (flags[threadIdx.x]) : flags[threadIdx.x] - 1;
+        tmp[pos] = key;
+        __syncthreads();
+        key = tmp[threadIdx.x];
+        __syncthreads();
+    }
+    keys[threadIdx.x] = key;
+}
+"""
+
+
+def test_a_one_bit_split_over_the_keys_bits_is_a_radix_sort_and_a_bit_reversal_is_not():
+    assert found("radix_sort", SPLIT_RADIX)
+    bit_reverse = """__global__ void reverse_bits(unsigned* v, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    unsigned x = v[i], r = 0;
+    for (int bit = 0; bit < 32; ++bit) r |= ((x >> bit) & 1) << (31 - bit);
+    v[i] = r;
+}
+"""
+    assert not found("radix_sort", bit_reverse)
+
+
+def test_cub_radix_sorts_are_radix_sorts_and_cub_reductions_are_warp_shuffles():
+    block_sort = """#include <cub/cub.cuh>
+__global__ void sort_tiles(unsigned* keys) {
+    using Sort = cub::BlockRadixSort<unsigned, 128, 4>;
+    __shared__ typename Sort::TempStorage tmp;
+    unsigned k[4];
+    for (int i = 0; i < 4; ++i) k[i] = keys[blockIdx.x * 512 + threadIdx.x * 4 + i];
+    Sort(tmp).Sort(k);
+    for (int i = 0; i < 4; ++i) keys[blockIdx.x * 512 + threadIdx.x * 4 + i] = k[i];
+}
+"""
+    assert found("radix_sort", block_sort)
+    assert not found("radix_sort", block_sort.replace("cub::BlockRadixSort<unsigned, 128, 4>", "cub::BlockMergeSort<unsigned, 128, 4>"))
+    assert found("warp_shuffle", WARP_PER_Y_ROW_ALIASED)
+    # a block scan through CUB is no reduction (and names no shuffle)
+    scan = """#include <cub/cub.cuh>
+__global__ void scan_tile(int* d) {
+    using Scan = cub::BlockScan<int, 128>;
+    __shared__ typename Scan::TempStorage tmp;
+    int v = d[threadIdx.x];
+    Scan(tmp).ExclusiveSum(v, v);
+    d[threadIdx.x] = v;
+}
+"""
+    assert not found("warp_shuffle", scan)
+
+
+def test_a_loaded_value_compared_with_its_block_maximum_is_no_held_row():
+    block_argmax = WARP_SUM + """__device__ float block_max(float v) { for (int m = 16; m > 0; m >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, m)); return v; }
+__global__ void is_max(const float* x, int* out) {
+    float v = x[blockIdx.x * blockDim.x + threadIdx.x];
+    float m = block_max(v);
+    if (v == m) out[blockIdx.x] = threadIdx.x;
+}
+"""
+    assert not found("single_pass_row", block_argmax)
+
+
+def test_cub_reductions_through_a_type_alias_are_found():
+    aliased = WARP_PER_Y_ROW_ALIASED
+    assert "WarpReduce(" not in aliased
+    assert found("warp_per_row", aliased) and found("warp_shuffle", aliased)
+    block = """#include <cub/cub.cuh>
+__global__ void block_sum(const float* x, float* out) {
+    using R = cub::BlockReduce<float, 128>;
+    __shared__ typename R::TempStorage tmp;
+    float s = R(tmp).Sum(x[blockIdx.x * 128 + threadIdx.x]);
+    if (threadIdx.x == 0) out[blockIdx.x] = s;
+}
+"""
+    assert found("block_reduction_tree", block)
+    assert not found("block_reduction_tree", block.replace("cub::BlockReduce<float, 128>", "cub::BlockLoad<float, 128, 1>").replace(".Sum(", ".Load("))
