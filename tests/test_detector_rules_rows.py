@@ -556,3 +556,25 @@ __global__ void block_sum(const float* x, float* out) {
 """
     assert found("block_reduction_tree", block)
     assert not found("block_reduction_tree", block.replace("cub::BlockReduce<float, 128>", "cub::BlockLoad<float, 128, 1>").replace(".Sum(", ".Load("))
+
+
+def test_a_register_row_reduced_by_a_shared_halving_tree_is_single_pass():
+    source = """__global__ void softmax_tree(const float* x, float* y, int n) {
+    __shared__ float red[256];
+    float v[4];
+    float m = -1e30f;
+    for (int j = 0; j < 4; ++j) { v[j] = x[blockIdx.x * n + j * 256 + threadIdx.x]; m = fmaxf(m, v[j]); }
+    red[threadIdx.x] = m;
+    __syncthreads();
+    for (int s = blockDim.x / 2; s > 0; s >>= 1) {
+        if (threadIdx.x < s) red[threadIdx.x] = fmaxf(red[threadIdx.x], red[threadIdx.x + s]);
+        __syncthreads();
+    }
+    m = red[0];
+    for (int j = 0; j < 4; ++j) y[blockIdx.x * n + j * 256 + threadIdx.x] = __expf(v[j] - m);
+}
+"""
+    assert found("single_pass_row", source)
+    assert found("kernel_fusion", source)
+    # the output made from the source read again: the registers fed the maximum only
+    assert not found("single_pass_row", source.replace("__expf(v[j] - m)", "__expf(x[blockIdx.x * n + j * 256 + threadIdx.x] - m)"))
