@@ -559,10 +559,12 @@ __global__ void block_sum(const float* x, float* out) {
 
 
 def test_a_register_row_reduced_by_a_shared_halving_tree_is_single_pass():
-    source = """__global__ void softmax_tree(const float* x, float* y, int n) {
-    __shared__ float red[256];
-    float v[4];
-    float m = -1e30f;
+    # a template element type: the held array is no float[] (the first rule's types), so the tree is what counts
+    source = """template <typename T>
+__global__ void softmax_tree(const T* x, T* y, int n) {
+    __shared__ T red[256];
+    T v[4];
+    T m = -1e30f;
     for (int j = 0; j < 4; ++j) { v[j] = x[blockIdx.x * n + j * 256 + threadIdx.x]; m = fmaxf(m, v[j]); }
     red[threadIdx.x] = m;
     __syncthreads();
@@ -573,6 +575,7 @@ def test_a_register_row_reduced_by_a_shared_halving_tree_is_single_pass():
     m = red[0];
     for (int j = 0; j < 4; ++j) y[blockIdx.x * n + j * 256 + threadIdx.x] = __expf(v[j] - m);
 }
+template __global__ void softmax_tree<float>(const float*, float*, int);
 """
     assert found("single_pass_row", source)
     assert found("kernel_fusion", source)
