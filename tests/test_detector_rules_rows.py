@@ -581,3 +581,19 @@ template __global__ void softmax_tree<float>(const float*, float*, int);
     assert found("kernel_fusion", source)
     # the output made from the source read again: the registers fed the maximum only
     assert not found("single_pass_row", source.replace("__expf(v[j] - m)", "__expf(x[blockIdx.x * n + j * 256 + threadIdx.x] - m)"))
+
+
+@pytest.mark.parametrize("update, expected", [
+    ("l = l * exp2f((m - mn) * 1.4427f) + exp2f((x[i] - mn) * 1.4427f);", True),    # base 2, scaled difference
+    ("float a = __expf(m - mn); l = a * l + __expf(x[i] - mn);", True),               # the factor multiplied first
+    ("l = x[i] * __expf(-x[i] * 1.4427f) + l;", False),                              # a negation, no old max
+    ("l = l + __expf(x[i] - mn);", False),                                           # no rescale of the sum
+])
+def test_a_running_sum_rescaled_however_the_exponent_is_written_is_an_online_softmax(update, expected):
+    source = """__global__ void running(const float* x, float* y, int n) {
+    float m = -1e30f, l = 0.f;
+    for (int i = 0; i < n; ++i) { float mn = fmaxf(m, x[i]); UPDATE m = mn; }
+    y[threadIdx.x] = l;
+}
+""".replace("UPDATE", update)
+    assert found("online_softmax", source) is expected
