@@ -597,3 +597,19 @@ def test_a_running_sum_rescaled_however_the_exponent_is_written_is_an_online_sof
 }
 """.replace("UPDATE", update)
     assert found("online_softmax", source) is expected
+
+
+EPILOGUE_HELPER = """__device__ float act(float v) { return v / (1.f + __expf(-v)); }
+__global__ void gemm_act(const float* A, const float* B, float* C, int M, int N, int K) {
+    int r = blockIdx.y * blockDim.y + threadIdx.y, c = blockIdx.x * blockDim.x + threadIdx.x;
+    float acc = 0.f;
+    for (int k = 0; k < K; ++k) acc += A[r * K + k] * B[k * N + c];
+    C[r * N + c] = act(acc);
+}
+"""
+
+
+def test_a_product_stored_through_a_device_function_applying_a_nonlinearity_is_fused():
+    assert found("kernel_fusion", EPILOGUE_HELPER)
+    # a linear helper (a scale) is no epilogue nonlinearity
+    assert not found("kernel_fusion", EPILOGUE_HELPER.replace("return v / (1.f + __expf(-v));", "return 2.f * v;"))
