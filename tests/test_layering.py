@@ -194,7 +194,6 @@ def test_only_the_harness_starts_the_child_that_runs_foreign_code(worker):
 # folders whose function-local imports of the package need no written reason, each with why
 LOCAL_IMPORTS_UNCHECKED = {
     "commands": "`cuda-llm --help` imports every command module, so each keeps its heavy imports inside run()",
-    "feature_db": "the one folder not yet done: its function-local imports are still to be moved to the top",
 }
 LOCAL_REASON = re.compile(r"#\s*local\b[^:]*:\s*\S+\s+\S+")   # `# local: <why, in a few words>`
 

@@ -12,6 +12,7 @@ import re
 from collections.abc import Iterable, Sequence
 from functools import lru_cache
 
+from cuda_llm.feature_db.catalogue import load_catalogue
 from cuda_llm.feature_db.model import Detector, Feature, ResourceRule, RuleGroup, SassRule, SourceRule
 from cuda_llm.feature_db.source_views import SourceViews, kernel_views, split_source  # noqa: F401 - split_source re-exported
 from cuda_llm.results import KernelResources, SassSummary
@@ -79,8 +80,6 @@ def detect_features(
     found when its detector fires on some kernel), compile-report rules when ``kernels`` from ptxas are
     given, machine-code rules when the build's ``sass`` summary is given."""
     if features is None:
-        from cuda_llm.feature_db.catalogue import load_catalogue
-
         features = load_catalogue()
     kernels = list(kernels)
     found: set[str] = set()

@@ -25,6 +25,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from cuda_llm.feature_db.catalogue import load_catalogue
+from cuda_llm.feature_db.detect import split_source
+from cuda_llm.tasks.formulas import evaluate_int
 from cuda_llm.feature_db.bandit import rank_features, shortlist, task_filters
 from cuda_llm.feature_db.model import KNOWN_FAMILIES, Feature
 from cuda_llm.tasks.precision import TENSOR_FAMILIES
@@ -132,8 +135,6 @@ def load_offers(path: Path = OFFERS_FILE) -> OffersFile:
 
 @lru_cache(maxsize=1)
 def builtin_offers() -> OffersFile:
-    from cuda_llm.feature_db.catalogue import load_catalogue
-
     offers = load_offers()
     offers.check_ids((f.id for f in load_catalogue()), str(OFFERS_FILE))
     return offers
@@ -157,8 +158,6 @@ class ParentFacts(BaseModel):
 # ---------------------------------------------------------------- facts
 def code_of(source: str) -> str:
     """The source with comments and string literals blanked (the detectors' view)."""
-    from cuda_llm.feature_db.detect import split_source
-
     return split_source(source or "").code
 
 
@@ -196,8 +195,6 @@ def launch_sites(source: str) -> tuple[int, bool]:
 
 def outputs_at(task: Any, sizes: Mapping[str, int]) -> int | None:
     """Output elements at these sizes (None when a shape cannot be evaluated)."""
-    from cuda_llm.tasks.formulas import evaluate_int
-
     total = 0
     try:
         for p in task.outputs:

@@ -19,6 +19,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from cuda_llm.feature_db.detect import detect_features
+from cuda_llm.runs.rundir import RunDir
+from cuda_llm.runs.run_info import run_info
+from cuda_llm.runs.trace import read_trace
+from cuda_llm.tasks import load_task
 from cuda_llm.feature_db.credit import StepOutcome, credit_step, detect_pair
 from cuda_llm.feature_db.stats import StatsStore, StoredEvent
 from cuda_llm.results import EvalResult, Status
@@ -71,16 +76,12 @@ class _Run:
 
 
 def _open_run(runs_dir: Path, run_id: str) -> _Run | None:
-    from cuda_llm.runs.trace import read_trace
-
     root = runs_dir / run_id
     if not root.is_dir():
         return None
     baseline = None
     try:
         import json
-
-        from cuda_llm.tasks import load_task
 
         cfg = json.loads((root / "config.json").read_text())
         baseline = Path(load_task(cfg["task"]).task.baseline_path).read_text()
@@ -210,10 +211,6 @@ class BestCredit:
 
 def best_credit(runs_dir: Path, run_id: str, features=None) -> BestCredit:
     """The credit of a run's best kernel along its lineage (RunNotFoundError when there is no such run)."""
-    from cuda_llm.feature_db.detect import detect_features
-    from cuda_llm.runs.rundir import RunDir
-    from cuda_llm.runs.run_info import run_info
-
     rundir = RunDir.open(run_id, Path(runs_dir))
     info = run_info(rundir)
     run = _open_run(Path(rundir.root).parent, rundir.run_id)

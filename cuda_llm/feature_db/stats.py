@@ -36,6 +36,7 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
+from cuda_llm.paths import cache_dir
 from cuda_llm.feature_db.catalogue import arch_name, parse_arch
 
 DB_ENV = "CUDA_LLM_FEATURE_DB"
@@ -139,8 +140,6 @@ def default_path() -> Path:
     env = os.environ.get(DB_ENV)
     if env:
         return Path(env).expanduser()
-    from cuda_llm.paths import cache_dir
-
     return cache_dir() / DB_FILENAME
 
 
