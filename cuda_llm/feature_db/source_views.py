@@ -368,8 +368,40 @@ def canonical(code: str) -> str:
 
 
 # ------------------------------------------------------------------------------------------ views
+def drop_unused_macros(text: str) -> str:
+    """``text`` with the ``#define``s (a body, not a bare flag) that nothing in it uses blanked, positions kept.
+    Why: a file that defines ``HALF2(v)`` or a ``cp.async.bulk`` wrapper and never calls it compiles to
+    nothing of it, so its body must not count as the kernel using it. A macro used only inside another unused
+    macro is unused too. Read per kernel view, so a macro only another kernel calls does not count either."""
+    code = split_source(text).code
+    spans = {}
+    for m in _DEFINE.finditer(code):
+        if m.group(3).strip():
+            spans.setdefault(m.group(1), []).append((m.start(), m.end()))
+    if not spans:
+        return text
+    unused: set[str] = set()
+    while True:
+        dead = [s for n in unused for s in spans[n]]
+        found = set()
+        for name, own in spans.items():
+            if name in unused:
+                continue
+            rest = [s for s in own + dead]
+            uses = (u.start() for u in re.finditer(r"(?<![\w.])" + re.escape(name) + r"\b", code))
+            if not any(not any(a <= p < b for a, b in rest) for p in uses):
+                found.add(name)
+        if not found:
+            break
+        unused |= found
+    for name in unused:
+        for a, b in spans[name]:
+            text = text[:a] + _blank(text[a:b]) + text[b:]
+    return text
+
+
 def _views_of(text: str, whole_code: str | None) -> SourceViews:
-    v = split_source(text)
+    v = split_source(drop_unused_macros(text))
     expanded = canonical(expand_macros(v.code) or v.code)
     return SourceViews(code=v.code, asm=v.asm, expanded="" if expanded == v.code else expanded,
                        file=whole_code or "")
