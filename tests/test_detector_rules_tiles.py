@@ -41,3 +41,18 @@ def test_unused_macros_are_blanked_in_place_and_flags_kept():
     text = "#define FLAG\n#define USED 4\n#define UNUSED(x) (x * 2)\nint a = USED;\n"
     out = drop_unused_macros(text)
     assert len(out) == len(text) and "UNUSED" not in out and "#define USED 4" in out and "#define FLAG" in out
+
+
+# ---------------------------------------------------------------------------------------- readonly_cache
+def test_a_const_restrict_pointer_is_read_only_and_one_written_in_place_is_not():
+    reads = """__global__ void scale(const float* __restrict__ x, float* __restrict__ y, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] = 2.f * x[i];
+}"""
+    assert found("readonly_cache", reads)
+    assert found("readonly_cache", reads.replace("const float* __restrict__ x", "float const* __restrict x"))
+    in_place = """__global__ void scale(float* __restrict__ x, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) x[i] = 2.f * x[i];
+}"""
+    assert not found("readonly_cache", in_place)
