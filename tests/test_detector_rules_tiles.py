@@ -56,3 +56,55 @@ def test_a_const_restrict_pointer_is_read_only_and_one_written_in_place_is_not()
     if (i < n) x[i] = 2.f * x[i];
 }"""
     assert not found("readonly_cache", in_place)
+
+
+# ---------------------------------------------------------------------------------------- double_buffering
+PARITY_RING = """#define BK 16
+__global__ void mm(const float* A, const float* B, float* C, int K) {
+    __shared__ float s_a[2][BK][64];
+    float acc = 0.f;
+    s_a[0][threadIdx.y][threadIdx.x] = A[threadIdx.y * K + threadIdx.x];
+    __syncthreads();
+    for (int k = 1; k < K / BK; ++k) {
+        int cur = (k - 1) & 1;
+        int nxt = k & 1;
+        s_a[nxt][threadIdx.y][threadIdx.x] = A[threadIdx.y * K + k * BK + threadIdx.x];
+        for (int t = 0; t < BK; ++t) acc += s_a[cur][t][threadIdx.x] * B[t];
+        __syncthreads();
+    }
+    C[threadIdx.x] = acc;
+}"""
+
+
+def test_the_two_parities_of_the_tile_counter_as_stages_are_double_buffering():
+    assert found("double_buffering", PARITY_RING)
+    # one parity only: the stage written is the stage read, after a barrier (no copy in flight)
+    one_stage = PARITY_RING.replace("int cur = (k - 1) & 1;", "int cur = k & 1;")
+    assert not found("double_buffering", one_stage)
+
+
+SPLIT_HALVES = """__global__ void mm(const float* A, float* C, int K) {
+    __shared__ float tile[2][16][64];
+    int half = threadIdx.x / 128;
+    float acc = 0.f;
+    for (int k = 0; k < K; k += 32) {
+        if (half == 0) {
+            tile[half][threadIdx.x % 16][threadIdx.x % 64] = A[k + threadIdx.x];
+            __syncthreads();
+            for (int t = 0; t < 16; ++t) acc += tile[half][t][threadIdx.x % 64];
+        } else {
+            for (int t = 0; t < 16; ++t) acc += tile[half - 1][t][threadIdx.x % 64];
+            __syncthreads();
+            tile[half][threadIdx.x % 16][threadIdx.x % 64] = A[k + 16 + threadIdx.x];
+        }
+        __syncthreads();
+    }
+    C[threadIdx.x] = acc;
+}"""
+
+
+def test_a_split_block_reading_the_stage_beside_its_own_is_double_buffering():
+    assert found("double_buffering", SPLIT_HALVES)
+    # two quantities side by side in a [2][..][..] array, each half on its own: no stage beside another
+    own = SPLIT_HALVES.replace("tile[half - 1]", "tile[half]")
+    assert not found("double_buffering", own)
