@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from cuda_llm.feature_db import detect_features, load_catalogue
 from cuda_llm.feature_db.source_views import drop_unused_macros
+from cuda_llm.feature_db.template_args import instantiate_templates
 
 CATALOGUE = {f.id: f for f in load_catalogue()}
 
@@ -108,3 +109,74 @@ def test_a_split_block_reading_the_stage_beside_its_own_is_double_buffering():
     # two quantities side by side in a [2][..][..] array, each half on its own: no stage beside another
     own = SPLIT_HALVES.replace("tile[half - 1]", "tile[half]")
     assert not found("double_buffering", own)
+
+
+# ---------------------------------------------------------------------------------------- bank_conflict_padding
+PADDED_TEMPLATE = """template <int BM = 64, int BK = 16, int OFFSET = 0>
+__global__ void mm(const float* A, float* C, int K) {
+    __shared__ float s_a[BK][BM + OFFSET];
+    s_a[threadIdx.y][threadIdx.x] = A[threadIdx.y * K + threadIdx.x];
+    __syncthreads();
+    float acc = 0.f;
+    for (int k = 0; k < BK; ++k) acc += s_a[k][threadIdx.x];
+    C[threadIdx.x] = acc;
+}
+template __global__ void mm<64, 16, 8>(const float*, float*, int);
+"""
+
+
+def test_a_padding_template_parameter_pads_only_where_the_file_instantiates_it_non_zero():
+    assert instantiate_templates(PADDED_TEMPLATE).count("[16][64 + 8]") == 1
+    assert found("bank_conflict_padding", PADDED_TEMPLATE)
+    default = PADDED_TEMPLATE.replace("mm<64, 16, 8>", "mm<64, 16>")
+    assert not found("bank_conflict_padding", default)        # OFFSET keeps its default 0
+    launched = PADDED_TEMPLATE.replace("template __global__ void mm<64, 16, 8>(const float*, float*, int);",
+                                       "void run(const float* a, float* c) { mm<64, 16, 4><<<1, 64>>>(a, c, 16); }")
+    assert found("bank_conflict_padding", launched)
+    two = launched + "void run2(const float* a, float* c) { mm<64, 16, 0><<<1, 64>>>(a, c, 16); }"
+    assert instantiate_templates(two) == two                      # two instantiations: nothing is fixed
+
+
+def test_the_stage_beside_a_split_blocks_own_is_no_halo():
+    staged = """__global__ void mm(const float* A, float* C, int K) {
+    __shared__ float tile[2][16][64 + 8];
+    int p = threadIdx.x / 128;
+    tile[p][threadIdx.x % 16][threadIdx.x % 64] = A[threadIdx.x];
+    __syncthreads();
+    float* other = &tile[p - 1][0][0];
+    C[threadIdx.x] = other[threadIdx.x % 64];
+}"""
+    assert found("bank_conflict_padding", staged)
+    halo = """__global__ void st(const float* x, float* y) {
+    __shared__ float s[256 + 2];
+    s[threadIdx.x + 1] = x[blockIdx.x * 256 + threadIdx.x];
+    __syncthreads();
+    y[blockIdx.x * 256 + threadIdx.x] = s[threadIdx.x - 1] + s[threadIdx.x + 1];
+}"""
+    assert not found("bank_conflict_padding", halo)
+
+
+SWIZZLE_HELPER = """__device__ __forceinline__ int swz(int i, int j) { return ((j >> 3) ^ (i >> 2)) << 3; }
+__global__ void k(const float* x, float* y) {
+    __shared__ float s[64][64];
+    int r = threadIdx.x / 8, c = (threadIdx.x % 8) * 8;
+    s[r][swz(r, c)] = x[threadIdx.x];
+    __syncthreads();
+    y[threadIdx.x] = s[c][swz(c, r)];
+}"""
+
+
+def test_a_swizzle_computed_in_a_helper_is_a_conflict_free_layout_and_a_bitonic_partner_is_not():
+    assert found("bank_conflict_padding", SWIZZLE_HELPER)
+    bitonic = """__global__ void sort(float* x) {
+    __shared__ float s[256];
+    s[threadIdx.x] = x[threadIdx.x];
+    for (int k = 2; k <= 256; k <<= 1)
+        for (int j = k >> 1; j > 0; j >>= 1) {
+            __syncthreads();
+            int ixj = threadIdx.x ^ j;
+            if (ixj > threadIdx.x && s[threadIdx.x] > s[ixj]) { float t = s[ixj]; s[ixj] = s[threadIdx.x]; s[threadIdx.x] = t; }
+        }
+    x[threadIdx.x] = s[threadIdx.x];
+}"""
+    assert not found("bank_conflict_padding", bitonic)

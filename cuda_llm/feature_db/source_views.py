@@ -16,6 +16,8 @@ import re
 from dataclasses import dataclass
 from functools import lru_cache
 
+from cuda_llm.feature_db.template_args import instantiate_templates
+
 _ASM_START = re.compile(r"\b(?:asm|__asm__|__asm)\s*(?:volatile|__volatile__)?\s*\(")
 
 
@@ -402,7 +404,7 @@ def drop_unused_macros(text: str) -> str:
 
 def _views_of(text: str, whole_code: str | None) -> SourceViews:
     v = split_source(drop_unused_macros(text))
-    expanded = canonical(expand_macros(v.code) or v.code)
+    expanded = canonical(instantiate_templates(expand_macros(v.code) or v.code))
     return SourceViews(code=v.code, asm=v.asm, expanded="" if expanded == v.code else expanded,
                        file=whole_code or "")
 
