@@ -180,3 +180,53 @@ def test_a_swizzle_computed_in_a_helper_is_a_conflict_free_layout_and_a_bitonic_
     x[threadIdx.x] = s[threadIdx.x];
 }"""
     assert not found("bank_conflict_padding", bitonic)
+
+
+# ---------------------------------------------------------------------------------------- smem_tiling
+OWN_SLOTS = """__global__ void norm(float* x, int n) {
+    __shared__ float row[4096];
+    int tid = threadIdx.x, step = blockDim.x;
+    for (int t = tid; t < n; t += step) row[t] = x[blockIdx.x * n + t];
+    __syncthreads();
+    float m = row[tid];
+    for (int i = tid + step; i < n; i += step) m = fmaxf(m, row[i] * row[i]);
+    for (int t = tid; t < n; t += step) x[blockIdx.x * n + t] = row[t] / m;
+}"""
+
+
+def test_a_row_read_back_in_the_slots_each_thread_filled_is_no_tile_and_one_read_per_warp_is():
+    assert not found("smem_tiling", OWN_SLOTS)
+    per_warp = """__global__ void gemv(const float* W, const float* x, float* y, int n) {
+    __shared__ float xs[4096];
+    for (int t = threadIdx.x; t < n; t += blockDim.x) xs[t] = x[t];
+    __syncthreads();
+    int lane = threadIdx.x % 32, row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
+    float acc = 0.f;
+    for (int c = lane; c < n; c += 32) acc += W[row * n + c] + xs[c];
+    y[row] = acc;
+}"""
+    assert found("smem_tiling", per_warp)
+
+
+def test_a_scratch_updated_in_place_before_its_neighbour_is_read_is_no_halo():
+    stencil = """__global__ void st(const float* x, float* y) {
+    __shared__ float s[258];
+    s[threadIdx.x + 1] = x[blockIdx.x * 256 + threadIdx.x];
+    __syncthreads();
+    y[blockIdx.x * 256 + threadIdx.x] = s[threadIdx.x + 2] - s[threadIdx.x];
+}"""
+    assert found("smem_tiling", stencil)
+    scan = stencil.replace("__syncthreads();", "__syncthreads(); s[threadIdx.x + 1] += s[threadIdx.x]; __syncthreads();")
+    assert not found("smem_tiling", scan)
+
+
+def test_a_tile_stored_at_x_y_and_read_at_y_x_is_a_transpose_tile():
+    src = """__global__ void tr(const int* a, int* b, int n) {
+    __shared__ int t[32][32];
+    int lx = threadIdx.x, ly = threadIdx.y;
+    t[lx][ly] = a[(blockIdx.y * 32 + ly) * n + blockIdx.x * 32 + lx];
+    __syncthreads();
+    b[(blockIdx.x * 32 + ly) * n + blockIdx.y * 32 + lx] = t[ly][lx];
+}"""
+    assert found("smem_tiling", src)
+    assert not found("smem_tiling", src.replace("= t[ly][lx];", "= t[lx][ly];"))   # its own element back
