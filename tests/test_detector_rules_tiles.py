@@ -5,7 +5,7 @@ that it must find and a near miss it must not (see tests/test_detector_rules.py)
 from __future__ import annotations
 
 from cuda_llm.feature_db import detect_features, load_catalogue
-from cuda_llm.feature_db.source_views import drop_unused_macros
+from cuda_llm.feature_db.source_views import canonical, drop_unused_macros
 from cuda_llm.feature_db.template_args import instantiate_templates
 
 CATALOGUE = {f.id: f for f in load_catalogue()}
@@ -230,3 +230,65 @@ def test_a_tile_stored_at_x_y_and_read_at_y_x_is_a_transpose_tile():
 }"""
     assert found("smem_tiling", src)
     assert not found("smem_tiling", src.replace("= t[ly][lx];", "= t[lx][ly];"))   # its own element back
+
+
+HELPER_FILLED = """template <int T>
+__device__ void load_tiles(const float* A, float As[T][T], size_t k0, size_t tid, int n) {
+    for (size_t i{0U}; i < T * T / 256; ++i) {
+        size_t const r{(tid + i * 256) / T};
+        size_t const c{(tid + i * 256) % T};
+        As[r][c] = A[r * n + k0 + c];
+    }
+}
+template <int T>
+__global__ void mm(const float* A, const float* B, float* C, int n) {
+    __shared__ float As[T][T];
+    float sum{0.f};
+    for (size_t kt{0U}; kt < n / T; ++kt) {
+        load_tiles<T>(A, As, kt * T, threadIdx.y * blockDim.x + threadIdx.x, n);
+        __syncthreads();
+        for (size_t k_i{0U}; k_i < T; ++k_i)
+            sum += As[threadIdx.y][k_i] * B[(kt * T + k_i) * n + threadIdx.x];
+        __syncthreads();
+    }
+    C[threadIdx.y * n + threadIdx.x] = sum;
+}
+template __global__ void mm<32>(const float*, const float*, float*, int);
+"""
+
+
+def test_brace_initialized_scalars_read_as_assignments():
+    out = canonical("for (size_t k{0U}; k < 4; ++k) { size_t const r{threadIdx.x + 1}; T v{x}; }")
+    assert "for (int k = 0U;" in out and "size_t const r = threadIdx.x + 1;" in out and "T v{x}" in out
+
+
+def test_a_tile_filled_by_a_helper_given_the_whole_array_and_read_in_a_loop_over_it_is_tiling():
+    assert found("smem_tiling", HELPER_FILLED)
+    # read only at the thread's own element: a staging copy, not a tile
+    own = HELPER_FILLED.replace("sum += As[threadIdx.y][k_i] * B[(kt * T + k_i) * n + threadIdx.x];",
+                                "sum += As[threadIdx.y][threadIdx.x] * B[(kt * T + k_i) * n + threadIdx.x];")
+    assert not found("smem_tiling", own)
+
+
+def test_a_tile_row_at_the_loop_index_handed_to_a_register_loader_is_tiling():
+    src = """template <int K, int N>
+__device__ void to_regs(const float row[N], float regs[8], int col) {
+    for (int j = 0; j < 8; ++j) regs[j] = row[col * 8 + j];
+}
+template <int K, int N>
+__device__ void step(const float Bs[K][N], float regs[8], float acc[8], float a, int col) {
+    for (int k_i = 0; k_i < K; ++k_i) {
+        to_regs<K, N>(Bs[k_i], regs, col);
+        for (int j = 0; j < 8; ++j) acc[j] += a * regs[j];
+    }
+}
+__global__ void mm(const float* B, float* C) {
+    __shared__ float Bs[8][128];
+    float regs[8], acc[8] = {0.f};
+    Bs[threadIdx.x / 128][threadIdx.x % 128] = B[threadIdx.x];
+    __syncthreads();
+    step<8, 128>(Bs, regs, acc, 1.f, threadIdx.x % 16);
+    C[threadIdx.x] = acc[0];
+}"""
+    assert found("smem_tiling", src)
+    assert not found("smem_tiling", src.replace("to_regs<K, N>(Bs[k_i], regs, col);", "to_regs<K, N>(Bs[0], regs, col);"))

@@ -261,6 +261,9 @@ def expand_macros(code: str, passes: int = 3) -> str:
 
 # ------------------------------------------------------------------------------------------ spellings
 _INT_TYPE = r"(?:const\s+)?(?:unsigned\s+int|unsigned\s+long(?:\s+long)?|unsigned|uint\w*|u?int(?:32|64)_t|size_t|long\s+long|long|auto|short|int)"
+# a scalar declared with a brace initializer (``size_t const row{blockIdx.y * T + ty};``, ``for (size_t k{0U};``)
+_BRACE_INIT = re.compile(r"(?<![\w:.>])((?:const\s+|constexpr\s+)?(?:" + _INT_TYPE + r"|float|double)(?:\s+const)?)\s+"
+                         r"([A-Za-z_]\w*)\s*\{([^{};]*)\}(?=\s*[;,])")
 _LOOP_TYPE = re.compile(r"\bfor\s*\(\s*" + _INT_TYPE + r"\s+(?=\w+\s*=)")
 _CAST = r"(?:\(\s*(?:int|unsigned|uint\w*|int\w*_t)\s*\)\s*|static_cast\s*<\s*\w+\s*>\s*)?"
 _LANE = _CAST + r"threadIdx\.x\s*(?:%\s*(?:32|64|128|256|[A-Za-z_]\w*|\([^()]*\))|&\s*(?:31|63|127|255|0x[137]?[fF]{1,2}|\(\s*\w+\s*-\s*1\s*\)|\w*(?:MASK|mask|WARP|warp)\w*))"
@@ -327,7 +330,8 @@ def _through_parameters(text: str) -> str:
 def canonical(code: str) -> str:
     """The usual spellings of what the rules look for, written one way:
 
-    - loop counters of any integer type (``uint``, ``size_t``, ``auto``) as ``int``;
+    - a scalar's brace initializer (``size_t const i{expr};``) as ``= expr``; loop counters of any integer
+      type (``uint``, ``size_t``, ``auto``) as ``int``;
     - a warp tile's ``meta_group_rank()`` as ``(threadIdx.x / 32)``, its ``meta_group_size()`` as
       ``(blockDim.x / 32)``, its ``size()`` as ``32``;
     - the x thread index through a cast, a lane (``threadIdx.x % 32``, ``& 31``), a cooperative group's
@@ -342,7 +346,8 @@ def canonical(code: str) -> str:
       leave them out.
 
     Declarations are kept as written, so rules that follow a variable by name still work."""
-    text = _LOOP_TYPE.sub("for (int ", code)
+    text = _BRACE_INIT.sub(lambda m: f"{m.group(1)} {m.group(2)} = {m.group(3).strip()}", code)
+    text = _LOOP_TYPE.sub("for (int ", text)
     text = _RANK.sub("threadIdx.x", text)
     text = _GROUP_RANK.sub("(threadIdx.x / 32)", text)
     text = _GROUP_COUNT.sub("(blockDim.x / 32)", text)
