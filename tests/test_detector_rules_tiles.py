@@ -292,3 +292,30 @@ __global__ void mm(const float* B, float* C) {
 }"""
     assert found("smem_tiling", src)
     assert not found("smem_tiling", src.replace("to_regs<K, N>(Bs[k_i], regs, col);", "to_regs<K, N>(Bs[0], regs, col);"))
+
+
+# ---------------------------------------------------------------------------------------- register_blocking
+TEMPLATE_ACC = """template <typename T, int R, int TM, int TN>
+__device__ void outer(T const a[R][TM], T const b[R][TN], T acc[R][R][TM][TN]) {
+    for (int r = 0; r < R; ++r)
+        for (int s = 0; s < R; ++s)
+            for (int i = 0; i < TM; ++i)
+                for (int j = 0; j < TN; ++j)
+                    acc[r][s][i][j] += a[r][i] * b[s][j];
+}
+template <typename T>
+__global__ void mm(const T* A, const T* B, T* C) {
+    T a[2][4], b[2][4];
+    T acc[2][2][4][4] = {static_cast<T>(0)};
+    for (int r = 0; r < 2; ++r) for (int i = 0; i < 4; ++i) { a[r][i] = A[r * 4 + i]; b[r][i] = B[r * 4 + i]; }
+    outer<T, 2, 4, 4>(a, b, acc);
+    C[threadIdx.x] = acc[0][0][0][0];
+}
+template __global__ void mm<float>(const float*, const float*, float*);
+"""
+
+
+def test_a_four_dimensional_accumulator_of_a_template_type_in_a_helper_is_register_blocking():
+    assert found("register_blocking", TEMPLATE_ACC)
+    # the helper copies instead of multiplying: no products accumulated
+    assert not found("register_blocking", TEMPLATE_ACC.replace("+= a[r][i] * b[s][j];", "= a[r][i];"))
