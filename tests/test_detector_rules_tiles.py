@@ -319,3 +319,28 @@ def test_a_four_dimensional_accumulator_of_a_template_type_in_a_helper_is_regist
     assert found("register_blocking", TEMPLATE_ACC)
     # the helper copies instead of multiplying: no products accumulated
     assert not found("register_blocking", TEMPLATE_ACC.replace("+= a[r][i] * b[s][j];", "= a[r][i];"))
+
+
+# ---------------------------------------------------------------------------------------- coalesced_access
+def test_a_half_warp_lane_is_the_thread_index_for_16_byte_chunks():
+    src = """__global__ void cp(const int4* __restrict__ B, int4* out, int N) {
+    int tid = threadIdx.y * blockDim.x + threadIdx.x;
+    int row = tid / 16;
+    int chunk = tid % 16;
+    int addr = (blockIdx.y * 16 + row) * N + blockIdx.x * 16 + chunk;
+    out[addr] = B[addr];
+}"""
+    assert "blockIdx.x * 16 + threadIdx.x" in canonical(src)
+    assert found("coalesced_access", src)
+    assert not found("coalesced_access", src.replace("+ chunk;", "+ chunk * N;"))   # a chunk per row: strided
+
+
+def test_a_transpose_that_stores_at_the_column_taken_apart_times_a_stride_is_not_coalesced():
+    src = """__global__ void tr(const float* x, float* y, const int rows, const int cols) {
+    const int idx = blockIdx.x * blockDim.x + threadIdx.x;
+    const int r = idx / cols;
+    const int c = idx % cols;
+    if (idx < rows * cols) y[c * rows + r] = x[idx];
+}"""
+    assert not found("coalesced_access", src)
+    assert found("coalesced_access", src.replace("y[c * rows + r]", "y[r * cols + c]"))

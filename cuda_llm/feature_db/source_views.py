@@ -266,7 +266,7 @@ _BRACE_INIT = re.compile(r"(?<![\w:.>])((?:const\s+|constexpr\s+)?(?:" + _INT_TY
                          r"([A-Za-z_]\w*)\s*\{([^{};]*)\}(?=\s*[;,])")
 _LOOP_TYPE = re.compile(r"\bfor\s*\(\s*" + _INT_TYPE + r"\s+(?=\w+\s*=)")
 _CAST = r"(?:\(\s*(?:int|unsigned|uint\w*|int\w*_t)\s*\)\s*|static_cast\s*<\s*\w+\s*>\s*)?"
-_LANE = _CAST + r"threadIdx\.x\s*(?:%\s*(?:32|64|128|256|[A-Za-z_]\w*|\([^()]*\))|&\s*(?:31|63|127|255|0x[137]?[fF]{1,2}|\(\s*\w+\s*-\s*1\s*\)|\w*(?:MASK|mask|WARP|warp)\w*))"
+_LANE = _CAST + r"threadIdx\.x\s*(?:%\s*(?:16|32|64|128|256|[A-Za-z_]\w*|\([^()]*\))|&\s*(?:15|31|63|127|255|0x[137]?[fF]{1,2}|\(\s*\w+\s*-\s*1\s*\)|\w*(?:MASK|mask|WARP|warp)\w*))"
 _LANE_OF_TX = re.compile(r"(?<![\w\])])\(\s*" + _LANE + r"\s*\)|" + _LANE)
 _CAST_TX = re.compile(r"(?:\(\s*(?:int|unsigned|uint\w*|int\w*_t)\s*\)\s*|static_cast\s*<\s*\w+\s*>\s*)(?:\(\s*threadIdx\.x\s*\)|threadIdx\.x\b)")
 
