@@ -344,3 +344,22 @@ def test_a_transpose_that_stores_at_the_column_taken_apart_times_a_stride_is_not
 }"""
     assert not found("coalesced_access", src)
     assert found("coalesced_access", src.replace("y[c * rows + r]", "y[r * cols + c]"))
+
+
+def test_a_vector_cast_of_a_global_pointer_subscripted_by_the_lane_is_coalesced():
+    src = """__global__ void gemv(float* __restrict__ A, float* __restrict__ x, float* y, int N) {
+    int lane = threadIdx.x % 32;
+    int row = blockIdx.x * blockDim.y + threadIdx.y;
+    float s = 0.f;
+    for (int i = 0; i < N / 128; i++) {
+        int c = i * 32 + lane;
+        float4 a = reinterpret_cast<float4 *>(A + row * N)[c];
+        float4 b = ((float4 *)x)[c];
+        s += a.x * b.x + a.y * b.y + a.z * b.z + a.w * b.w;
+    }
+    if (lane == 0) y[row] = s;
+}"""
+    assert found("coalesced_access", src)
+    assert found("coalesced_access", src.replace("((float4 *)x)[c]", "x[0]"))
+    strided = src.replace("int c = i * 32 + lane;", "int c = lane * (N / 128) + i;")   # a run per lane
+    assert not found("coalesced_access", strided)
