@@ -363,3 +363,30 @@ def test_a_vector_cast_of_a_global_pointer_subscripted_by_the_lane_is_coalesced(
     assert found("coalesced_access", src.replace("((float4 *)x)[c]", "x[0]"))
     strided = src.replace("int c = i * 32 + lane;", "int c = lane * (N / 128) + i;")   # a run per lane
     assert not found("coalesced_access", strided)
+
+
+COOPERATIVE_LOAD = """template <int W, int NT>
+__device__ void load(const float* A, float* tile, size_t tid, int lda) {
+    for (size_t i{0U}; i < W * W / NT; ++i) {
+        size_t const r{(tid + i * NT) / W};
+        size_t const c{(tid + i * NT) % W};
+        tile[r * W + c] = A[r * lda + c];
+    }
+}
+__global__ void k(const float* A, float* out, int lda) {
+    __shared__ float tile[64 * 64];
+    size_t const t{threadIdx.y * blockDim.x + threadIdx.x};
+    int half = t / 128;
+    load<64, 128>(A, tile, t - half * 128, lda);
+    __syncthreads();
+    out[t] = tile[t];
+}"""
+
+
+def test_a_tile_loaded_pass_by_pass_by_a_helper_given_the_threads_index_in_its_half_is_coalesced():
+    out = canonical(COOPERATIVE_LOAD)
+    assert "A[r * lda + threadIdx.x]" in out
+    assert found("coalesced_access", COOPERATIVE_LOAD)
+    # the helper given the thread's index times a stride: a row per thread
+    strided = COOPERATIVE_LOAD.replace("load<64, 128>(A, tile, t - half * 128, lda);", "load<64, 128>(A, tile, t * 64, lda);")
+    assert "A[r * lda + threadIdx.x]" not in canonical(strided)

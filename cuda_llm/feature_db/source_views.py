@@ -268,6 +268,8 @@ _LOOP_TYPE = re.compile(r"\bfor\s*\(\s*" + _INT_TYPE + r"\s+(?=\w+\s*=)")
 _CAST = r"(?:\(\s*(?:int|unsigned|uint\w*|int\w*_t)\s*\)\s*|static_cast\s*<\s*\w+\s*>\s*)?"
 _LANE = _CAST + r"threadIdx\.x\s*(?:%\s*(?:16|32|64|128|256|[A-Za-z_]\w*|\([^()]*\))|&\s*(?:15|31|63|127|255|0x[137]?[fF]{1,2}|\(\s*\w+\s*-\s*1\s*\)|\w*(?:MASK|mask|WARP|warp)\w*))"
 _LANE_OF_TX = re.compile(r"(?<![\w\])])\(\s*" + _LANE + r"\s*\)|" + _LANE)
+# a thread's column in a tile loaded cooperatively, pass by pass: ``(threadIdx.x + i * NUM_THREADS) % WIDTH``
+_ROW_POSITION = re.compile(r"\(\s*threadIdx\.x\s*\+\s*[\w.]+\s*\*\s*[\w.]+\s*\)\s*%\s*(?:[A-Za-z_]\w*|\d+)\b")
 _CAST_TX = re.compile(r"(?:\(\s*(?:int|unsigned|uint\w*|int\w*_t)\s*\)\s*|static_cast\s*<\s*\w+\s*>\s*)(?:\(\s*threadIdx\.x\s*\)|threadIdx\.x\b)")
 
 
@@ -275,11 +277,11 @@ _RANK = re.compile(r"\b\w+\s*\.\s*thread_rank\s*\(\s*\)")
 _GROUP_RANK = re.compile(r"\b\w+\s*\.\s*meta_group_rank\s*\(\s*\)")
 _GROUP_COUNT = re.compile(r"\b\w+\s*\.\s*meta_group_size\s*\(\s*\)")
 _WARP_SIZE = re.compile(r"\b\w*warp\w*\s*\.\s*(?:size|num_threads)\s*\(\s*\)", re.I)
-_DECL = re.compile(r"(?:\b" + _INT_TYPE + r"\s+|,\s*)(\w+)\s*=\s*([^;,{}]*)(?=[;,])")
+_DECL = re.compile(r"(?:\b" + _INT_TYPE + r"(?:\s+const)?\s+|,\s*)(\w+)\s*=\s*([^;,{}]*)(?=[;,])")
 # the x thread index as an additive term of an expression: not scaled, divided or shifted
 _VEC = r"(?:[248]|16|\w+::size|x128|\w*VEC\w*|\w*PACK\w*)\b"
 _UNIT_TX = re.compile(r"(?:^|[+(]\s*)threadIdx\.x(?!\s*\)*\s*(?:\*(?!\s*" + _VEC + r")|[/%&^|]|>>|<<))")
-_SCALED_TX = re.compile(r"(?:[*/%&^|]|>>|<<)\s*\(*\s*threadIdx\.x")
+_SCALED_TX = re.compile(r"(?:[*/%&^|]|>>|<<)\s*\(*\s*threadIdx\.x|threadIdx\.x[^()]*\)\s*(?:[/%&^|]|>>|<<|\*(?!\s*" + _VEC + r"))")
 # the declared name, past qualifiers and alignment attributes (``alignas(alignof(float4))``, ``__align__(16)``)
 # a variable that holds the y or z thread index as it is (``int ty = threadIdx.y;``)
 _PURE_YZ = re.compile(r"(?:\b" + _INT_TYPE + r"\s+|,\s*)(\w+)\s*=\s*threadIdx\.([yz])\s*(?=[;,])")
@@ -303,10 +305,16 @@ def _param_names(params: str) -> list[str]:
     return names
 
 
+def _holds_tx(expr: str) -> bool:
+    """An argument that holds the x thread index as an unscaled term (``threadIdx.x``, ``threadIdx.x - half *
+    N``: a thread's index within its part of a split block), as a variable declared so is read."""
+    return "threadIdx.x" in expr and bool(_UNIT_TX.search(expr)) and not _SCALED_TX.search(expr)
+
+
 def _through_parameters(text: str) -> str:
     """A device function's parameter that every call passes the x thread index to (``loadFromGmem(...,
-    innerColB)`` with ``innerColB`` an alias) read as ``threadIdx.x`` in its body: helpers that take the
-    thread's column keep their accesses visible."""
+    innerColB)`` with ``innerColB`` an alias, or an expression holding it as an unscaled term) read as
+    ``threadIdx.x`` in its body: helpers that take the thread's column keep their accesses visible."""
     for m in reversed(list(_DEVICE_FN.finditer(text))):   # from the end: a rewrite moves only what follows
         name, names = m.group(1), _param_names(m.group(2))
         calls = [c for c in re.finditer(r"\b" + re.escape(name) + r"\s*(?:<[^;(){}]*>)?\s*\(", text)
@@ -315,7 +323,7 @@ def _through_parameters(text: str) -> str:
             continue
         args = [_split_args(text[c.end():_match_paren(text, c.end() - 1, "(", ")") - 1]) for c in calls]
         fixed = [i for i in range(len(names)) if names[i]
-                 and all(len(a) == len(names) and a[i] == "threadIdx.x" for a in args)]
+                 and all(len(a) == len(names) and _holds_tx(a[i]) for a in args)]
         if not fixed:
             continue
         body_start = m.end() - 1
@@ -327,6 +335,27 @@ def _through_parameters(text: str) -> str:
     return text
 
 
+def _x_aliases(text: str) -> str:
+    """The x thread index's casts, lanes and row positions, and the variables holding it as an unscaled term,
+    written as ``threadIdx.x`` (a few passes: an alias of an alias)."""
+    for _ in range(3):
+        text = _CAST_TX.sub("threadIdx.x", text)
+        text = _LANE_OF_TX.sub("threadIdx.x", text)
+        text = _ROW_POSITION.sub("threadIdx.x", text)
+        changed = False
+        for m in list(_DECL.finditer(text)):
+            name, expr = m.group(1), m.group(2).strip()
+            if name == "threadIdx" or "threadIdx.x" not in expr:
+                continue
+            if _UNIT_TX.search(expr) and not _SCALED_TX.search(expr):
+                new = _replace_uses(text, m.end(), name)
+                changed |= new != text
+                text = new
+        if not changed:
+            break
+    return text
+
+
 def canonical(code: str) -> str:
     """The usual spellings of what the rules look for, written one way:
 
@@ -334,7 +363,8 @@ def canonical(code: str) -> str:
       type (``uint``, ``size_t``, ``auto``) as ``int``;
     - a warp tile's ``meta_group_rank()`` as ``(threadIdx.x / 32)``, its ``meta_group_size()`` as
       ``(blockDim.x / 32)``, its ``size()`` as ``32``;
-    - the x thread index through a cast, a lane (``threadIdx.x % 32``, ``& 31``), a cooperative group's
+    - the x thread index through a cast, a lane (``threadIdx.x % 32``, ``& 31``, a half warp ``% 16``), a
+      thread's column in a tile loaded pass by pass (``(threadIdx.x + i * NUM_THREADS) % W``), a cooperative group's
       ``thread_rank()``, or a variable that holds it as an unscaled term (``const int tx = threadIdx.x``,
       ``int col = blockIdx.x * TILE + threadIdx.x``, ``for (int i = lane; ...)``; its later reads) as
       ``threadIdx.x``, so "consecutive threads on consecutive addresses" reads as a subscript or an
@@ -352,23 +382,12 @@ def canonical(code: str) -> str:
     text = _GROUP_RANK.sub("(threadIdx.x / 32)", text)
     text = _GROUP_COUNT.sub("(blockDim.x / 32)", text)
     text = _WARP_SIZE.sub("32", text)
-    for _ in range(3):
-        text = _CAST_TX.sub("threadIdx.x", text)
-        text = _LANE_OF_TX.sub("threadIdx.x", text)
-        changed = False
-        for m in list(_DECL.finditer(text)):
-            name, expr = m.group(1), m.group(2).strip()
-            if name == "threadIdx" or "threadIdx.x" not in expr:
-                continue
-            if _UNIT_TX.search(expr) and not _SCALED_TX.search(expr):
-                new = _replace_uses(text, m.end(), name)
-                changed |= new != text
-                text = new
-        if not changed:
-            break
+    text = _x_aliases(text)
     for m in reversed(list(_PURE_YZ.finditer(text))):
         text = _replace_uses(text, m.end(), m.group(1), f"threadIdx.{m.group(2)}")
-    text = _through_parameters(text)
+    through = _through_parameters(text)
+    if through != text:                 # a helper's parameter now reads as the index: follow its aliases too
+        text = _x_aliases(through)
     for name in dict.fromkeys(_SHARED_NAME.findall(text)):
         text = re.sub(r"(?<![\w.])" + re.escape(name) + r"\b", "__sm_" + name, text)
     return text
