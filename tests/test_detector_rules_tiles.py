@@ -390,3 +390,12 @@ def test_a_tile_loaded_pass_by_pass_by_a_helper_given_the_threads_index_in_its_h
     # the helper given the thread's index times a stride: a row per thread
     strided = COOPERATIVE_LOAD.replace("load<64, 128>(A, tile, t - half * 128, lda);", "load<64, 128>(A, tile, t * 64, lda);")
     assert "A[r * lda + threadIdx.x]" not in canonical(strided)
+
+
+def test_a_ring_written_one_stage_ahead_modulo_the_stage_count_is_double_buffering():
+    src = PARITY_RING.replace("__shared__ float s_a[2][BK][64];", "__shared__ float s_a[STAGES][BK][64];") \
+        .replace("#define BK 16", "#define BK 16\n#define STAGES 3") \
+        .replace("int cur = (k - 1) & 1;", "int cur = k % STAGES;") \
+        .replace("int nxt = k & 1;", "int nxt = (k + STAGES - 1) % STAGES;")
+    assert found("double_buffering", src)
+    assert not found("double_buffering", src.replace("int nxt = (k + STAGES - 1) % STAGES;", "int nxt = k % STAGES;"))
