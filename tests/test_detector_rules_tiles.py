@@ -399,3 +399,11 @@ def test_a_ring_written_one_stage_ahead_modulo_the_stage_count_is_double_bufferi
         .replace("int nxt = k & 1;", "int nxt = (k + STAGES - 1) % STAGES;")
     assert found("double_buffering", src)
     assert not found("double_buffering", src.replace("int nxt = (k + STAGES - 1) % STAGES;", "int nxt = k % STAGES;"))
+
+
+def test_template_parameters_of_a_kernel_with_launch_bounds_and_a_deduced_launch():
+    bounded = PADDED_TEMPLATE.replace("__global__ void mm(", "__global__ void __launch_bounds__(256) mm(")
+    assert instantiate_templates(bounded).count("[16][64 + 8]") == 1
+    deduced = PADDED_TEMPLATE.replace("template __global__ void mm<64, 16, 8>(const float*, float*, int);",
+                                      "void run(const float* a, float* c) { mm<<<1, 64>>>(a, c, 16); }")
+    assert instantiate_templates(deduced).count("[16][64 + 0]") == 1     # the defaults: no padding

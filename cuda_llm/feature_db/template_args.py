@@ -11,6 +11,9 @@ from __future__ import annotations
 import re
 
 _TEMPLATE_KERNEL = re.compile(r"\btemplate\s*<")
+# what follows a template's parameter list when it declares a kernel (launch bounds before or after `void`)
+_HEAD = re.compile(r"\s*(?:__global__\b(?:[^;{(]|\([^()]*\))*?\bvoid|void\b[^;{(]*?__global__)\s+"
+                   r"(?:__launch_bounds__\s*\([^()]*\)\s*)?([A-Za-z_]\w*)\s*\(")
 _INT = re.compile(r"^\s*(?:\(\s*\w+\s*\)\s*)?(-?\d+)[uUlL]*\s*$")
 _NON_TYPE = re.compile(r"^(?:const\s+)?(?:unsigned\s+int|unsigned|int|size_t|uint\w*|int\w*_t|long|short|bool|auto)"
                        r"\s+(?:const\s+)?([A-Za-z_]\w*)\s*(?:=\s*(.+))?$", re.S)
@@ -49,7 +52,7 @@ def _instantiations(code: str, name: str, skip: tuple[int, int]) -> set[tuple[st
     """The template argument lists ``name`` is instantiated or launched with outside its definition."""
     found = set()
     for m in re.finditer(r"(?<![\w.])" + re.escape(name) + r"\s*<", code):
-        if skip[0] <= m.start() < skip[1]:
+        if skip[0] <= m.start() < skip[1] or code.startswith("<<<", m.end() - 1):
             continue
         end = _close(code, m.end() - 1, "<", ">")
         after = code[end:end + 8].lstrip()
@@ -64,12 +67,11 @@ def instantiate_templates(code: str) -> str:
     edits: list[tuple[int, int, str]] = []
     for m in _TEMPLATE_KERNEL.finditer(code):
         params_end = _close(code, m.end() - 1, "<", ">")
-        head = re.match(r"\s*(?:__global__\b[^;{(]*?\bvoid|void\b[^;{(]*?__global__)\s+([A-Za-z_]\w*)\s*\(",
-                        code[params_end:params_end + 400])
+        head = _HEAD.match(code, params_end, params_end + 400)
         if head is None:
             continue
         name = head.group(1)
-        paren = params_end + head.end() - 1
+        paren = head.end() - 1
         brace = _close(code, paren, "(", ")")
         while brace < len(code) and code[brace] not in "{;":
             brace += 1
