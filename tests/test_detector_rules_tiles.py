@@ -407,3 +407,21 @@ def test_template_parameters_of_a_kernel_with_launch_bounds_and_a_deduced_launch
     deduced = PADDED_TEMPLATE.replace("template __global__ void mm<64, 16, 8>(const float*, float*, int);",
                                       "void run(const float* a, float* c) { mm<<<1, 64>>>(a, c, 16); }")
     assert instantiate_templates(deduced).count("[16][64 + 0]") == 1     # the defaults: no padding
+
+
+def test_a_restrict_pointer_only_read_is_read_only_and_one_stored_through_a_vector_cast_is_not():
+    read = """__global__ void gemv(float* __restrict__ A, float* __restrict__ x, float* y, int n) {
+    A = &A[blockIdx.x * n];
+    float s = 0.f;
+    for (int i = threadIdx.x; i < n; i += 32) s += A[i] * x[i];
+    if (threadIdx.x == 0) y[blockIdx.x] = s;
+}"""
+    assert found("readonly_cache", read)
+    written = """__global__ void scale(float* __restrict__ x, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    float4 v = reinterpret_cast<float4*>(x)[i];
+    v.x *= 2.f;
+    reinterpret_cast<float4*>(x)[i] = v;
+}"""
+    assert not found("readonly_cache", written)
+    assert not found("readonly_cache", written.replace("reinterpret_cast<float4*>(x)[i] = v;", "atomicAdd(&x[i], v.x);"))
