@@ -425,3 +425,7 @@ def test_a_restrict_pointer_only_read_is_read_only_and_one_stored_through_a_vect
 }"""
     assert not found("readonly_cache", written)
     assert not found("readonly_cache", written.replace("reinterpret_cast<float4*>(x)[i] = v;", "atomicAdd(&x[i], v.x);"))
+    in_place = """__global__ void norm(float* __restrict__ arr, int n) {
+    for (int t = threadIdx.x; t < n; t += blockDim.x) arr[blockIdx.x * n + t] *= 0.5f;
+}"""
+    assert not found("readonly_cache", in_place)
