@@ -48,8 +48,6 @@ def rule_matches(rule: SourceRule | ResourceRule | SassRule | RuleGroup, views: 
             texts = [views.asm]
         elif rule.scope == "file":
             texts = [views.file or views.code]
-        elif rule.scope == "canonical":
-            texts = [views.expanded or views.code]
         else:
             texts = [views.code, views.expanded] if views.expanded else [views.code]
         rx = _regex(rule.source)

@@ -38,14 +38,12 @@ class SourceRule(BaseModel):
     feature does not count), one kernel at a time (the kernel's body with the file's other code, never
     another kernel's body), as written and with the file's own macros expanded; scope "asm": only the
     string literals of inline ``asm(...)`` statements, where PTX such as ``cp.async`` or ``mma.sync``
-    lives (one kernel at a time too); scope "file": the whole file at once (kernel counts, host code);
-    scope "canonical": only the code with macros expanded and the usual spellings written one way
-    (source_views.canonical), for a rule that must not fire on an alias it cannot see through.
+    lives (one kernel at a time too); scope "file": the whole file at once (kernel counts, host code).
     """
 
     model_config = ConfigDict(extra="forbid")
     source: str
-    scope: Literal["code", "asm", "file", "canonical"] = "code"
+    scope: Literal["code", "asm", "file"] = "code"
     min_count: int = Field(default=1, ge=1)
 
     @field_validator("source")
