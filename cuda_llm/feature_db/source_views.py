@@ -16,6 +16,8 @@ import re
 from dataclasses import dataclass
 from functools import lru_cache
 
+from cuda_llm.feature_db.template_args import instantiate_templates
+
 _ASM_START = re.compile(r"\b(?:asm|__asm__|__asm)\s*(?:volatile|__volatile__)?\s*\(")
 
 
@@ -259,10 +261,15 @@ def expand_macros(code: str, passes: int = 3) -> str:
 
 # ------------------------------------------------------------------------------------------ spellings
 _INT_TYPE = r"(?:const\s+)?(?:unsigned\s+int|unsigned\s+long(?:\s+long)?|unsigned|uint\w*|u?int(?:32|64)_t|size_t|long\s+long|long|auto|short|int)"
+# a scalar declared with a brace initializer (``size_t const row{blockIdx.y * T + ty};``, ``for (size_t k{0U};``)
+_BRACE_INIT = re.compile(r"(?<![\w:.>])((?:const\s+|constexpr\s+)?(?:" + _INT_TYPE + r"|float|double)(?:\s+const)?)\s+"
+                         r"([A-Za-z_]\w*)\s*\{([^{};]*)\}(?=\s*[;,])")
 _LOOP_TYPE = re.compile(r"\bfor\s*\(\s*" + _INT_TYPE + r"\s+(?=\w+\s*=)")
 _CAST = r"(?:\(\s*(?:int|unsigned|uint\w*|int\w*_t)\s*\)\s*|static_cast\s*<\s*\w+\s*>\s*)?"
-_LANE = _CAST + r"threadIdx\.x\s*(?:%\s*(?:32|64|128|256|[A-Za-z_]\w*|\([^()]*\))|&\s*(?:31|63|127|255|0x[137]?[fF]{1,2}|\(\s*\w+\s*-\s*1\s*\)|\w*(?:MASK|mask|WARP|warp)\w*))"
+_LANE = _CAST + r"threadIdx\.x\s*(?:%\s*(?:16|32|64|128|256|[A-Za-z_]\w*|\([^()]*\))|&\s*(?:15|31|63|127|255|0x[137]?[fF]{1,2}|\(\s*\w+\s*-\s*1\s*\)|\w*(?:MASK|mask|WARP|warp)\w*))"
 _LANE_OF_TX = re.compile(r"(?<![\w\])])\(\s*" + _LANE + r"\s*\)|" + _LANE)
+# a thread's column in a tile loaded cooperatively, pass by pass: ``(threadIdx.x + i * NUM_THREADS) % WIDTH``
+_ROW_POSITION = re.compile(r"\(\s*threadIdx\.x\s*\+\s*[\w.]+\s*\*\s*[\w.]+\s*\)\s*%\s*(?:[A-Za-z_]\w*|\d+)\b")
 _CAST_TX = re.compile(r"(?:\(\s*(?:int|unsigned|uint\w*|int\w*_t)\s*\)\s*|static_cast\s*<\s*\w+\s*>\s*)(?:\(\s*threadIdx\.x\s*\)|threadIdx\.x\b)")
 
 
@@ -270,11 +277,11 @@ _RANK = re.compile(r"\b\w+\s*\.\s*thread_rank\s*\(\s*\)")
 _GROUP_RANK = re.compile(r"\b\w+\s*\.\s*meta_group_rank\s*\(\s*\)")
 _GROUP_COUNT = re.compile(r"\b\w+\s*\.\s*meta_group_size\s*\(\s*\)")
 _WARP_SIZE = re.compile(r"\b\w*warp\w*\s*\.\s*(?:size|num_threads)\s*\(\s*\)", re.I)
-_DECL = re.compile(r"(?:\b" + _INT_TYPE + r"\s+|,\s*)(\w+)\s*=\s*([^;,{}]*)(?=[;,])")
+_DECL = re.compile(r"(?:\b" + _INT_TYPE + r"(?:\s+const)?\s+|,\s*)(\w+)\s*=\s*([^;,{}]*)(?=[;,])")
 # the x thread index as an additive term of an expression: not scaled, divided or shifted
 _VEC = r"(?:[248]|16|\w+::size|x128|\w*VEC\w*|\w*PACK\w*)\b"
 _UNIT_TX = re.compile(r"(?:^|[+(]\s*)threadIdx\.x(?!\s*\)*\s*(?:\*(?!\s*" + _VEC + r")|[/%&^|]|>>|<<))")
-_SCALED_TX = re.compile(r"(?:[*/%&^|]|>>|<<)\s*\(*\s*threadIdx\.x")
+_SCALED_TX = re.compile(r"(?:[*/%&^|]|>>|<<)\s*\(*\s*threadIdx\.x|threadIdx\.x[^()]*\)\s*(?:[/%&^|]|>>|<<|\*(?!\s*" + _VEC + r"))")
 # the declared name, past qualifiers and alignment attributes (``alignas(alignof(float4))``, ``__align__(16)``)
 # a variable that holds the y or z thread index as it is (``int ty = threadIdx.y;``)
 _PURE_YZ = re.compile(r"(?:\b" + _INT_TYPE + r"\s+|,\s*)(\w+)\s*=\s*threadIdx\.([yz])\s*(?=[;,])")
@@ -298,10 +305,16 @@ def _param_names(params: str) -> list[str]:
     return names
 
 
+def _holds_tx(expr: str) -> bool:
+    """An argument that holds the x thread index as an unscaled term (``threadIdx.x``, ``threadIdx.x - half *
+    N``: a thread's index within its part of a split block), as a variable declared so is read."""
+    return "threadIdx.x" in expr and bool(_UNIT_TX.search(expr)) and not _SCALED_TX.search(expr)
+
+
 def _through_parameters(text: str) -> str:
     """A device function's parameter that every call passes the x thread index to (``loadFromGmem(...,
-    innerColB)`` with ``innerColB`` an alias) read as ``threadIdx.x`` in its body: helpers that take the
-    thread's column keep their accesses visible."""
+    innerColB)`` with ``innerColB`` an alias, or an expression holding it as an unscaled term) read as
+    ``threadIdx.x`` in its body: helpers that take the thread's column keep their accesses visible."""
     for m in reversed(list(_DEVICE_FN.finditer(text))):   # from the end: a rewrite moves only what follows
         name, names = m.group(1), _param_names(m.group(2))
         calls = [c for c in re.finditer(r"\b" + re.escape(name) + r"\s*(?:<[^;(){}]*>)?\s*\(", text)
@@ -310,7 +323,7 @@ def _through_parameters(text: str) -> str:
             continue
         args = [_split_args(text[c.end():_match_paren(text, c.end() - 1, "(", ")") - 1]) for c in calls]
         fixed = [i for i in range(len(names)) if names[i]
-                 and all(len(a) == len(names) and a[i] == "threadIdx.x" for a in args)]
+                 and all(len(a) == len(names) and _holds_tx(a[i]) for a in args)]
         if not fixed:
             continue
         body_start = m.end() - 1
@@ -322,32 +335,13 @@ def _through_parameters(text: str) -> str:
     return text
 
 
-def canonical(code: str) -> str:
-    """The usual spellings of what the rules look for, written one way:
-
-    - loop counters of any integer type (``uint``, ``size_t``, ``auto``) as ``int``;
-    - a warp tile's ``meta_group_rank()`` as ``(threadIdx.x / 32)``, its ``meta_group_size()`` as
-      ``(blockDim.x / 32)``, its ``size()`` as ``32``;
-    - the x thread index through a cast, a lane (``threadIdx.x % 32``, ``& 31``), a cooperative group's
-      ``thread_rank()``, or a variable that holds it as an unscaled term (``const int tx = threadIdx.x``,
-      ``int col = blockIdx.x * TILE + threadIdx.x``, ``for (int i = lane; ...)``; its later reads) as
-      ``threadIdx.x``, so "consecutive threads on consecutive addresses" reads as a subscript or an
-      address with ``threadIdx.x`` as an unscaled term;
-    - a variable that holds the y (or z) thread index as it is (``int ty = threadIdx.y``) read as it;
-    - a device function's parameter that every call passes the x thread index to, read as ``threadIdx.x``
-      in its body;
-    - shared arrays renamed ``__sm_<name>`` (declaration and uses), so a rule about global accesses can
-      leave them out.
-
-    Declarations are kept as written, so rules that follow a variable by name still work."""
-    text = _LOOP_TYPE.sub("for (int ", code)
-    text = _RANK.sub("threadIdx.x", text)
-    text = _GROUP_RANK.sub("(threadIdx.x / 32)", text)
-    text = _GROUP_COUNT.sub("(blockDim.x / 32)", text)
-    text = _WARP_SIZE.sub("32", text)
+def _x_aliases(text: str) -> str:
+    """The x thread index's casts, lanes and row positions, and the variables holding it as an unscaled term,
+    written as ``threadIdx.x`` (a few passes: an alias of an alias)."""
     for _ in range(3):
         text = _CAST_TX.sub("threadIdx.x", text)
         text = _LANE_OF_TX.sub("threadIdx.x", text)
+        text = _ROW_POSITION.sub("threadIdx.x", text)
         changed = False
         for m in list(_DECL.finditer(text)):
             name, expr = m.group(1), m.group(2).strip()
@@ -359,18 +353,82 @@ def canonical(code: str) -> str:
                 text = new
         if not changed:
             break
+    return text
+
+
+def canonical(code: str) -> str:
+    """The usual spellings of what the rules look for, written one way:
+
+    - a scalar's brace initializer (``size_t const i{expr};``) as ``= expr``; loop counters of any integer
+      type (``uint``, ``size_t``, ``auto``) as ``int``;
+    - a warp tile's ``meta_group_rank()`` as ``(threadIdx.x / 32)``, its ``meta_group_size()`` as
+      ``(blockDim.x / 32)``, its ``size()`` as ``32``;
+    - the x thread index through a cast, a lane (``threadIdx.x % 32``, ``& 31``, a half warp ``% 16``), a
+      thread's column in a tile loaded pass by pass (``(threadIdx.x + i * NUM_THREADS) % W``), a cooperative group's
+      ``thread_rank()``, or a variable that holds it as an unscaled term (``const int tx = threadIdx.x``,
+      ``int col = blockIdx.x * TILE + threadIdx.x``, ``for (int i = lane; ...)``; its later reads) as
+      ``threadIdx.x``, so "consecutive threads on consecutive addresses" reads as a subscript or an
+      address with ``threadIdx.x`` as an unscaled term;
+    - a variable that holds the y (or z) thread index as it is (``int ty = threadIdx.y``) read as it;
+    - a device function's parameter that every call passes the x thread index to, read as ``threadIdx.x``
+      in its body;
+    - shared arrays renamed ``__sm_<name>`` (declaration and uses), so a rule about global accesses can
+      leave them out.
+
+    Declarations are kept as written, so rules that follow a variable by name still work."""
+    text = _BRACE_INIT.sub(lambda m: f"{m.group(1)} {m.group(2)} = {m.group(3).strip()}", code)
+    text = _LOOP_TYPE.sub("for (int ", text)
+    text = _RANK.sub("threadIdx.x", text)
+    text = _GROUP_RANK.sub("(threadIdx.x / 32)", text)
+    text = _GROUP_COUNT.sub("(blockDim.x / 32)", text)
+    text = _WARP_SIZE.sub("32", text)
+    text = _x_aliases(text)
     for m in reversed(list(_PURE_YZ.finditer(text))):
         text = _replace_uses(text, m.end(), m.group(1), f"threadIdx.{m.group(2)}")
-    text = _through_parameters(text)
+    through = _through_parameters(text)
+    if through != text:                 # a helper's parameter now reads as the index: follow its aliases too
+        text = _x_aliases(through)
     for name in dict.fromkeys(_SHARED_NAME.findall(text)):
         text = re.sub(r"(?<![\w.])" + re.escape(name) + r"\b", "__sm_" + name, text)
     return text
 
 
 # ------------------------------------------------------------------------------------------ views
+def drop_unused_macros(text: str) -> str:
+    """``text`` with the ``#define``s (a body, not a bare flag) that nothing in it uses blanked, positions kept.
+    Why: a file that defines ``HALF2(v)`` or a ``cp.async.bulk`` wrapper and never calls it compiles to
+    nothing of it, so its body must not count as the kernel using it. A macro used only inside another unused
+    macro is unused too. Read per kernel view, so a macro only another kernel calls does not count either."""
+    code = split_source(text).code
+    spans = {}
+    for m in _DEFINE.finditer(code):
+        if m.group(3).strip():
+            spans.setdefault(m.group(1), []).append((m.start(), m.end()))
+    if not spans:
+        return text
+    unused: set[str] = set()
+    while True:
+        dead = [s for n in unused for s in spans[n]]
+        found = set()
+        for name, own in spans.items():
+            if name in unused:
+                continue
+            rest = [s for s in own + dead]
+            uses = (u.start() for u in re.finditer(r"(?<![\w.])" + re.escape(name) + r"\b", code))
+            if not any(not any(a <= p < b for a, b in rest) for p in uses):
+                found.add(name)
+        if not found:
+            break
+        unused |= found
+    for name in unused:
+        for a, b in spans[name]:
+            text = text[:a] + _blank(text[a:b]) + text[b:]
+    return text
+
+
 def _views_of(text: str, whole_code: str | None) -> SourceViews:
-    v = split_source(text)
-    expanded = canonical(expand_macros(v.code) or v.code)
+    v = split_source(drop_unused_macros(text))
+    expanded = canonical(instantiate_templates(expand_macros(v.code) or v.code))
     return SourceViews(code=v.code, asm=v.asm, expanded="" if expanded == v.code else expanded,
                        file=whole_code or "")
 
