@@ -113,3 +113,16 @@ def test_branches_the_file_does_not_compile_are_blanked():
              "__global__ void k(T* x) { x[threadIdx.x] = x[threadIdx.x] * 2; }\n"
     assert "reduced_precision" not in detect_features(kernel)
     assert "reduced_precision" in detect_features("#define ENABLE_BF16\n" + kernel)
+
+
+def test_an_alias_ends_where_its_name_is_declared_again():
+    # `i` holds the thread index until the loop declares another `i`: that loop's counter is not the index
+    code = canonical("""__global__ void k(const float* x, float* y, int n, int stride) {
+    int i = threadIdx.x;
+    y[i] = x[i];
+    float acc = 0.f;
+    for (int i = 1; i < n; i++) acc += x[i * stride];
+    y[n + i] = acc;
+}""")
+    assert "y[threadIdx.x] = x[threadIdx.x]" in code
+    assert "x[i * stride]" in code and "x[threadIdx.x * stride]" not in code

@@ -289,9 +289,12 @@ _SHARED_NAME = re.compile(r"__shared__(?:[^;()]|\((?:[^()]|\([^()]*\))*\))*?\b([
 
 
 def _replace_uses(text: str, start: int, name: str, index: str = "threadIdx.x") -> str:
-    """``name`` read after ``start`` written as ``index`` (assignments to it are left alone)."""
-    tail = re.sub(r"(?<![\w.])" + re.escape(name) + r"\b(?!\s*(?:[-+*/%&|^]|<<|>>)?=[^=])", index, text[start:])
-    return text[:start] + tail
+    """``name`` read after ``start`` written as ``index`` (assignments to it are left alone), up to where the
+    name is declared again (``for (int i = 1; ...)`` after ``int i = threadIdx.x``: another variable)."""
+    again = re.compile(r"\b" + _INT_TYPE + r"(?:\s+const)?\s+" + re.escape(name) + r"\b").search(text, start)
+    end = again.start() if again else len(text)
+    tail = re.sub(r"(?<![\w.])" + re.escape(name) + r"\b(?!\s*(?:[-+*/%&|^]|<<|>>)?=[^=])", index, text[start:end])
+    return text[:start] + tail + text[end:]
 
 
 _DEVICE_FN = re.compile(r"__device__[^;{}()]*?\b([A-Za-z_]\w*)\s*\(([^()]*)\)\s*(?:const\s*)?\{")
