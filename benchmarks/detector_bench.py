@@ -61,35 +61,40 @@ def _manifest_module():
     return mod
 
 
-def public_sets(folder: Path, known: set[str]) -> dict[str, list]:
+def public_sets(folder: Path, known: set[str], held_out_batches: set[int] | None = None) -> dict[str, list]:
     """The public kernels written under ``folder`` (tune/ and heldout/) sorted into the table each is scored
-    in by the manifest ("tune": tuning data, "heldout": the held-out set); a file the manifest does not
-    name is refused."""
+    in by the manifest ("tune": tuning data, "heldout": the held-out set, only of ``held_out_batches`` when
+    given); a file the manifest does not name is refused."""
     from cuda_llm.feature_db.detector_eval import load_corpus
 
     mod = _manifest_module()
-    where = {e.name: mod.scored_as(e) for e in mod.load_manifest()}
+    entries = {e.name: e for e in mod.load_manifest()}
     out: dict[str, list] = {"tune": [], "heldout": []}
     for half in mod.HALVES:
         if not (folder / half).is_dir() or not any((folder / half).glob("*.cu")):
             continue
         for k in load_corpus(folder / half, known):
-            if k.name not in where:
+            if k.name not in entries:
                 raise SystemExit(f"{k.path}: not in manifest.toml (write the folder again: materialize.py)")
-            out[where[k.name]].append(k)
+            where = mod.scored_as(entries[k.name])
+            if where == "heldout" and held_out_batches and entries[k.name].batch not in held_out_batches:
+                continue
+            out[where].append(k)
     return out
 
 
 def held_out_verdict(scores, tot) -> tuple[bool, list[str]]:
     """Whether the held-out targets are met, and what misses them."""
+    from cuda_llm.report.formats import fmt_fixed
+
     misses = []
     if (tot.precision or 0) < HELD_OUT_TOTAL:
-        misses.append(f"total precision {tot.precision:.2f} < {HELD_OUT_TOTAL}")
+        misses.append(f"total precision {fmt_fixed(tot.precision, 2)} < {HELD_OUT_TOTAL}")
     if (tot.recall or 0) < HELD_OUT_TOTAL:
-        misses.append(f"total recall {tot.recall:.2f} < {HELD_OUT_TOTAL}")
+        misses.append(f"total recall {fmt_fixed(tot.recall, 2)} < {HELD_OUT_TOTAL}")
     for s in scores:
         if s.support >= HELD_OUT_MIN_SUPPORT and (s.recall or 0) < HELD_OUT_FEATURE_RECALL:
-            misses.append(f"{s.feature} recall {s.recall:.2f} (support {s.support})")
+            misses.append(f"{s.feature} recall {fmt_fixed(s.recall, 2)} (support {s.support})")
     return not misses, misses
 
 
@@ -134,7 +139,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--held-out-names", action="store_true",
                     help="name the held-out kernels each feature misses (by default only counted: once a miss is "
                          "read, a rule fitted to it makes the held-out number meaningless)")
+    ap.add_argument("--held-out-batches", default="",
+                    help="score only these batches' held-out halves, comma-separated (default: every batch >= 2)")
     a = ap.parse_args(argv)
+    try:
+        batches = {int(b) for b in a.held_out_batches.split(",") if b.strip()}
+    except ValueError:
+        ap.error(f"--held-out-batches {a.held_out_batches!r}: batch numbers, comma-separated (e.g. 4 or 2,3)")
 
     catalogue = load_catalogue()
     known = {f.id for f in catalogue}
@@ -143,7 +154,7 @@ def main(argv: list[str] | None = None) -> int:
     corpora = []
     if "project" in wanted:
         corpora.append(("project corpus + naive baselines", load_corpus(a.corpus, known) + baseline_kernels(a.corpus, known)))
-    public = public_sets(a.public, known) if wanted & {"tune", "heldout"} else {}
+    public = public_sets(a.public, known, batches) if wanted & {"tune", "heldout"} else {}
     if wanted & {"tune", "heldout"} and not any(public.values()):
         print(f"{a.public}: no kernels written, public corpus not scored "
               "(write them: python tests/detector_corpus_public/materialize.py)")
@@ -151,7 +162,8 @@ def main(argv: list[str] | None = None) -> int:
         corpora.append(("public corpus, tuning data (batch 1 whole, tune halves of later batches)", public["tune"]))
     empty_held_out = "heldout" in wanted and any(public.values()) and not public["heldout"]
     if "heldout" in wanted and public.get("heldout"):
-        corpora.append(("public corpus, held-out set (heldout halves of batches >= 2)", public["heldout"]))
+        which = f"batch{'es' if len(batches) > 1 else ''} {', '.join(map(str, sorted(batches)))}" if batches else "batches >= 2"
+        corpora.append((f"public corpus, held-out set (heldout halves of {which})", public["heldout"]))
     md = ["# Detector precision and recall", ""]
     rc = 0
     for title, kernels in corpora:

@@ -37,11 +37,13 @@ def test_the_corpus_is_big_and_labelled_with_catalogue_ids():
 
 def test_the_halves_follow_the_split_rule_and_are_balanced_per_kind():
     materialize.check(ENTRIES)
-    per_kind = Counter((e.kind, e.half) for e in ENTRIES)
-    for kind in {e.kind for e in ENTRIES}:
-        assert abs(per_kind[(kind, "tune")] - per_kind[(kind, "heldout")]) <= 1, kind
-    halves = Counter(e.half for e in ENTRIES)
-    assert abs(halves["tune"] - halves["heldout"]) <= 1
+    for batch in {e.batch for e in ENTRIES}:      # each batch is split among its own kernels
+        own = [e for e in ENTRIES if e.batch == batch]
+        per_kind = Counter((e.kind, e.half) for e in own)
+        for kind in {e.kind for e in own}:
+            assert abs(per_kind[(kind, "tune")] - per_kind[(kind, "heldout")]) <= 1, (batch, kind)
+        halves = Counter(e.half for e in own)
+        assert abs(halves["tune"] - halves["heldout"]) <= 1, batch
 
 
 def test_a_half_that_breaks_the_rule_is_refused():
@@ -53,7 +55,7 @@ def test_a_half_that_breaks_the_rule_is_refused():
 
 def test_a_later_batch_never_moves_an_earlier_kernel():
     before = materialize.split_rule(ENTRIES)
-    added = ENTRIES[0].model_copy(update={"name": "aaa_added_later", "batch": 2})
+    added = ENTRIES[0].model_copy(update={"name": "aaa_added_later", "batch": max(e.batch for e in ENTRIES) + 1})
     after = materialize.split_rule([*ENTRIES, added])
     assert all(after[n] == h for n, h in before.items())
 
@@ -61,7 +63,7 @@ def test_a_later_batch_never_moves_an_earlier_kernel():
 def test_every_kernel_names_its_source():
     for e in ENTRIES:
         assert re.fullmatch(r"[0-9a-f]{40}", e.commit), e.name
-        assert e.licence in {"MIT", "BSD-3-Clause", "Apache-2.0"}, e.name
+        assert e.licence in {"MIT", "BSD-3-Clause", "Apache-2.0", "GPL-3.0"}, e.name
         assert e.parts and all(1 <= a <= b for p in e.parts for a, b in p.lines), e.name
         assert e.case and e.kind, e.name
 
@@ -105,3 +107,20 @@ def test_the_benchmark_refuses_a_file_the_manifest_does_not_name(tmp_path):
     (tmp_path / "tune" / "not_in_the_manifest.cu").write_text("// features: none\n__global__ void k() {}\n")
     with pytest.raises(SystemExit, match="not in manifest.toml"):
         _bench().main(["--corpora", "tune", "--public", str(tmp_path), "--out", str(tmp_path / "out")])
+
+
+def test_the_held_out_table_takes_the_batches_asked_for_and_never_names_its_misses(tmp_path, capsys):
+    # one held-out kernel of batch 2 and one of batch 3, each written with no code: every label is a miss
+    picked = {b: next(e for e in ENTRIES if e.batch == b and e.half == "heldout" and e.labels) for b in (2, 3)}
+    (tmp_path / "heldout").mkdir()
+    for e in picked.values():
+        (tmp_path / "heldout" / f"{e.name}.cu").write_text(
+            f"// features: {', '.join(e.labels)}\n__global__ void k(float *x) {{ x[0] = 1.f; }}\n")
+    bench = _bench()
+    bench.main(["--corpora", "heldout", "--public", str(tmp_path), "--out", str(tmp_path / "o"), "--held-out-batches", "3"])
+    out = capsys.readouterr().out
+    assert "heldout halves of batch 3): 1 kernels" in out
+    assert picked[3].name not in out and "(not named)" in out
+    bench.main(["--corpora", "heldout", "--public", str(tmp_path), "--out", str(tmp_path / "o"), "--held-out-names"])
+    out = capsys.readouterr().out
+    assert "batches >= 2): 2 kernels" in out and picked[2].name in out and picked[3].name in out
