@@ -317,6 +317,224 @@ PROBES = {
     "naive_gemm_bias": (NAIVE_GEMM_BIAS, set()),
 }
 
+# SGEMM step 3: 1-D block tiling, each thread a column of TM results, one B value feeding TM FMAs.
+SGEMM_1D_BLOCKTILING = """
+template <const int BM, const int BN, const int BK, const int TM>
+__global__ void sgemm1DBlocktiling(int M, int N, int K, float alpha, const float *A, const float *B, float beta, float *C) {
+  const uint cRow = blockIdx.y, cCol = blockIdx.x;
+  const int threadCol = threadIdx.x % BN;
+  const int threadRow = threadIdx.x / BN;
+  __shared__ float As[BM * BK];
+  __shared__ float Bs[BK * BN];
+  A += cRow * BM * K;
+  B += cCol * BN;
+  C += cRow * BM * N + cCol * BN;
+  const uint innerColA = threadIdx.x % BK, innerRowA = threadIdx.x / BK;
+  const uint innerColB = threadIdx.x % BN, innerRowB = threadIdx.x / BN;
+  float threadResults[TM] = {0.0};
+  for (uint bkIdx = 0; bkIdx < K; bkIdx += BK) {
+    As[innerRowA * BK + innerColA] = A[innerRowA * K + innerColA];
+    Bs[innerRowB * BN + innerColB] = B[innerRowB * N + innerColB];
+    __syncthreads();
+    A += BK;
+    B += BK * N;
+    for (uint dotIdx = 0; dotIdx < BK; ++dotIdx) {
+      float tmpB = Bs[dotIdx * BN + threadCol];
+      for (uint resIdx = 0; resIdx < TM; ++resIdx)
+        threadResults[resIdx] += As[(threadRow * TM + resIdx) * BK + dotIdx] * tmpB;
+    }
+    __syncthreads();
+  }
+  for (uint resIdx = 0; resIdx < TM; ++resIdx)
+    C[(threadRow * TM + resIdx) * N + threadCol] = alpha * threadResults[resIdx] + beta * C[(threadRow * TM + resIdx) * N + threadCol];
+}
+template __global__ void sgemm1DBlocktiling<64, 64, 8, 8>(int, int, int, float, const float *, const float *, float, float *);
+"""
+
+# All-pairs n-body: each tile of bodies staged in shared memory and read by every thread of the block.
+NBODY_TILED = """
+#define BLOCK 256
+__global__ void body_force(const float4* __restrict__ p, float3* __restrict__ acc_out, int n, float soft) {
+    __shared__ float4 sh[BLOCK];
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    float4 me = i < n ? p[i] : make_float4(0.f, 0.f, 0.f, 0.f);
+    float ax = 0.f, ay = 0.f, az = 0.f;
+    for (int tile = 0; tile < gridDim.x; ++tile) {
+        int j = tile * BLOCK + threadIdx.x;
+        sh[threadIdx.x] = j < n ? p[j] : make_float4(0.f, 0.f, 0.f, 0.f);
+        __syncthreads();
+        for (int k = 0; k < BLOCK; ++k) {
+            float dx = sh[k].x - me.x, dy = sh[k].y - me.y, dz = sh[k].z - me.z;
+            float d2 = dx * dx + dy * dy + dz * dz + soft;
+            float inv = rsqrtf(d2);
+            float s = sh[k].w * inv * inv * inv;
+            ax += dx * s; ay += dy * s; az += dz * s;
+        }
+        __syncthreads();
+    }
+    if (i < n) acc_out[i] = make_float3(ax, ay, az);
+}
+"""
+
+# A 1-D stencil: the block's elements and a halo of RADIUS each side in shared memory, each output summed
+# over its neighbours' slots.
+STENCIL_1D = """
+#define RADIUS 3
+#define BLOCK_SIZE 256
+__global__ void stencil_1d(const int *in, int *out, int n) {
+    __shared__ int temp[BLOCK_SIZE + 2 * RADIUS];
+    int gindex = threadIdx.x + blockIdx.x * blockDim.x;
+    int lindex = threadIdx.x + RADIUS;
+    temp[lindex] = gindex < n ? in[gindex] : 0;
+    if (threadIdx.x < RADIUS) {
+        temp[lindex - RADIUS] = gindex >= RADIUS ? in[gindex - RADIUS] : 0;
+        temp[lindex + BLOCK_SIZE] = gindex + BLOCK_SIZE < n ? in[gindex + BLOCK_SIZE] : 0;
+    }
+    __syncthreads();
+    int result = 0;
+    for (int offset = -RADIUS; offset <= RADIUS; offset++) result += temp[lindex + offset];
+    if (gindex < n) out[gindex] = result;
+}
+"""
+
+# A three-stage cp.async GEMM in inline PTX: the copies of tile t + 2 are issued before tile t is used and
+# the wait leaves the newer groups in flight.
+CP_ASYNC_THREE_STAGE_ASM = """
+#define BS 32
+#define STAGES 3
+__device__ __forceinline__ void cp_async4(void* smem, const void* gmem) {
+    unsigned s = (unsigned)__cvta_generic_to_shared(smem);
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\\n" :: "r"(s), "l"(gmem));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\\n" ::); }
+template <int N>
+__device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\\n" :: "n"(N)); }
+__global__ void gemm_3stage(const float* A, const float* B, float* C, int n) {
+    __shared__ float As[STAGES][BS][BS];
+    __shared__ float Bs[STAGES][BS][BS];
+    int tx = threadIdx.x, ty = threadIdx.y;
+    int row = blockIdx.y * BS + ty, col = blockIdx.x * BS + tx;
+    int ntiles = n / BS;
+    for (int s = 0; s < STAGES - 1; ++s) {
+        if (s < ntiles) {
+            cp_async4(&As[s][ty][tx], &A[row * n + s * BS + tx]);
+            cp_async4(&Bs[s][ty][tx], &B[(s * BS + ty) * n + col]);
+        }
+        cp_async_commit();
+    }
+    float acc = 0.f;
+    for (int t = 0; t < ntiles; ++t) {
+        cp_async_wait<STAGES - 2>();
+        __syncthreads();
+        int f = t + STAGES - 1;
+        if (f < ntiles) {
+            cp_async4(&As[f % STAGES][ty][tx], &A[row * n + f * BS + tx]);
+            cp_async4(&Bs[f % STAGES][ty][tx], &B[(f * BS + ty) * n + col]);
+        }
+        cp_async_commit();
+        const int s = t % STAGES;
+        for (int k = 0; k < BS; ++k) acc += As[s][ty][k] * Bs[s][k][tx];
+    }
+    C[row * n + col] = acc;
+}
+"""
+
+# A row softmax: the row's max and sum reduced across the block in shared memory, then the same kernel
+# writes every normalized element.
+SOFTMAX_BLOCK = """
+__global__ void softmax_rows(const float* x, float* y, int cols) {
+    extern __shared__ float red[];
+    const float* row = x + blockIdx.x * cols;
+    float m = -INFINITY;
+    for (int c = threadIdx.x; c < cols; c += blockDim.x) m = fmaxf(m, row[c]);
+    red[threadIdx.x] = m;
+    __syncthreads();
+    for (int s = blockDim.x / 2; s > 0; s /= 2) {
+        if (threadIdx.x < s) red[threadIdx.x] = fmaxf(red[threadIdx.x], red[threadIdx.x + s]);
+        __syncthreads();
+    }
+    m = red[0];
+    __syncthreads();
+    float sum = 0.f;
+    for (int c = threadIdx.x; c < cols; c += blockDim.x) sum += __expf(row[c] - m);
+    red[threadIdx.x] = sum;
+    __syncthreads();
+    for (int s = blockDim.x / 2; s > 0; s /= 2) {
+        if (threadIdx.x < s) red[threadIdx.x] += red[threadIdx.x + s];
+        __syncthreads();
+    }
+    sum = red[0];
+    for (int c = threadIdx.x; c < cols; c += blockDim.x) y[blockIdx.x * cols + c] = __expf(row[c] - m) / sum;
+}
+"""
+
+# A tiled GEMM whose tiles use an XOR swizzle of the column by the row's low bits (no padding), stored through
+# a ReLU epilogue.
+GEMM_SWIZZLE_RELU = """
+#define TILE 32
+__global__ void gemm_swizzle_relu(const float* A, const float* B, float* C, int n) {
+    __shared__ float As[TILE][TILE];
+    __shared__ float Bs[TILE][TILE];
+    int ty = threadIdx.y, tx = threadIdx.x;
+    int row = blockIdx.y * TILE + ty, col = blockIdx.x * TILE + tx;
+    float acc = 0.f;
+    for (int t = 0; t < n; t += TILE) {
+        As[ty][tx ^ (ty & 7)] = A[row * n + t + tx];
+        Bs[ty][tx] = B[(t + ty) * n + col];
+        __syncthreads();
+        for (int k = 0; k < TILE; ++k) acc += As[ty][k ^ (ty & 7)] * Bs[k][tx];
+        __syncthreads();
+    }
+    C[row * n + col] = fmaxf(acc, 0.f);
+}
+"""
+
+# Near miss: a bitonic sort of a block's keys in shared memory (a sorting-network scratch; the i ^ j partner
+# is no swizzle).
+BITONIC_SHARED = """
+__global__ void bitonic_block(float* keys) {
+    __shared__ float s[1024];
+    unsigned t = threadIdx.x;
+    s[t] = keys[blockIdx.x * 1024 + t];
+    __syncthreads();
+    for (unsigned k = 2; k <= 1024; k <<= 1) {
+        for (unsigned j = k >> 1; j > 0; j >>= 1) {
+            unsigned ixj = t ^ j;
+            if (ixj > t) {
+                bool up = (t & k) == 0;
+                float a = s[t], b = s[ixj];
+                if ((a > b) == up) { s[t] = b; s[ixj] = a; }
+            }
+            __syncthreads();
+        }
+    }
+    keys[blockIdx.x * 1024 + t] = s[t];
+}
+"""
+
+# Near miss: an elementwise kernel that handles four elements per thread through a local index array (no
+# products accumulated: no register blocking) and stores the sum (no epilogue).
+ELEMENTWISE_FOUR = """
+__global__ void add4(const float* a, const float* b, float* c, int n) {
+    int idx[4];
+    int base = (blockIdx.x * blockDim.x + threadIdx.x) * 4;
+    for (int i = 0; i < 4; ++i) idx[i] = base + i;
+    for (int i = 0; i < 4; ++i)
+        if (idx[i] < n) c[idx[i]] = a[idx[i]] + b[idx[i]];
+}
+"""
+
+PROBES.update({
+    "sgemm_1d_blocktiling": (SGEMM_1D_BLOCKTILING, {"smem_tiling", "register_blocking"}),
+    "nbody_tiled": (NBODY_TILED, {"smem_tiling"}),
+    "stencil_1d": (STENCIL_1D, {"smem_tiling"}),
+    "cp_async_three_stage_asm": (CP_ASYNC_THREE_STAGE_ASM, {"smem_tiling", "double_buffering"}),
+    "softmax_block": (SOFTMAX_BLOCK, {"kernel_fusion"}),
+    "gemm_swizzle_relu": (GEMM_SWIZZLE_RELU, {"smem_tiling", "bank_conflict_padding", "kernel_fusion"}),
+    "bitonic_shared": (BITONIC_SHARED, set()),
+    "elementwise_four": (ELEMENTWISE_FOUR, set()),
+})
+
 
 def built(tmp_path: Path, source: str):
     """(kernels, SASS summary) of the source as nvcc builds it for sm_90."""
