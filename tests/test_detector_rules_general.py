@@ -535,6 +535,97 @@ PROBES.update({
     "elementwise_four": (ELEMENTWISE_FOUR, set()),
 })
 
+# Two named shared tiles swapped by pointer each step: the copies into the next tile are issued before the
+# current tile is used, and the wait leaves the newest group in flight.
+POINTER_SWAP_DOUBLE_BUFFER = """
+#include <cuda_pipeline.h>
+#define TILE 256
+__global__ void weighted_sum_pingpong(const float* __restrict__ x, const float* __restrict__ w, float* out, int tiles) {
+    __shared__ float buf0[TILE];
+    __shared__ float buf1[TILE];
+    float* cur = buf0;
+    float* nxt = buf1;
+    __pipeline_memcpy_async(&cur[threadIdx.x], &x[threadIdx.x], sizeof(float));
+    __pipeline_commit();
+    float acc = 0.f;
+    for (int t = 0; t < tiles; ++t) {
+        if (t + 1 < tiles) __pipeline_memcpy_async(&nxt[threadIdx.x], &x[(t + 1) * TILE + threadIdx.x], sizeof(float));
+        __pipeline_commit();
+        __pipeline_wait_prior(1);
+        __syncthreads();
+        for (int k = 0; k < TILE; ++k) acc += cur[k] * w[k * TILE + threadIdx.x];
+        __syncthreads();
+        float* tmp = cur; cur = nxt; nxt = tmp;
+    }
+    out[blockIdx.x * TILE + threadIdx.x] = acc;
+}
+"""
+
+# A GEMM whose epilogue applies SiLU written inline (x * sigmoid(x)) before the store.
+GEMM_SILU_INLINE = """
+#define TS 16
+__global__ void gemm_silu(const float* A, const float* B, float* C, int n) {
+    __shared__ float a_s[TS][TS], b_s[TS][TS];
+    int row = blockIdx.y * TS + threadIdx.y, col = blockIdx.x * TS + threadIdx.x;
+    float v = 0.f;
+    for (int p = 0; p < n / TS; ++p) {
+        a_s[threadIdx.y][threadIdx.x] = A[row * n + p * TS + threadIdx.x];
+        b_s[threadIdx.y][threadIdx.x] = B[(p * TS + threadIdx.y) * n + col];
+        __syncthreads();
+#pragma unroll
+        for (int q = 0; q < TS; ++q) v = fmaf(a_s[threadIdx.y][q], b_s[q][threadIdx.x], v);
+        __syncthreads();
+    }
+    C[row * n + col] = v / (1.0f + __expf(-v));
+}
+"""
+
+# An RMS norm whose sum of squares is reduced with CUB's BlockReduce, then each element scaled in the same
+# kernel.
+RMSNORM_CUB = """
+#include <cub/block/block_reduce.cuh>
+template <int THREADS>
+__global__ void rmsnorm_cub(const float* __restrict__ x, const float* __restrict__ g, float* __restrict__ y, int d) {
+    using BlockReduce = cub::BlockReduce<float, THREADS>;
+    __shared__ typename BlockReduce::TempStorage tmp;
+    __shared__ float inv_rms;
+    const float* xr = x + blockIdx.x * d;
+    float ss = 0.f;
+    for (int i = threadIdx.x; i < d; i += THREADS) ss += xr[i] * xr[i];
+    float total = BlockReduce(tmp).Sum(ss);
+    if (threadIdx.x == 0) inv_rms = rsqrtf(total / d + 1e-6f);
+    __syncthreads();
+    for (int i = threadIdx.x; i < d; i += THREADS) y[blockIdx.x * d + i] = xr[i] * inv_rms * g[i];
+}
+template __global__ void rmsnorm_cub<256>(const float*, const float*, float*, int);
+"""
+
+# Register blocking with float4 accumulators: each thread four rows of four columns, each loaded A value
+# feeding four FMAs and each B vector four rows.
+FLOAT4_ACCUMULATORS = """
+__global__ void gemm_float4_acc(const float* __restrict__ A, const float4* __restrict__ B4, float4* __restrict__ C4, int M, int N4, int K) {
+    int r0 = (blockIdx.y * blockDim.y + threadIdx.y) * 4;
+    int c = blockIdx.x * blockDim.x + threadIdx.x;
+    float4 acc[4];
+    for (int i = 0; i < 4; ++i) acc[i] = make_float4(0.f, 0.f, 0.f, 0.f);
+    for (int k = 0; k < K; ++k) {
+        float4 b = B4[k * N4 + c];
+        for (int i = 0; i < 4; ++i) {
+            float a = A[(r0 + i) * K + k];
+            acc[i].x += a * b.x; acc[i].y += a * b.y; acc[i].z += a * b.z; acc[i].w += a * b.w;
+        }
+    }
+    for (int i = 0; i < 4; ++i) if (r0 + i < M) C4[(r0 + i) * N4 + c] = acc[i];
+}
+"""
+
+PROBES.update({
+    "pointer_swap_double_buffer": (POINTER_SWAP_DOUBLE_BUFFER, {"smem_tiling", "double_buffering"}),
+    "gemm_silu_inline": (GEMM_SILU_INLINE, {"smem_tiling", "kernel_fusion"}),
+    "rmsnorm_cub": (RMSNORM_CUB, {"kernel_fusion"}),
+    "float4_accumulators": (FLOAT4_ACCUMULATORS, {"register_blocking"}),
+})
+
 
 def built(tmp_path: Path, source: str):
     """(kernels, SASS summary) of the source as nvcc builds it for sm_90."""
