@@ -654,3 +654,41 @@ def test_probe_found_with_the_build(name, tmp_path):
     source, want = PROBES[name]
     kernels, sass = built(tmp_path, source)
     assert detect_features(source, kernels, CATALOGUE, sass=sass) == want
+
+
+# ----------------------------------------------------------------- the rules these probes widened, near misses
+def _one(feature: str, source: str) -> bool:
+    return feature in detect_features(source, (), [f for f in CATALOGUE if f.id == feature])
+
+
+def test_a_swapped_shared_pointer_filled_by_copies_is_tiling_only_when_other_threads_read_it():
+    assert _one("smem_tiling", POINTER_SWAP_DOUBLE_BUFFER)
+    # near miss: each thread reads back only its own slot of the copied tile
+    own = POINTER_SWAP_DOUBLE_BUFFER.replace("acc += cur[k] * w[k * TILE + threadIdx.x]",
+                                             "acc += cur[threadIdx.x] * w[k * TILE + threadIdx.x]")
+    assert own != POINTER_SWAP_DOUBLE_BUFFER and not _one("smem_tiling", own)
+
+
+def test_an_fma_accumulation_stored_through_a_nonlinearity_is_fused():
+    assert _one("kernel_fusion", GEMM_SILU_INLINE)
+    # near miss: the same product stored as it is
+    plain = GEMM_SILU_INLINE.replace("v / (1.0f + __expf(-v))", "v")
+    assert plain != GEMM_SILU_INLINE and not _one("kernel_fusion", plain)
+
+
+def test_vector_accumulators_fed_in_a_nested_loop_are_register_blocking():
+    assert _one("register_blocking", FLOAT4_ACCUMULATORS)
+    # near miss: an array of positions, each stepped once by its velocity (coordinates, not accumulators)
+    coords = """
+__global__ void step(float4* p, const float4* v, float dt, int n) {
+    float4 pos[2];
+    int i0 = (blockIdx.x * blockDim.x + threadIdx.x) * 2;
+    for (int i = 0; i < 2; ++i) pos[i] = p[i0 + i];
+    for (int i = 0; i < 2; ++i) {
+        float4 vel = v[i0 + i];
+        pos[i].x += dt * vel.x; pos[i].y += dt * vel.y; pos[i].z += dt * vel.z;
+    }
+    for (int i = 0; i < 2; ++i) p[i0 + i] = pos[i];
+}
+"""
+    assert not _one("register_blocking", coords)
