@@ -626,6 +626,121 @@ PROBES.update({
     "float4_accumulators": (FLOAT4_ACCUMULATORS, {"register_blocking"}),
 })
 
+# Two stages carved from extern shared memory, picked through a pointer pair by a flipped index: the next
+# stage is loaded from global memory while the current one is read.
+EXTERN_STAGE_POINTERS = """
+__global__ void matvec_staged(const float* __restrict__ A, const float* __restrict__ x, float* __restrict__ y, int n, int tile) {
+    extern __shared__ float smem[];
+    float* stage[2] = {smem, smem + tile};
+    int row = blockIdx.x * blockDim.x + threadIdx.x;
+    for (int j = threadIdx.x; j < tile; j += blockDim.x) stage[0][j] = x[j];
+    __syncthreads();
+    float sum = 0.f;
+    int cur = 0;
+    for (int t = 0; t < n; t += tile) {
+        if (t + tile < n)
+            for (int j = threadIdx.x; j < tile; j += blockDim.x) stage[cur ^ 1][j] = x[t + tile + j];
+        for (int j = 0; j < tile; ++j) sum += A[(size_t)row * n + t + j] * stage[cur][j];
+        __syncthreads();
+        cur ^= 1;
+    }
+    y[row] = sum;
+}
+"""
+
+# A matrix-vector product whose vector chunk is staged in shared memory and read whole by every thread.
+MATVEC_SHARED_X = """
+#define CHUNK 256
+__global__ void gemv_shared_x(const float* A, const float* x, float* y, int rows, int cols) {
+    __shared__ float xs[CHUNK];
+    int r = blockIdx.x * blockDim.x + threadIdx.x;
+    float acc = 0.f;
+    for (int c0 = 0; c0 < cols; c0 += CHUNK) {
+        if (c0 + threadIdx.x < cols) xs[threadIdx.x] = x[c0 + threadIdx.x];
+        __syncthreads();
+        int lim = min(CHUNK, cols - c0);
+        if (r < rows)
+            for (int j = 0; j < lim; ++j) acc += A[r * cols + c0 + j] * xs[j];
+        __syncthreads();
+    }
+    if (r < rows) y[r] = acc;
+}
+"""
+
+# Cooperative-groups asynchronous copies of a tile into shared memory, waited for, then read whole by each
+# thread (a 1-D convolution with the filter in shared memory and the signal tile around it).
+CG_MEMCPY_ASYNC_TILE = """
+#include <cooperative_groups.h>
+#include <cooperative_groups/memcpy_async.h>
+namespace cg = cooperative_groups;
+#define TILE 256
+#define TAPS 33
+__global__ void fir_cg(const float* __restrict__ sig, const float* __restrict__ taps, float* __restrict__ out, int n) {
+    __shared__ float win[TILE + TAPS - 1];
+    __shared__ float h[TAPS];
+    cg::thread_block block = cg::this_thread_block();
+    int base = blockIdx.x * TILE;
+    cg::memcpy_async(block, win, sig + base, sizeof(float) * (TILE + TAPS - 1));
+    cg::memcpy_async(block, h, taps, sizeof(float) * TAPS);
+    cg::wait(block);
+    float acc = 0.f;
+    for (int k = 0; k < TAPS; ++k) acc += h[k] * win[threadIdx.x + k];
+    if (base + threadIdx.x < n) out[base + threadIdx.x] = acc;
+}
+"""
+
+# A GEMM whose epilogue adds a bias and clamps at zero with max() inline.
+GEMM_BIAS_RELU_MAX = """
+#define TB 16
+__global__ void fc_relu(const float* X, const float* W, const float* b, float* Y, int M, int N, int K) {
+    __shared__ float Xs[TB][TB], Ws[TB][TB];
+    int i = blockIdx.y * TB + threadIdx.y, j = blockIdx.x * TB + threadIdx.x;
+    float s = 0.f;
+    for (int k0 = 0; k0 < K; k0 += TB) {
+        Xs[threadIdx.y][threadIdx.x] = X[i * K + k0 + threadIdx.x];
+        Ws[threadIdx.y][threadIdx.x] = W[(k0 + threadIdx.y) * N + j];
+        __syncthreads();
+        for (int k = 0; k < TB; ++k) s += Xs[threadIdx.y][k] * Ws[k][threadIdx.x];
+        __syncthreads();
+    }
+    Y[i * N + j] = max(s + b[j], 0.0f);
+}
+"""
+
+# A transpose whose shared tile is swizzled through a helper (column XOR row), no padding.
+TRANSPOSE_SWIZZLE_HELPER = """
+#define TD 32
+__device__ __forceinline__ int swz(int r, int c) { return r * TD + (c ^ r); }
+__global__ void transpose_swizzled(const float* in, float* out, int w, int h) {
+    __shared__ float t[TD * TD];
+    int x = blockIdx.x * TD + threadIdx.x, y = blockIdx.y * TD + threadIdx.y;
+    if (x < w && y < h) t[swz(threadIdx.y, threadIdx.x)] = in[y * w + x];
+    __syncthreads();
+    x = blockIdx.y * TD + threadIdx.x; y = blockIdx.x * TD + threadIdx.y;
+    if (x < h && y < w) out[y * h + x] = t[swz(threadIdx.x, threadIdx.y)];
+}
+"""
+
+# Near miss: a shared staging buffer each thread reads back at its own slot (no other thread's data).
+OWN_SLOT_STAGING = """
+__global__ void scale_staged(const float* in, float* out, float a, int n) {
+    __shared__ float buf[256];
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    buf[threadIdx.x] = i < n ? in[i] : 0.f;
+    __syncthreads();
+    if (i < n) out[i] = a * buf[threadIdx.x];
+}
+"""
+
+PROBES.update({
+    "extern_stage_pointers": (EXTERN_STAGE_POINTERS, {"smem_tiling", "double_buffering"}),
+    "matvec_shared_x": (MATVEC_SHARED_X, {"smem_tiling"}),
+    "cg_memcpy_async_tile": (CG_MEMCPY_ASYNC_TILE, {"smem_tiling"}),
+    "gemm_bias_relu_max": (GEMM_BIAS_RELU_MAX, {"smem_tiling", "kernel_fusion"}),
+    "transpose_swizzle_helper": (TRANSPOSE_SWIZZLE_HELPER, {"smem_tiling", "bank_conflict_padding"}),
+    "own_slot_staging": (OWN_SLOT_STAGING, set()),
+})
+
 
 def built(tmp_path: Path, source: str):
     """(kernels, SASS summary) of the source as nvcc builds it for sm_90."""
