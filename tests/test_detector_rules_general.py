@@ -807,3 +807,39 @@ __global__ void step(float4* p, const float4* v, float dt, int n) {
 }
 """
     assert not _one("register_blocking", coords)
+
+
+def test_an_odd_row_length_is_padding_only_as_an_inner_dimension():
+    assert _one("bank_conflict_padding", "__global__ void k(float* o) { __shared__ float t[32][33];"
+                " t[threadIdx.y][threadIdx.x] = o[threadIdx.x]; __syncthreads(); o[threadIdx.x] = t[threadIdx.x][threadIdx.y]; }")
+    # near miss: a 1-D array of 33 filter taps (the probe's FIR kernel)
+    assert not _one("bank_conflict_padding", CG_MEMCPY_ASYNC_TILE)
+
+
+def test_a_helper_that_xors_the_column_with_the_row_inside_the_row_is_a_swizzle():
+    assert _one("bank_conflict_padding", TRANSPOSE_SWIZZLE_HELPER)
+    # near miss: a bitonic partner computed by a helper (i ^ j, no row offset)
+    partner = BITONIC_SHARED.replace("__global__", "__device__ unsigned partner(unsigned i, unsigned j) { return i ^ j; }\n"
+                                     "__global__", 1).replace("t ^ j", "partner(t, j)")
+    assert "partner(t, j)" in partner and not _one("bank_conflict_padding", partner)
+
+
+def test_a_tile_indexed_through_one_function_with_swapped_arguments_is_a_transpose():
+    assert _one("smem_tiling", TRANSPOSE_SWIZZLE_HELPER)
+    # near miss: read back at the same (y, x) the thread wrote
+    same = TRANSPOSE_SWIZZLE_HELPER.replace("t[swz(threadIdx.x, threadIdx.y)]", "t[swz(threadIdx.y, threadIdx.x)]")
+    assert same != TRANSPOSE_SWIZZLE_HELPER and not _one("smem_tiling", same)
+
+
+def test_stage_pointers_written_at_a_flipped_index_are_double_buffering():
+    assert _one("double_buffering", EXTERN_STAGE_POINTERS)
+    # near miss: the same pointer pair, the index never flipped (one stage used, the other idle)
+    one = EXTERN_STAGE_POINTERS.replace("stage[cur ^ 1][j]", "stage[cur][j]").replace("cur ^= 1;", "")
+    assert one != EXTERN_STAGE_POINTERS and not _one("double_buffering", one)
+
+
+def test_a_product_stored_through_max_is_fused():
+    assert _one("kernel_fusion", GEMM_BIAS_RELU_MAX)
+    # near miss: the bias added, no clamp
+    plain = GEMM_BIAS_RELU_MAX.replace("max(s + b[j], 0.0f)", "s + b[j]")
+    assert plain != GEMM_BIAS_RELU_MAX and not _one("kernel_fusion", plain)
