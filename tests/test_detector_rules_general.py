@@ -741,6 +741,78 @@ PROBES.update({
     "own_slot_staging": (OWN_SLOT_STAGING, set()),
 })
 
+# A 5-point Jacobi step: the block's tile and a one-cell border staged in shared memory, each output made
+# from its four neighbours' cells (indices named i, j).
+JACOBI_2D = """
+#define BX 16
+#define BY 16
+__global__ void jacobi5(const float* __restrict__ u, float* __restrict__ v, int nx, int ny) {
+    __shared__ float s[BY + 2][BX + 2];
+    int gx = blockIdx.x * BX + threadIdx.x, gy = blockIdx.y * BY + threadIdx.y;
+    int i = threadIdx.y + 1, j = threadIdx.x + 1;
+    bool in = gx < nx && gy < ny;
+    s[i][j] = in ? u[gy * nx + gx] : 0.f;
+    if (threadIdx.x == 0) s[i][0] = gx > 0 && gy < ny ? u[gy * nx + gx - 1] : 0.f;
+    if (threadIdx.x == BX - 1) s[i][BX + 1] = gx + 1 < nx && gy < ny ? u[gy * nx + gx + 1] : 0.f;
+    if (threadIdx.y == 0) s[0][j] = gy > 0 && gx < nx ? u[(gy - 1) * nx + gx] : 0.f;
+    if (threadIdx.y == BY - 1) s[BY + 1][j] = gy + 1 < ny && gx < nx ? u[(gy + 1) * nx + gx] : 0.f;
+    __syncthreads();
+    if (in && gx > 0 && gy > 0 && gx < nx - 1 && gy < ny - 1)
+        v[gy * nx + gx] = 0.25f * (s[i - 1][j] + s[i + 1][j] + s[i][j - 1] + s[i][j + 1]);
+}
+"""
+
+# A 2 x 2 register tile written out by hand: two A values and two B values loaded from the shared tiles per
+# k, each feeding two FMAs into the accumulator array.
+SGEMM_2X2_UNROLLED = """
+#define TS 32
+__global__ void sgemm_2x2(const float* A, const float* B, float* C, int n) {
+    __shared__ float As[TS][TS];
+    __shared__ float Bs[TS][TS];
+    int tx = threadIdx.x, ty = threadIdx.y;
+    int row = blockIdx.y * TS + 2 * ty, col = blockIdx.x * TS + 2 * tx;
+    float c[2][2] = {{0.f, 0.f}, {0.f, 0.f}};
+    for (int t = 0; t < n; t += TS) {
+        for (int r = ty; r < TS; r += blockDim.y)
+            for (int q = tx; q < TS; q += blockDim.x) {
+                As[r][q] = A[(blockIdx.y * TS + r) * n + t + q];
+                Bs[r][q] = B[(t + r) * n + blockIdx.x * TS + q];
+            }
+        __syncthreads();
+        for (int k = 0; k < TS; ++k) {
+            float a0 = As[2 * ty][k], a1 = As[2 * ty + 1][k];
+            float b0 = Bs[k][2 * tx], b1 = Bs[k][2 * tx + 1];
+            c[0][0] += a0 * b0; c[0][1] += a0 * b1;
+            c[1][0] += a1 * b0; c[1][1] += a1 * b1;
+        }
+        __syncthreads();
+    }
+    C[row * n + col] = c[0][0]; C[row * n + col + 1] = c[0][1];
+    C[(row + 1) * n + col] = c[1][0]; C[(row + 1) * n + col + 1] = c[1][1];
+}
+"""
+
+# Near miss: a per-thread array of two statistics (a sum and a sum of squares): one output each, every
+# loaded value feeding one product.
+MOMENTS_ARRAY = """
+__global__ void moments(const float* x, float* out, int n) {
+    float m[2] = {0.f, 0.f};
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
+        float v = x[i];
+        m[0] += v;
+        m[1] += v * v;
+    }
+    atomicAdd(&out[0], m[0]);
+    atomicAdd(&out[1], m[1]);
+}
+"""
+
+PROBES.update({
+    "jacobi_2d": (JACOBI_2D, {"smem_tiling"}),
+    "sgemm_2x2_unrolled": (SGEMM_2X2_UNROLLED, {"smem_tiling", "register_blocking"}),
+    "moments_array": (MOMENTS_ARRAY, set()),
+})
+
 
 def built(tmp_path: Path, source: str):
     """(kernels, SASS summary) of the source as nvcc builds it for sm_90."""
