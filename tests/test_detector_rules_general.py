@@ -915,3 +915,12 @@ def test_a_product_stored_through_max_is_fused():
     # near miss: the bias added, no clamp
     plain = GEMM_BIAS_RELU_MAX.replace("max(s + b[j], 0.0f)", "s + b[j]")
     assert plain != GEMM_BIAS_RELU_MAX and not _one("kernel_fusion", plain)
+
+
+def test_hand_unrolled_accumulators_sharing_an_operand_are_register_blocking():
+    assert _one("register_blocking", SGEMM_2X2_UNROLLED)
+    # near misses: two statistics of one value (the probe), and two accumulators with no operand in common
+    assert not _one("register_blocking", MOMENTS_ARRAY)
+    apart = SGEMM_2X2_UNROLLED.replace("c[0][0] += a0 * b0; c[0][1] += a0 * b1;\n            c[1][0] += a1 * b0; c[1][1] += a1 * b1;",
+                                       "c[0][0] += a0 * b0; c[1][1] += a1 * b1;")
+    assert apart != SGEMM_2X2_UNROLLED and not _one("register_blocking", apart)
