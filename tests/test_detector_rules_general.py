@@ -813,6 +813,50 @@ PROBES.update({
     "moments_array": (MOMENTS_ARRAY, set()),
 })
 
+# A GEMM templated on its activation functor, built with GELU: the product is stored through the functor.
+GEMM_FUNCTOR_EPILOGUE = """
+struct GeluErf {
+    __device__ float operator()(float x) const { return 0.5f * x * (1.0f + erff(x * 0.70710678f)); }
+};
+template <int TILE, typename Act>
+__global__ void gemm_act(const float* A, const float* B, float* C, int n, Act act) {
+    __shared__ float As[TILE][TILE], Bs[TILE][TILE];
+    int row = blockIdx.y * TILE + threadIdx.y, col = blockIdx.x * TILE + threadIdx.x;
+    float acc = 0.f;
+    for (int t = 0; t < n; t += TILE) {
+        As[threadIdx.y][threadIdx.x] = A[row * n + t + threadIdx.x];
+        Bs[threadIdx.y][threadIdx.x] = B[(t + threadIdx.y) * n + col];
+        __syncthreads();
+        for (int k = 0; k < TILE; ++k) acc += As[threadIdx.y][k] * Bs[k][threadIdx.x];
+        __syncthreads();
+    }
+    C[row * n + col] = act(acc);
+}
+template __global__ void gemm_act<16, GeluErf>(const float*, const float*, float*, int, GeluErf);
+"""
+
+# A warp-per-row softmax: the row's max and sum reduced with shuffles, then the same warp writes the row.
+SOFTMAX_WARP_ROW = """
+__global__ void softmax_warp(const float* __restrict__ x, float* __restrict__ y, int rows, int cols) {
+    int warp = (blockIdx.x * blockDim.x + threadIdx.x) / 32;
+    int lane = threadIdx.x % 32;
+    if (warp >= rows) return;
+    const float* xr = x + (size_t)warp * cols;
+    float m = -1e30f;
+    for (int c = lane; c < cols; c += 32) m = fmaxf(m, xr[c]);
+    for (int o = 16; o; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
+    float s = 0.f;
+    for (int c = lane; c < cols; c += 32) s += expf(xr[c] - m);
+    for (int o = 16; o; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+    for (int c = lane; c < cols; c += 32) y[(size_t)warp * cols + c] = expf(xr[c] - m) / s;
+}
+"""
+
+PROBES.update({
+    "gemm_functor_epilogue": (GEMM_FUNCTOR_EPILOGUE, {"smem_tiling", "kernel_fusion"}),
+    "softmax_warp_row": (SOFTMAX_WARP_ROW, {"kernel_fusion"}),
+})
+
 
 def built(tmp_path: Path, source: str):
     """(kernels, SASS summary) of the source as nvcc builds it for sm_90."""
