@@ -968,3 +968,10 @@ def test_hand_unrolled_accumulators_sharing_an_operand_are_register_blocking():
     apart = SGEMM_2X2_UNROLLED.replace("c[0][0] += a0 * b0; c[0][1] += a0 * b1;\n            c[1][0] += a1 * b0; c[1][1] += a1 * b1;",
                                        "c[0][0] += a0 * b0; c[1][1] += a1 * b1;")
     assert apart != SGEMM_2X2_UNROLLED and not _one("register_blocking", apart)
+
+
+def test_a_product_stored_through_a_nonlinear_functor_parameter_is_fused():
+    assert _one("kernel_fusion", GEMM_FUNCTOR_EPILOGUE)
+    # near miss: the functor scales (no nonlinearity)
+    linear = GEMM_FUNCTOR_EPILOGUE.replace("0.5f * x * (1.0f + erff(x * 0.70710678f))", "2.0f * x")
+    assert linear != GEMM_FUNCTOR_EPILOGUE and not _one("kernel_fusion", linear)
