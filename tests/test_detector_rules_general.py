@@ -975,3 +975,53 @@ def test_a_product_stored_through_a_nonlinear_functor_parameter_is_fused():
     # near miss: the functor scales (no nonlinearity)
     linear = GEMM_FUNCTOR_EPILOGUE.replace("0.5f * x * (1.0f + erff(x * 0.70710678f))", "2.0f * x")
     assert linear != GEMM_FUNCTOR_EPILOGUE and not _one("kernel_fusion", linear)
+
+
+WMMA_HELPER = """#include <mma.h>
+using namespace nvcuda;
+__device__ void mma_tile(wmma::fragment<wmma::accumulator, 16, 16, 16, float>& acc, const half As[16][24], const half Bs[16][24]) {
+    wmma::fragment<wmma::matrix_a, 16, 16, 16, half, wmma::row_major> a;
+    wmma::fragment<wmma::matrix_b, 16, 16, 16, half, wmma::row_major> b;
+    wmma::load_matrix_sync(a, &As[0][0], 24);
+    wmma::load_matrix_sync(b, &Bs[0][0], 24);
+    wmma::mma_sync(acc, a, b, acc);
+}
+__global__ void hgemm_helper(const half* A, const half* B, float* C, int n) {
+    __shared__ half As[16][24];
+    __shared__ half Bs[16][24];
+    wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
+    wmma::fill_fragment(acc, 0.f);
+    for (int t = 0; t < n; t += 16) {
+        for (int i = threadIdx.x; i < 256; i += 32) {
+            As[i / 16][i % 16] = A[(blockIdx.y * 16 + i / 16) * n + t + i % 16];
+            Bs[i / 16][i % 16] = B[(t + i / 16) * n + blockIdx.x * 16 + i % 16];
+        }
+        __syncthreads();
+        mma_tile(acc, As, Bs);
+        __syncthreads();
+    }
+    wmma::store_matrix_sync(C + blockIdx.y * 16 * n + blockIdx.x * 16, acc, n, wmma::mem_row_major);
+}
+"""
+
+
+def test_a_shared_tile_handed_to_a_helper_that_loads_wmma_operands_from_it_is_tiling():
+    assert _one("smem_tiling", WMMA_HELPER)
+    # near miss: the helper loads its operands straight from global memory; nothing is staged in shared memory
+    direct = """#include <mma.h>
+using namespace nvcuda;
+__device__ void mma_tile(wmma::fragment<wmma::accumulator, 16, 16, 16, float>& acc, const half* As, const half* Bs, int n) {
+    wmma::fragment<wmma::matrix_a, 16, 16, 16, half, wmma::row_major> a;
+    wmma::fragment<wmma::matrix_b, 16, 16, 16, half, wmma::row_major> b;
+    wmma::load_matrix_sync(a, &As[0], n);
+    wmma::load_matrix_sync(b, &Bs[0], n);
+    wmma::mma_sync(acc, a, b, acc);
+}
+__global__ void hgemm_direct(const half* A, const half* B, float* C, int n) {
+    wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
+    wmma::fill_fragment(acc, 0.f);
+    for (int t = 0; t < n; t += 16) mma_tile(acc, A + blockIdx.y * 16 * n + t, B + t * n + blockIdx.x * 16, n);
+    wmma::store_matrix_sync(C + blockIdx.y * 16 * n + blockIdx.x * 16, acc, n, wmma::mem_row_major);
+}
+"""
+    assert not _one("smem_tiling", direct)
