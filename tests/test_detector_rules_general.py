@@ -857,6 +857,25 @@ PROBES.update({
     "softmax_warp_row": (SOFTMAX_WARP_ROW, {"kernel_fusion"}),
 })
 
+# Near miss for double buffering: a [2][N] shared array whose two rows are two operands, not two stages.
+TWO_OPERAND_ROWS = """
+#define N 128
+__global__ void pair_dots(const float* a, const float* b, float* out, int chunks) {
+    __shared__ float s[2][N];
+    float acc = 0.f;
+    for (int c = 0; c < chunks; ++c) {
+        s[0][threadIdx.x] = a[c * N + threadIdx.x];
+        s[1][threadIdx.x] = b[c * N + threadIdx.x];
+        __syncthreads();
+        for (int k = 0; k < N; ++k) acc += s[0][k] * s[1][(k + threadIdx.x) % N];
+        __syncthreads();
+    }
+    out[blockIdx.x * N + threadIdx.x] = acc;
+}
+"""
+
+PROBES.update({"two_operand_rows": (TWO_OPERAND_ROWS, {"smem_tiling"})})
+
 
 def built(tmp_path: Path, source: str):
     """(kernels, SASS summary) of the source as nvcc builds it for sm_90."""
