@@ -1,0 +1,61 @@
+"""Rules for SGEMM micro-kernels written with float4 accumulators (the Turing SGEMM steps' style), each
+probe labelled from the definitions in docs/features.md before the detector ran on it, with a near miss."""
+
+from __future__ import annotations
+
+from cuda_llm.feature_db import detect_features, load_catalogue
+
+CATALOGUE = load_catalogue()
+
+# a 4x1 micro-kernel: one loaded B value feeds the four members of a float4 accumulator (column-major tile)
+FLOAT4_MEMBERS = """
+__global__ void sgemm_4x1(int K, const float* A, const float* B, float* C) {
+    __shared__ float sa[32 * 32];
+    __shared__ float sb[32 * 32];
+    int tx = threadIdx.x, r = (tx & 7) << 2, col = tx >> 3;
+    float4 acc;
+    acc.x = 0.f, acc.y = 0.f, acc.z = 0.f, acc.w = 0.f;
+    float b;
+    for (int k0 = 0; k0 < K; k0 += 32) {
+        sa[tx] = A[k0 * 32 + tx];
+        sb[tx] = B[k0 + tx];
+        __syncthreads();
+        for (int k = 0; k < 32; ++k) {
+            b = sb[col * 32 + k];
+            acc.x += sa[k * 32 + r] * b;
+            acc.y += sa[k * 32 + r + 1] * b;
+            acc.z += sa[k * 32 + r + 2] * b;
+            acc.w += sa[k * 32 + r + 3] * b;
+        }
+        __syncthreads();
+    }
+    *(float4*)(&C[col * 32 + r]) = acc;
+}
+"""
+
+
+def _one(feature: str, source: str) -> bool:
+    return feature in detect_features(source, (), [f for f in CATALOGUE if f.id == feature])
+
+
+def test_float4_members_sharing_a_loaded_operand_are_register_blocking():
+    assert _one("register_blocking", FLOAT4_MEMBERS)
+    # near miss: an axpy of float4s by a fixed scale (each loaded value feeds one FMA)
+    axpy = """
+__global__ void axpy4(const float4* x, float4* y, float alpha, int n) {
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
+        float4 v = y[i];
+        float4 u = x[i];
+        v.x += u.x * alpha;
+        v.y += u.y * alpha;
+        y[i] = v;
+    }
+}
+"""
+    assert not _one("register_blocking", axpy)
+    # near miss: the members take products of different operands (an elementwise product)
+    elementwise = FLOAT4_MEMBERS.replace("sa[k * 32 + r + 1] * b", "sa[k * 32 + r + 1] * sb[k]").replace(
+        "acc.x += sa[k * 32 + r] * b;", "acc.x += sa[k * 32 + r] * sb[k + 1];").replace(
+        "acc.z += sa[k * 32 + r + 2] * b;", "acc.z += sa[k * 32 + r + 2] * sb[k + 2];").replace(
+        "acc.w += sa[k * 32 + r + 3] * b;", "acc.w += sa[k * 32 + r + 3] * sb[k + 3];")
+    assert elementwise != FLOAT4_MEMBERS and not _one("register_blocking", elementwise)
