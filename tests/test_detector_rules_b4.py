@@ -59,3 +59,30 @@ __global__ void axpy4(const float4* x, float4* y, float alpha, int n) {
         "acc.z += sa[k * 32 + r + 2] * b;", "acc.z += sa[k * 32 + r + 2] * sb[k + 2];").replace(
         "acc.w += sa[k * 32 + r + 3] * b;", "acc.w += sa[k * 32 + r + 3] * sb[k + 3];")
     assert elementwise != FLOAT4_MEMBERS and not _one("register_blocking", elementwise)
+
+
+# the same micro-kernel with the B operand in a pair of registers, the next one loaded while this one is used
+FLOAT4_PAIR = """
+__global__ void sgemm_pair(int K, const float* sb, float4* C) {
+    float4 acc[4], bv[2];
+    float4 a = make_float4(1.f, 1.f, 1.f, 1.f);
+    bv[0] = *((const float4*)(sb));
+    for (int k = 0; k < K; ++k) {
+        bv[(k + 1) & 1] = *((const float4*)(sb + 4 * (k + 1)));
+        acc[0].x += a.x * bv[k & 1].x;
+        acc[0].y += a.y * bv[k & 1].x;
+        acc[1].x += a.x * bv[k & 1].y;
+        acc[1].y += a.y * bv[k & 1].y;
+    }
+    C[threadIdx.x] = acc[0];
+}
+"""
+
+
+def test_float4_members_sharing_a_register_of_a_pair_are_register_blocking():
+    assert _one("register_blocking", FLOAT4_PAIR)
+    # near miss: each member's product takes its own member of the pair (an elementwise product)
+    own = FLOAT4_PAIR.replace("acc[0].y += a.y * bv[k & 1].x;", "acc[0].y += a.y * bv[k & 1].y;").replace(
+        "acc[1].y += a.y * bv[k & 1].y;", "acc[1].y += a.y * bv[k & 1].w;").replace(
+        "acc[1].x += a.x * bv[k & 1].y;", "acc[1].x += a.x * bv[k & 1].z;")
+    assert own != FLOAT4_PAIR and not _one("register_blocking", own)
