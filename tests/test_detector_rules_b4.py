@@ -86,3 +86,29 @@ def test_float4_members_sharing_a_register_of_a_pair_are_register_blocking():
         "acc[1].y += a.y * bv[k & 1].y;", "acc[1].y += a.y * bv[k & 1].w;").replace(
         "acc[1].x += a.x * bv[k & 1].y;", "acc[1].x += a.x * bv[k & 1].z;")
     assert own != FLOAT4_PAIR and not _one("register_blocking", own)
+
+
+# a tile stored through a vector cast of the shared array (`((float4*)sa)[tx] = v`) and read by other threads
+# as a product operand in the loop over the tile
+CAST_STORE = """
+__global__ void sgemm_cast(int K, const float* A, const float* B, float* C) {
+    __shared__ float sa[32 * 32];
+    int tx = threadIdx.x, r = (tx & 7) << 2, col = tx >> 3;
+    float acc = 0.f;
+    for (int k0 = 0; k0 < K; k0 += 32) {
+        float4 v = *((const float4*)(&A[k0 * 32 + 4 * tx]));
+        ((float4 *)sa)[tx] = v;
+        __syncthreads();
+        for (int k = 0; k < 32; ++k) acc += sa[(k << 5) + r] * B[k * 32 + col];
+        __syncthreads();
+    }
+    C[tx] = acc;
+}
+"""
+
+
+def test_a_tile_stored_through_a_vector_cast_and_read_in_the_tile_loop_is_tiling():
+    assert _one("smem_tiling", CAST_STORE)
+    # near miss: the array is filled the same way but never read in a loop over the tile
+    unread = CAST_STORE.replace("acc += sa[(k << 5) + r] * B[k * 32 + col];", "acc += B[k * 32 + col];")
+    assert unread != CAST_STORE and not _one("smem_tiling", unread)
