@@ -112,3 +112,31 @@ def test_a_tile_stored_through_a_vector_cast_and_read_in_the_tile_loop_is_tiling
     # near miss: the array is filled the same way but never read in a loop over the tile
     unread = CAST_STORE.replace("acc += sa[(k << 5) + r] * B[k * 32 + col];", "acc += B[k * 32 + col];")
     assert unread != CAST_STORE and not _one("smem_tiling", unread)
+
+
+# the tile read back in the loop over it as whole float4 registers through a cast of an element's address
+CAST_LOAD = """
+__global__ void sgemm_cast_load(int K, const float* A, float* C) {
+    __shared__ float sa[32 * 32];
+    int tx = threadIdx.x, r = (tx & 7) << 2;
+    float4 a, acc = make_float4(0.f, 0.f, 0.f, 0.f);
+    for (int k0 = 0; k0 < K; k0 += 32) {
+        float4 v = *((const float4*)(&A[k0 * 32 + 4 * tx]));
+        ((float4 *)sa)[tx] = v;
+        __syncthreads();
+        for (int k = 0; k < 32; ++k) {
+            a = *((float4 *)(&sa[(k << 5) + r]));
+            acc.x += a.x; acc.y += a.y; acc.z += a.z; acc.w += a.w;
+        }
+        __syncthreads();
+    }
+    *((float4*)(&C[4 * tx])) = acc;
+}
+"""
+
+
+def test_a_tile_read_as_vector_registers_in_the_tile_loop_is_tiling():
+    assert _one("smem_tiling", CAST_LOAD)
+    # near miss: the thread reads back only the slot it stored, whatever the loop index
+    own = CAST_LOAD.replace("&sa[(k << 5) + r]", "&sa[4 * tx]")
+    assert own != CAST_LOAD and not _one("smem_tiling", own)
