@@ -26,14 +26,15 @@ PUBLIC = TESTS / "detector_corpus_public"
 CATALOGUE = load_catalogue()
 IDS = {f.id for f in CATALOGUE}
 
-# Floors a rule change must not fall below (measured: project 1.00 / 1.00, tuning data 0.99 / 0.99).
+# Floors a rule change must not fall below (measured: project 1.00 / 1.00, tuning data 0.99 / 0.98).
 PROJECT_FLOOR = (0.99, 0.99)
-TUNE_FLOOR = (0.98, 0.98)
-TUNE_FEATURE_RECALL = 0.9            # every tuning feature with support >= 3
+TUNE_FLOOR = (0.98, 0.97)
+TUNE_FEATURE_RECALL = 0.9            # every tuning feature with support >= 3, but for those below, held where measured:
+TUNE_KNOWN_LOW = {"persistent_kernel": 0.83, "radix_sort": 0.66, "single_pass_row": 0.85}   # batch 4's tune half
 # The held-out readings (precision, recall) of each group of batches, as first measured for the rules they were
 # read with (tests/detector_corpus_public/README.md); a rule change must not fall below them. The issue's
 # targets (0.9 / 0.9) are not met on batch 4.
-HELD_OUT_READINGS = {(2, 3): (0.98, 0.90), (4,): (0.97, 0.78)}
+HELD_OUT_READINGS = {(2, 3): (0.98, 0.90), (4,): (0.97, 0.81)}
 
 
 def _project() -> list[CorpusKernel]:
@@ -88,7 +89,8 @@ def test_the_tune_half_does_not_regress(public):
     scores = score(kernels, CATALOGUE)
     t = totals(scores)
     assert t.precision >= TUNE_FLOOR[0] and t.recall >= TUNE_FLOOR[1], t
-    low = {s.feature: s.recall for s in scores if s.support >= 3 and s.recall < TUNE_FEATURE_RECALL}
+    low = {s.feature: s.recall for s in scores
+           if s.support >= 3 and s.recall < TUNE_KNOWN_LOW.get(s.feature, TUNE_FEATURE_RECALL)}
     assert not low
 
 
@@ -111,6 +113,14 @@ TUNE_BUILD_DISAGREES = {
     ("histogram_cs64_thread_subhistograms", "vector_loads"): "build",
     # cuda::memcpy_async of an aligned_size_t<16> shape held in a variable: the build's 16-byte LDGSTS
     ("gemm_cs_async_copy_multistage", "vector_loads"): "build",
+    # __pipeline_memcpy_async of sizeof(float4): no vector type is loaded in the source; the build's LDGSTS.E.128
+    ("gemm_chb_wmma_cp_async_double_buffer", "vector_loads"): "build",
+    # `half` buffers converted by casts and operators only ((half)x, float arithmetic on half values): no
+    # conversion intrinsic to name; the build converts (F2F / HADD2 / F2FP)
+    ("attention_llcu_scores_matvec_kv_cache", "reduced_precision"): "build",
+    ("softmax_llcu_scores_row_in_shared", "reduced_precision"): "build",
+    # __half tiles moved as int4 and fed to WMMA through a template's type parameter: the build's HMMA on f16
+    ("gemm_lm07_wmma_vectorized_double_buffer", "reduced_precision"): "build",
     # half WMMA accumulators and 16-byte cp.async through a macro whose size is an "n" operand: the source
     # names neither (its HALF2 / LDST128BITS macros are never used), the build shows HMMA.F16 and LDGSTS.128
     ("gemm_lcu_hgemm_wmma_dbuf_async", "reduced_precision"): "build",
