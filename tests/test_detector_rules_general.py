@@ -7,12 +7,11 @@ padding detectors must find exactly the labelled features, from the source alone
 
 from __future__ import annotations
 
-import shutil
-from pathlib import Path
 
 import pytest
 
 from cuda_llm.feature_db import detect_features, load_catalogue
+from test_detector_rules import built
 
 OWNED = ("smem_tiling", "register_blocking", "double_buffering", "kernel_fusion", "bank_conflict_padding")
 CATALOGUE = [f for f in load_catalogue() if f.id in OWNED]
@@ -875,22 +874,6 @@ __global__ void pair_dots(const float* a, const float* b, float* out, int chunks
 """
 
 PROBES.update({"two_operand_rows": (TWO_OPERAND_ROWS, {"smem_tiling"})})
-
-
-def built(tmp_path: Path, source: str):
-    """(kernels, SASS summary) of the source as nvcc builds it for sm_90."""
-    from cuda_llm.tools.compiler.build_facts import build_facts
-    from cuda_llm.tools.compiler.compile import nvcc_path
-
-    try:
-        nvcc = nvcc_path()
-    except Exception:
-        nvcc = shutil.which("nvcc")
-    if not nvcc:
-        pytest.skip("needs nvcc")
-    path = tmp_path / "k.cu"
-    path.write_text(source)
-    return build_facts(path, "sm_90", nvcc=nvcc)
 
 
 @pytest.mark.parametrize("name", sorted(PROBES))

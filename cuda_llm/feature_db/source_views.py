@@ -16,7 +16,7 @@ import re
 from dataclasses import dataclass
 from functools import lru_cache
 
-from cuda_llm.feature_db.template_args import instantiate_templates
+from cuda_llm.feature_db.template_args import instantiate_templates, split_top_level
 
 _ASM_START = re.compile(r"\b(?:asm|__asm__|__asm)\s*(?:volatile|__volatile__)?\s*\(")
 
@@ -202,19 +202,7 @@ def _macros(code: str) -> dict[str, _Macro]:
 
 
 def _split_args(text: str) -> list[str]:
-    args, depth, cur = [], 0, []
-    for c in text:
-        if c in "([{":
-            depth += 1
-        elif c in ")]}":
-            depth -= 1
-        if c == "," and depth == 0:
-            args.append("".join(cur))
-            cur = []
-        else:
-            cur.append(c)
-    args.append("".join(cur))
-    return [a.strip() for a in args]
+    return split_top_level(text)
 
 
 def _substitute(macro: _Macro, args: list[str]) -> str:

@@ -32,12 +32,15 @@ def _close(text: str, i: int, open_c: str, close_c: str) -> int:
     return len(text)
 
 
-def _split(text: str) -> list[str]:
+def split_top_level(text: str, brackets: str = "([{") -> list[str]:
+    """``text`` split at the commas outside any of ``brackets`` (opening ones; their closing partners are
+    matched too), each part stripped: the arguments of a call (``([{``) or of a template (``(<[{``)."""
+    closing = brackets.translate(str.maketrans("(<[{", ")>]}"))
     out, depth, cur = [], 0, []
     for c in text:
-        if c in "(<[{":
+        if c in brackets:
             depth += 1
-        elif c in ")>]}":
+        elif c in closing:
             depth -= 1
         if c == "," and depth == 0:
             out.append("".join(cur).strip())
@@ -45,7 +48,11 @@ def _split(text: str) -> list[str]:
         else:
             cur.append(c)
     out.append("".join(cur).strip())
-    return [a for a in out if a]
+    return out
+
+
+def _split(text: str) -> list[str]:
+    return [a for a in split_top_level(text, "(<[{") if a]
 
 
 def _instantiations(code: str, name: str, skip: tuple[int, int]) -> set[tuple[str, ...]]:
