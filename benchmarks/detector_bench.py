@@ -5,7 +5,7 @@ corpora reported apart:
 - the public corpus's tuning data (tests/detector_corpus_public/): real kernels from public repositories that
   the rules may be fitted on: batch 1 whole (its held-out half was retired after one scoring) and the tune
   half of every later batch;
-- the public corpus's held-out set: the heldout half of batches >= 2 (manifest.toml's batch and half), never
+- the public corpus's held-out set: the heldout half of the batches still held out (from materialize.FIRST_HELD_OUT_BATCH on; manifest.toml's batch and half), never
   used to write a rule; its table says how the detectors do on code nobody wrote for them.
 
 CPU only: the build rules (SASS, ptxas) read the builds recorded by benchmarks/record_detector_artifacts.py.
@@ -140,7 +140,7 @@ def main(argv: list[str] | None = None) -> int:
                     help="name the held-out kernels each feature misses (by default only counted: once a miss is "
                          "read, a rule fitted to it makes the held-out number meaningless)")
     ap.add_argument("--held-out-batches", default="",
-                    help="score only these batches' held-out halves, comma-separated (default: every batch >= 2)")
+                    help="score only these batches' held-out halves, comma-separated (default: every batch still held out)")
     a = ap.parse_args(argv)
     try:
         batches = {int(b) for b in a.held_out_batches.split(",") if b.strip()}
@@ -162,7 +162,7 @@ def main(argv: list[str] | None = None) -> int:
         corpora.append(("public corpus, tuning data (batch 1 whole, tune halves of later batches)", public["tune"]))
     empty_held_out = "heldout" in wanted and any(public.values()) and not public["heldout"]
     if "heldout" in wanted and public.get("heldout"):
-        which = f"batch{'es' if len(batches) > 1 else ''} {', '.join(map(str, sorted(batches)))}" if batches else "batches >= 2"
+        which = f"batch{'es' if len(batches) > 1 else ''} {', '.join(map(str, sorted(batches)))}" if batches else "the batches still held out"
         corpora.append((f"public corpus, held-out set (heldout halves of {which})", public["heldout"]))
     md = ["# Detector precision and recall", ""]
     rc = 0
@@ -184,7 +184,7 @@ def main(argv: list[str] | None = None) -> int:
             md += [verdict, ""]
         print()
     if empty_held_out:
-        line = "public corpus, held-out set: empty (no batch >= 2 kernel in manifest.toml yet), not scored"
+        line = "public corpus, held-out set: empty (no batch still held out in manifest.toml), not scored"
         print(line)
         md += ["## public corpus, held-out set", "", line, ""]
     a.out.mkdir(parents=True, exist_ok=True)

@@ -26,15 +26,18 @@ PUBLIC = TESTS / "detector_corpus_public"
 CATALOGUE = load_catalogue()
 IDS = {f.id for f in CATALOGUE}
 
-# Floors a rule change must not fall below (measured: project 1.00 / 1.00, tuning data 0.99 / 0.98).
+# Floors a rule change must not fall below (measured: project 1.00 / 1.00; tuning data, batches 1-4 whole since
+# the held-out halves of batches 2-4 were retired into it, 0.99 / 0.95).
 PROJECT_FLOOR = (0.99, 0.99)
-TUNE_FLOOR = (0.98, 0.97)
+TUNE_FLOOR = (0.98, 0.94)
 TUNE_FEATURE_RECALL = 0.9            # every tuning feature with support >= 3, but for those below, held where measured:
-TUNE_KNOWN_LOW = {"persistent_kernel": 0.83, "radix_sort": 0.66, "single_pass_row": 0.85}   # batch 4's tune half
-# The held-out readings (precision, recall) of each group of batches, as first measured for the rules they were
-# read with (tests/detector_corpus_public/README.md); a rule change must not fall below them. The issue's
-# targets (0.9 / 0.9) are not met on batch 4.
-HELD_OUT_READINGS = {(2, 3): (0.98, 0.90), (4,): (0.97, 0.81)}
+TUNE_KNOWN_LOW = {"persistent_kernel": 0.7, "radix_sort": 0.4, "single_pass_row": 0.87, "smem_tiling": 0.84,
+                  "bank_conflict_padding": 0.83, "double_buffering": 0.84, "kernel_fusion": 0.84,
+                  "register_blocking": 0.84, "privatized_atomics": 0.87}
+# The held-out readings (precision, recall) of each group of batches still held out, as first measured for the
+# rules they were read with (tests/detector_corpus_public/README.md); a rule change must not fall below them.
+# Batches 2-4 were read and retired into the tuning data; batch 5 is held out.
+HELD_OUT_READINGS: dict[tuple[int, ...], tuple[float, float]] = {}
 
 
 def _project() -> list[CorpusKernel]:
@@ -57,7 +60,7 @@ def _materialize():
 @pytest.fixture(scope="module")
 def public(tmp_path_factory):
     """"tune" (the tuning data: batch 1 whole, later batches' tune halves) and "heldout" (the heldout halves
-    of batches >= 2) -> their kernels with the recorded builds, written from the mirrors when not here;
+    of the batches still held out) -> their kernels with the recorded builds, written from the mirrors when not here;
     "batch" -> each kernel's batch."""
     mod = _materialize()
     if all(any((PUBLIC / h).glob("*.cu")) for h in mod.HALVES):
@@ -125,6 +128,24 @@ TUNE_BUILD_DISAGREES = {
     # names neither (its HALF2 / LDST128BITS macros are never used), the build shows HMMA.F16 and LDGSTS.128
     ("gemm_lcu_hgemm_wmma_dbuf_async", "reduced_precision"): "build",
     ("gemm_lcu_hgemm_wmma_dbuf_async", "vector_loads"): "build",
+    # (the retired held-out halves of batches 2-4) half or bf16 values converted or accumulated through casts,
+    # operators, CUB or a template's type: no conversion intrinsic in the source; the build's F2F / HADD2 / F2FP
+    ("attention_llcu_values_transposed_double_buffer", "reduced_precision"): "build",
+    ("elementwise_llcu_convert_fp16_to_fp32", "reduced_precision"): "build",
+    ("gemm_lcu_hgemm_wmma_naive", "reduced_precision"): "build",
+    ("gemm_llcu_logits_matvec_uint4_no_allocate", "reduced_precision"): "build",
+    ("gemm_lm07_wmma_half_skew", "reduced_precision"): "build",
+    ("reduce_llcu_argmax_cub_block", "reduced_precision"): "build",
+    ("rmsnorm_llcu_single_block_cub", "reduced_precision"): "build",
+    ("softmax_llcu_scores_no_smem", "reduced_precision"): "build",
+    # tiles stored to shared memory and read by ldmatrix / WMMA loads into HMMA through index arithmetic no
+    # source rule follows; the build shows global loads stored to shared memory feeding LDSM and HMMA
+    ("gemm_lcu_hgemm_mma_warp4x4", "smem_tiling"): "build",
+    ("gemm_lm07_wmma_half_skew", "smem_tiling"): "build",
+    # shared atomics into a per-block histogram of several slots (ATOMS), spelled through a helper
+    ("histogram_lcp_image_privatized", "privatized_atomics"): "build",
+    # 16-byte loads through a vector type the source reaches by a typedef or cast: the build's 128-bit LDG
+    ("sort_hb_radix_bottom_scan_scatter", "vector_loads"): "build",
 }
 
 
