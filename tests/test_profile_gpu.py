@@ -67,8 +67,9 @@ def _baseline_timing(loaded):
     return res
 
 
-# nbody's naive kernel is compute-bound when its grid fills the GPU, occupancy-bound when it does not
-@pytest.mark.parametrize("task,expected", [("gelu", {"memory-bound"}), ("nbody", {"compute-bound", "occupancy-bound"}),
+# nbody's naive kernel waits on its position loads (long_scoreboard ~46% on an H100, L1 hits, SM 52%): latency-bound
+# with shared-memory tiling as the fix, the verdict its recorded profile gets too (test_diagnosis.py)
+@pytest.mark.parametrize("task,expected", [("gelu", {"memory-bound"}), ("nbody", {"latency-bound"}),
                                            ("softmax", {"memory-bound"}), ("sgemm", None)])
 def test_profiled_baseline_is_sane(task, expected, device, tmp_path):
     loaded = load_task(task)
