@@ -155,6 +155,21 @@ def test_a_challenger_is_kept_when_it_wins_head_to_head_against_the_best(tmp_pat
     assert stored["order"] == ["challenger", "champion", "champion", "challenger"] and len(stored["legs"]) == 4
 
 
+def test_a_decisive_win_is_confirmed_by_a_re_run_without_re_timing_the_champion(tmp_path):
+    """r1c0 (v3, 3 ms) against the naive baseline (10 ms): more than DECISIVE_RATIO apart, so no head-to-head
+    re-times the slow baseline; a re-run of the challenger alone confirms it. Round 2's v2 against v3 (1.5x)
+    is not decisive and goes head to head."""
+    k = [softmax_source(v) for v in ("v3", "v6", "v2", "v5")]
+    out, model, ev = run(tmp_path, k, max_rounds=2, plateau_rounds=5)
+    sel = [e for e in trace(out) if e["event"] == "decision" and e.get("kind") == "selection"]
+    assert sel[0]["candidate"] == "r1c0" and sel[0]["replaced"], sel[0]["why"]
+    assert "confirmed without re-timing it" in sel[0]["why"]
+    assert [c["candidate"] for c in ev.calls if c["kind"] == "confirm"] == ["r1c0-confirm"]
+    legs = [(c["candidate"], c["variant"]) for c in ev.calls if c["kind"] == "head_to_head"]
+    assert legs == [("r2c0-h2h1", "v2"), ("r1c0-h2h2", "v3"), ("r1c0-h2h3", "v3"), ("r2c0-h2h4", "v2")]
+    assert sel[1]["replaced"] and "won head to head" in sel[1]["why"] and out.best["id"] == "r2c0"
+
+
 def test_repairs_after_a_compile_error(tmp_path):
     k = {"r1c0": softmax_source("v5", broken=True), "r1c1": softmax_source("v6", broken=True),
          "r1c0f1": softmax_source("fixed"), "r1c1f1": softmax_source("v6", broken=True)}

@@ -18,7 +18,7 @@ from cuda_llm.agents.usage import total_tokens
 from cuda_llm.graph import coding, evidence, planning, refine, review, search, stop_rules
 from cuda_llm import halts
 from cuda_llm.graph.deps import Deps
-from cuda_llm.graph.selection import decide, head_to_head_decision, interval
+from cuda_llm.graph.selection import DECISIVE_RATIO, decide, decisive, head_to_head_decision, interval
 from cuda_llm.graph.stages import PASSED, StageContext, ToolStage
 from cuda_llm.graph.state import BestSummary, Candidate, GraphState, Limits, RESET, round_cands, short
 from cuda_llm.results import CHALLENGER, EvalResult, Status
@@ -313,10 +313,11 @@ def make_select(deps: Deps) -> Callable[[GraphState], dict]:
                 return update
             ok, why = decide(res, best_iv)
             confirm_iv = None
-            if ok and best_iv is not None and best.hash:     # the best is a kernel: confirmed head to head
-                ok, why, confirm_iv, n = _head_to_head(deps, c, best)
+            clear_win = ok and best_iv is not None and bool(best.hash) and decisive(interval(res.timing), best_iv)
+            if ok and best_iv is not None and best.hash and not clear_win:
+                ok, why, confirm_iv, n = _head_to_head(deps, c, best)    # the best is a kernel: head to head
                 update["evaluations"] = int(state.get("evaluations", 0)) + n
-            elif ok:                                         # nothing timed to compare with: a re-run
+            elif ok:           # nothing timed to compare with, or a decisive win (selection.py): a re-run
                 got = deps.evaluator.evaluate_cached(deps.loaded, deps.source(c.hash), f"{c.id}-confirm",
                                               Path(deps.rundir.root) / "work" / f"{c.id}-confirm", kind="confirm")
                 confirm = got.value
@@ -324,6 +325,8 @@ def make_select(deps: Deps) -> Callable[[GraphState], dict]:
                 deps.event("evaluation", candidate=f"{c.id}-confirm", round=c.round, status=confirm.status.value,
                            cached=not got.fresh, median_ms=confirm.median_ms, purpose="confirm")
                 ok, why = decide(res, best_iv, confirm)
+                if clear_win:
+                    why += f" ({DECISIVE_RATIO:g}x or more below {best.id}: confirmed without re-timing it)"
                 if confirm.timing is not None:
                     confirm_iv = interval(confirm.timing)
                 update["evaluations"] = int(state.get("evaluations", 0)) + 1

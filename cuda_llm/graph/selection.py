@@ -6,8 +6,10 @@ never wins. A clear win is then confirmed against the best kernel itself: both a
 job on one GPU (results.HeadToHead), and the challenger is kept when every one of its legs is faster than
 every leg of the champion and its median gain exceeds the legs' own spread (at least 1%). Comparing with
 the champion's interval from an earlier session would let the drift between sessions decide (a 2.3%
-faster sgemm was once rejected that way). Where the best is not a kernel (a PyTorch eager baseline), the
-win is confirmed by a re-run that must be clear again.
+faster sgemm was once rejected that way). Where the best is not a kernel (a PyTorch eager baseline), or
+the challenger is decisively faster (every sample at least DECISIVE_RATIO times below the best's minimum: no
+drift between sessions makes that, and re-timing a naive champion 100x slower costs the most), the win is
+confirmed by a re-run of the challenger alone that must be clear again.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from typing import Sequence
 from cuda_llm.results import CHALLENGER, CHAMPION, EvalResult, HeadToHead, Status, TimingResult
 
 HEAD_TO_HEAD_MIN_GAIN = 0.01     # a head-to-head win must be at least this large (and larger than the legs' spread)
+DECISIVE_RATIO = 3.0             # a win this large is confirmed by a re-run alone, without re-timing the champion
 
 
 def _q(samples: Sequence[float], q: float) -> float:
@@ -41,6 +44,11 @@ def clearly_faster(cand: tuple[float, float], best: tuple[float, float] | None) 
     if best is None:
         return True
     return cand[1] < best[0]
+
+
+def decisive(cand: tuple[float, float], best: tuple[float, float] | None, ratio: float = DECISIVE_RATIO) -> bool:
+    """The candidate's slowest sample (q75) is at least ``ratio`` times below the best's fastest."""
+    return best is not None and cand[1] * ratio <= best[0]
 
 
 def is_win(result: EvalResult) -> bool:
