@@ -82,3 +82,54 @@ def test_a_vector_cast_of_a_shared_address_is_no_vector_load_where_the_build_sho
     assert not _one("vector_loads", SHARED_VECTOR_CAST, kernels, sass)
     kernels, sass = built(tmp_path, GLOBAL_VECTOR_CAST)
     assert _one("vector_loads", GLOBAL_VECTOR_CAST, kernels, sass)
+
+
+# ------------------------------------------------------------------ privatized_atomics, bank_conflict_padding
+# one column of a shared histogram per thread, counted without atomics; the merge reads each thread's row from
+# a rotated column so the lanes' rows do not fall in one bank, and adds to the global histogram atomically
+PER_THREAD_COLUMNS = """
+__device__ void count(unsigned int h[64][32], unsigned char v) {
+    int row = v >> 2;
+    unsigned int c = h[row][threadIdx.x];
+    c += 1u << 8 * (v & 3);
+    h[row][threadIdx.x] = c;
+}
+__global__ void histogram_columns(unsigned int* out, const unsigned char* in, int n) {
+    __shared__ unsigned int h[64][32];
+    for (int r = 0; r < 64; ++r) h[r][threadIdx.x] = 0;
+    __syncthreads();
+    for (int i = blockIdx.x * 32 + threadIdx.x; i < n; i += 32 * gridDim.x) count(h, in[i]);
+    __syncthreads();
+    unsigned int s = 0;
+    for (int i = 0; i < 32; ++i) {
+        int col = (i + threadIdx.x) & 31;
+        s += h[threadIdx.x][col] + h[threadIdx.x + 32][col];
+    }
+    atomicAdd(&out[threadIdx.x], s);
+}
+"""
+
+
+def test_per_thread_shared_columns_counted_without_atomics_are_privatized():
+    assert _one("privatized_atomics", PER_THREAD_COLUMNS)
+    # near miss: each thread's column accumulates products (a column of partial sums), not counts
+    products = PER_THREAD_COLUMNS.replace("c += 1u << 8 * (v & 3);", "c += v * w[row];").replace(
+        "unsigned char v) {", "unsigned char v, const unsigned int* w) {").replace(
+        "count(h, in[i])", "count(h, in[i], (const unsigned int*)in)")
+    assert products != PER_THREAD_COLUMNS and not _one("privatized_atomics", products)
+
+
+def test_a_rotated_column_of_the_threads_own_row_is_a_conflict_free_layout():
+    assert _one("bank_conflict_padding", PER_THREAD_COLUMNS)
+    # near miss: a 1-D row read round from the thread's position (every lane already on its own bank)
+    ring = """
+__global__ void ring(const float* src, float* out) {
+    __shared__ float sh[2][256];
+    sh[0][threadIdx.x] = src[threadIdx.x];
+    __syncthreads();
+    float acc = 0.f;
+    for (int k = 0; k < 256; k += 32) acc += sh[0][(threadIdx.x + k) % 256];
+    out[threadIdx.x] = acc;
+}
+"""
+    assert not _one("bank_conflict_padding", ring)
