@@ -133,3 +133,77 @@ __global__ void ring(const float* src, float* out) {
 }
 """
     assert not _one("bank_conflict_padding", ring)
+
+
+# ---------------------------------------------------------------------------------------- bank_conflict_padding
+# a tile in extern shared memory reached through a pointer, its rows 64 + PAD apart (PAD a template argument)
+PADDED_STRIDE = """
+template <int D, int PAD>
+__global__ void rows_through_pointer(const float* x, float* y) {
+    extern __shared__ float smem[];
+    float* tile = smem;
+    int r = threadIdx.x / 8, c = threadIdx.x % 8;
+    tile[r * (D + PAD) + c] = x[blockIdx.x * 256 + threadIdx.x];
+    __syncthreads();
+    y[blockIdx.x * 256 + threadIdx.x] = tile[c * (D + PAD) + r];
+}
+template __global__ void rows_through_pointer<64, 8>(const float*, float*);
+"""
+
+
+def test_a_padded_row_stride_in_a_shared_pointers_address_is_padding():
+    assert _one("bank_conflict_padding", PADDED_STRIDE)
+    # near misses: the padding instantiated as 0; the same stride in a global address only
+    assert not _one("bank_conflict_padding", PADDED_STRIDE.replace("<64, 8>", "<64, 0>"))
+    global_only = """
+__global__ void strided_rows(const float* x, float* y) {
+    __shared__ float s[256];
+    s[threadIdx.x] = x[blockIdx.x * 132 + threadIdx.x];
+    __syncthreads();
+    y[blockIdx.x * 256 + threadIdx.x] = s[255 - threadIdx.x];
+}
+"""
+    assert not _one("bank_conflict_padding", global_only)
+
+
+# a work-efficient scan's shared indices each moved by one slot per 32 (the bank bits of the index)
+CONFLICT_FREE_SCAN = """
+#define LOG_BANKS 5
+#define SKIP(n) ((n) >> LOG_BANKS)
+__global__ void scan_up(float* data) {
+    __shared__ float t[1024 + 32];
+    int a = threadIdx.x, oa = SKIP(a);
+    t[a + oa] = data[blockIdx.x * 1024 + a];
+    for (int off = 1, d = 512; d > 0; d >>= 1, off *= 2) {
+        __syncthreads();
+        if (a < d) {
+            int ai = off * (2 * a + 1) - 1, bi = off * (2 * a + 2) - 1;
+            ai += SKIP(ai);
+            bi += SKIP(bi);
+            t[bi] += t[ai];
+        }
+    }
+    __syncthreads();
+    data[blockIdx.x * 1024 + a] = t[a + oa];
+}
+"""
+
+
+def test_an_index_moved_by_its_own_bank_bits_is_a_conflict_free_layout():
+    assert _one("bank_conflict_padding", CONFLICT_FREE_SCAN)
+    # near miss: the index shifted to find a warp's slot, not added to itself
+    plain = CONFLICT_FREE_SCAN.replace("int a = threadIdx.x, oa = SKIP(a);", "int a = threadIdx.x, oa = 0;").replace(
+        "ai += SKIP(ai);", "").replace("bi += SKIP(bi);", "").replace("1024 + 32", "1024")
+    assert plain != CONFLICT_FREE_SCAN and not _one("bank_conflict_padding", plain)
+    warp_slot = """
+__global__ void warp_sums(const float* x, float* y) {
+    __shared__ float ws[32];
+    int a = threadIdx.x, w = a >> 5;
+    float v = x[blockIdx.x * 1024 + a];
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    if ((a & 31) == 0) ws[w] = v;
+    __syncthreads();
+    if (a < 32) y[blockIdx.x * 32 + a] = ws[a];
+}
+"""
+    assert not _one("bank_conflict_padding", warp_slot)
