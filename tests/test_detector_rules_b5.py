@@ -207,3 +207,82 @@ __global__ void warp_sums(const float* x, float* y) {
 }
 """
     assert not _one("bank_conflict_padding", warp_slot)
+
+
+# ---------------------------------------------------------------------------------------- persistent_kernel
+# blocks walking output tiles by their origins: the first at blockIdx * tile, then a grid's worth of tiles on
+TILE_ORIGINS = """
+#define BM 64
+#define BN 64
+__global__ void scale_tiles(const float* a, float* c, int M, int N) {
+    for (int r0 = blockIdx.y * BM; r0 < M; r0 += gridDim.y * BM)
+        for (int c0 = BN * blockIdx.x; c0 < N; c0 += BN * gridDim.x)
+            for (int i = threadIdx.x; i < BM * BN; i += blockDim.x)
+                if (r0 + i / BN < M && c0 + i % BN < N)
+                    c[(r0 + i / BN) * N + c0 + i % BN] = 2.f * a[(r0 + i / BN) * N + c0 + i % BN];
+}
+"""
+
+
+def test_blocks_stepping_over_tile_origins_by_the_grid_are_persistent():
+    assert _one("persistent_kernel", TILE_ORIGINS)
+    # near miss: a thread-level grid stride (gridDim * blockDim) is grid_stride_loop, not a block loop
+    stride = """
+__global__ void scale(const float* a, float* c, int n) {
+    for (int i = blockIdx.x * blockDim.x; i < n; i += gridDim.x * blockDim.x) c[i + threadIdx.x] = 2.f * a[i + threadIdx.x];
+}
+"""
+    assert not _one("persistent_kernel", stride)
+
+
+# ---------------------------------------------------------------------------------------------- radix_sort
+# one pass of an LSD radix sort's counting step: the digit at the pass's shift counted per thread
+DIGIT_COUNTS = """
+__global__ void count_digits(const unsigned* in, unsigned* counts, int n, unsigned shift) {
+    unsigned c[16] = {0};
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
+        uint4 v = ((const uint4*)in)[i];
+        uint4 d;
+        d.x = (v.x >> shift) & 0xFU;
+        d.y = (v.y >> shift) & 0xFU;
+        c[d.x]++;
+        c[d.y]++;
+        c[(v.z >> shift) & 0xFU]++;
+    }
+    for (int d = 0; d < 16; ++d) counts[d * gridDim.x * blockDim.x + blockIdx.x * blockDim.x + threadIdx.x] = c[d];
+}
+"""
+
+# a warp sorting 32 keys one bit per pass: the bit voted, each key ranked among the zeros or the ones
+WARP_SPLIT = """
+__global__ void warp_split_sort(unsigned* keys) {
+    __shared__ unsigned s[64];
+    s[threadIdx.x] = keys[threadIdx.x];
+    unsigned off = 0, mask = 1, below = (1u << threadIdx.x) - 1;
+    for (int p = 0; p < 32; ++p) {
+        unsigned k = s[threadIdx.x + off];
+        unsigned b = k & mask;
+        unsigned ones = __ballot_sync(0xffffffffu, b);
+        unsigned pos = b ? __popc(~ones) + __popc(ones & below) : __popc(~ones & below);
+        off ^= 32;
+        s[pos + off] = k;
+        __syncwarp();
+        mask <<= 1;
+    }
+    keys[threadIdx.x] = s[threadIdx.x + off];
+}
+"""
+
+
+def test_a_digit_at_the_passs_shift_counted_without_atomics_is_radix_sort():
+    assert _one("radix_sort", DIGIT_COUNTS)
+    # near miss: a byte histogram at fixed shifts (fields of a packed value, not a pass's digit)
+    fixed = DIGIT_COUNTS.replace(">> shift", ">> 8")
+    assert fixed != DIGIT_COUNTS and not _one("radix_sort", fixed)
+
+
+def test_a_warp_split_by_a_voted_bit_moving_each_pass_is_radix_sort():
+    assert _one("radix_sort", WARP_SPLIT)
+    # near miss: a ballot of a fixed flag compacted once per pass (a stream compaction, the bit never moves)
+    compaction = WARP_SPLIT.replace("mask <<= 1;", "mask |= 1;")
+    assert compaction != WARP_SPLIT and not _one("radix_sort", compaction)
