@@ -286,3 +286,62 @@ def test_a_warp_split_by_a_voted_bit_moving_each_pass_is_radix_sort():
     # near miss: a ballot of a fixed flag compacted once per pass (a stream compaction, the bit never moves)
     compaction = WARP_SPLIT.replace("mask <<= 1;", "mask |= 1;")
     assert compaction != WARP_SPLIT and not _one("radix_sort", compaction)
+
+
+# ------------------------------------------------------------------------------------------- loop_unrolling
+# a block reduction whose last warp runs the halving steps written out, on shared memory or by shuffles
+HAND_UNROLLED_TAIL = """
+__global__ void block_sum(const float* x, float* out) {
+    __shared__ float s[256];
+    unsigned t = threadIdx.x;
+    s[t] = x[blockIdx.x * 256 + t];
+    __syncthreads();
+    for (unsigned h = 128; h > 32; h >>= 1) {
+        if (t < h) s[t] += s[t + h];
+        __syncthreads();
+    }
+    if (t < 32) {
+        volatile float* v = s;
+        v[t] += v[t + 32];
+        v[t] += v[t + 16];
+        v[t] += v[t + 8];
+        v[t] += v[t + 4];
+        v[t] += v[t + 2];
+        v[t] += v[t + 1];
+    }
+    if (t == 0) out[blockIdx.x] = s[0];
+}
+"""
+
+SHUFFLE_TAIL = """
+__global__ void warp_sums(const float* x, float* out) {
+    float v = x[blockIdx.x * 32 + threadIdx.x];
+    v += __shfl_xor_sync(0xffffffffu, v, 16);
+    v += __shfl_xor_sync(0xffffffffu, v, 8);
+    v += __shfl_xor_sync(0xffffffffu, v, 4);
+    v += __shfl_xor_sync(0xffffffffu, v, 2);
+    v += __shfl_xor_sync(0xffffffffu, v, 1);
+    if (threadIdx.x == 0) out[blockIdx.x] = v;
+}
+"""
+
+
+def test_halving_steps_written_out_by_hand_are_loop_unrolling():
+    assert _one("loop_unrolling", HAND_UNROLLED_TAIL)
+    assert _one("loop_unrolling", SHUFFLE_TAIL)
+    # near misses: the same steps as loops (no pragma), and a stencil reading three fixed neighbours
+    looped = SHUFFLE_TAIL.replace("""    v += __shfl_xor_sync(0xffffffffu, v, 16);
+    v += __shfl_xor_sync(0xffffffffu, v, 8);
+    v += __shfl_xor_sync(0xffffffffu, v, 4);
+    v += __shfl_xor_sync(0xffffffffu, v, 2);
+    v += __shfl_xor_sync(0xffffffffu, v, 1);""", "    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);")
+    assert looped != SHUFFLE_TAIL and not _one("loop_unrolling", looped)
+    stencil = """
+__global__ void taps(const float* x, float* y) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    float a = x[i + 32];
+    float b = x[i + 1];
+    y[i] = a + b + x[i + 2];
+}
+"""
+    assert not _one("loop_unrolling", stencil)
