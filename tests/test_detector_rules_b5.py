@@ -345,3 +345,65 @@ __global__ void taps(const float* x, float* y) {
 }
 """
     assert not _one("loop_unrolling", stencil)
+
+
+# ----------------------------------------------------------------------------------------- double_buffering
+# two stages of raw shared addresses: the next tile stored at one while the current is read at the other,
+# both flipped by the stage's byte size each tile
+XOR_ADDRESSES = """
+__global__ void staged(const float* a, float* c, int tiles) {
+    __shared__ __align__(16384) char smem[16384];
+    unsigned sts = (unsigned)__cvta_generic_to_shared(smem) + threadIdx.x * 4;
+    unsigned lds = (unsigned)__cvta_generic_to_shared(smem) + (255 - threadIdx.x) * 4;
+    float v = a[threadIdx.x], acc = 0.f;
+    asm volatile("st.shared.f32 [%0], %1;" :: "r"(sts), "f"(v));
+    __syncthreads();
+    for (int t = 1; t < tiles; ++t) {
+        v = a[t * 256 + threadIdx.x];
+        sts ^= 0x2000;
+        asm volatile("st.shared.f32 [%0], %1;" :: "r"(sts), "f"(v));
+        float r;
+        asm volatile("ld.shared.f32 %0, [%1];" : "=f"(r) : "r"(lds));
+        acc += r;
+        __syncthreads();
+        lds ^= 0x2000;
+    }
+    c[threadIdx.x] = acc;
+}
+"""
+
+# a two-stage tile indexed by the tile counter's parity, the next tile written after the counter steps
+PARITY_STAGES = """
+__global__ void column_sums(const float* w, float* out, int K) {
+    __shared__ float tile[2][32][33];
+    tile[0][threadIdx.y][threadIdx.x] = w[threadIdx.y * 32 + threadIdx.x];
+    float sum = 0.f;
+    for (int e = 0; ;) {
+        __syncthreads();
+        if (e * 32 >= K) break;
+        int b = e & 1;
+        sum += tile[b][threadIdx.x][threadIdx.y];
+        e++;
+        b = e & 1;
+        if (e * 32 < K) tile[b][threadIdx.y][threadIdx.x] = w[(e * 32 + threadIdx.y) * 32 + threadIdx.x];
+    }
+    out[threadIdx.y * 32 + threadIdx.x] = sum;
+}
+"""
+
+
+def test_shared_addresses_flipped_by_a_stage_size_are_double_buffering():
+    assert _one("double_buffering", XOR_ADDRESSES)
+    # near miss: one flag toggled with ^= 1 (no stage address)
+    flag = XOR_ADDRESSES.replace("sts ^= 0x2000;", "").replace("lds ^= 0x2000;", "acc = -acc; int f = 0; f ^= 1;")
+    assert flag != XOR_ADDRESSES and not _one("double_buffering", flag)
+
+
+def test_a_stage_taken_again_from_the_stepped_tile_counter_is_double_buffering():
+    assert _one("double_buffering", PARITY_STAGES)
+    # near miss: the stage taken once per tile and written and read at the same parity (no other stage filled)
+    one_stage = PARITY_STAGES.replace("""        e++;
+        b = e & 1;
+        if (e * 32 < K) tile[b]""", """        e++;
+        if (e * 32 < K) tile[b]""")
+    assert one_stage != PARITY_STAGES and not _one("double_buffering", one_stage)
