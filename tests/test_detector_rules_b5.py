@@ -407,3 +407,117 @@ def test_a_stage_taken_again_from_the_stepped_tile_counter_is_double_buffering()
         if (e * 32 < K) tile[b]""", """        e++;
         if (e * 32 < K) tile[b]""")
     assert one_stage != PARITY_STAGES and not _one("double_buffering", one_stage)
+
+
+# ------------------------------------------------------------------------------------------- kernel_fusion
+BLOCK_HELPERS = """
+__device__ float warp_sum(float v) {
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+__device__ float block_sum(float v) {
+    __shared__ float part[32];
+    v = warp_sum(v);
+    if ((threadIdx.x & 31) == 0) part[threadIdx.x / 32] = v;
+    __syncthreads();
+    v = threadIdx.x < blockDim.x / 32 ? part[threadIdx.x & 31] : 0.f;
+    return warp_sum(v);
+}
+"""
+
+# softmax of a row, one element per thread: the exponential kept in a register across the block's sum
+ONE_PER_THREAD = BLOCK_HELPERS + """
+__global__ void softmax_row(const float* x, float* y) {
+    int idx = blockIdx.x * blockDim.x + threadIdx.x;
+    float e = expf(x[idx]);
+    float s = block_sum(e);
+    y[idx] = e / s;
+}
+"""
+
+# the statistics computed in a device function the kernel calls, then each thread's outputs written from them
+STATS_IN_HELPER = BLOCK_HELPERS + """
+__device__ float inv_rms(const float* row, int n) {
+    float ss = 0.f;
+    for (int j = threadIdx.x; j < n; j += blockDim.x) ss += row[j] * row[j];
+    ss = block_sum(ss);
+    return rsqrtf(ss / n + 1e-5f);
+}
+__global__ void rms_scale(float* out, const float* x, int n) {
+    float r = inv_rms(x + blockIdx.x * n, n);
+    for (int j = 0; j < n; j += blockDim.x)
+        out[blockIdx.x * n + j + threadIdx.x] = x[blockIdx.x * n + j + threadIdx.x] * r;
+}
+"""
+
+# the outputs written through a store helper in a loop after the reduction
+STORE_HELPER = BLOCK_HELPERS + """
+__device__ void store4(float* dst, const float* src) { *(float4*)dst = *(const float4*)src; }
+__global__ void rms_rows4(const float* x, float* out, int n) {
+    const float* row = x + blockIdx.x * n;
+    float ss = 0.f;
+    for (int j = threadIdx.x * 4; j < n; j += blockDim.x * 4) ss += row[j] * row[j];
+    float r = rsqrtf(block_sum(ss) / n);
+    for (int j = threadIdx.x * 4; j < n; j += blockDim.x * 4) {
+        float v[4];
+        for (int u = 0; u < 4; ++u) v[u] = row[j + u] * r;
+        store4(out + blockIdx.x * n + j, v);
+    }
+}
+"""
+
+
+def test_a_reduction_then_each_threads_own_output_is_fused():
+    assert _one("kernel_fusion", ONE_PER_THREAD)
+    assert _one("kernel_fusion", STATS_IN_HELPER)
+    assert _one("kernel_fusion", STORE_HELPER)
+    # near misses: a block sum written once per block; a warp's sum written at the warp's slot
+    per_block = BLOCK_HELPERS + """
+__global__ void sums(const float* x, float* out) {
+    float s = block_sum(x[blockIdx.x * blockDim.x + threadIdx.x]);
+    if (threadIdx.x == 0) out[blockIdx.x] = s;
+}
+"""
+    assert not _one("kernel_fusion", per_block)
+    per_warp = BLOCK_HELPERS + """
+__global__ void warp_sums(const float* x, float* out) {
+    float s = warp_sum(x[blockIdx.x * blockDim.x + threadIdx.x]);
+    if ((threadIdx.x & 31) == 0) out[blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32] = s;
+}
+"""
+    assert not _one("kernel_fusion", per_warp)
+
+
+FLASH_WMMA = """
+#include <mma.h>
+using namespace nvcuda;
+__global__ void attend(const half* q, const half* k, const half* v, float* o) {
+    __shared__ float s[16 * 16];
+    __shared__ half p[16 * 16];
+    wmma::fragment<wmma::matrix_a, 16, 16, 16, half, wmma::row_major> fq, fp;
+    wmma::fragment<wmma::matrix_b, 16, 16, 16, half, wmma::col_major> fk;
+    wmma::fragment<wmma::matrix_b, 16, 16, 16, half, wmma::row_major> fv;
+    wmma::fragment<wmma::accumulator, 16, 16, 16, float> fs, fo;
+    wmma::fill_fragment(fs, 0.f);
+    wmma::fill_fragment(fo, 0.f);
+    wmma::load_matrix_sync(fq, q, 16);
+    wmma::load_matrix_sync(fk, k, 16);
+    wmma::mma_sync(fs, fq, fk, fs);
+    wmma::store_matrix_sync(s, fs, 16, wmma::mem_row_major);
+    __syncwarp();
+    for (int i = threadIdx.x; i < 256; i += 32) p[i] = __float2half(__expf(s[i]));
+    __syncwarp();
+    wmma::load_matrix_sync(fp, p, 16);
+    wmma::load_matrix_sync(fv, v, 16);
+    wmma::mma_sync(fo, fp, fv, fo);
+    wmma::store_matrix_sync(o, fo, 16, wmma::mem_row_major);
+}
+"""
+
+
+def test_scores_through_exp_into_a_second_product_are_fused():
+    assert _one("kernel_fusion", FLASH_WMMA)
+    # near miss: one product whose scores are scaled and written out (no exponential, no second product)
+    single = FLASH_WMMA.split("    __syncwarp();\n    wmma::load_matrix_sync(fp")[0].replace(
+        "p[i] = __float2half(__expf(s[i]))", "o[i] = s[i] * 2.f") + "}\n"
+    assert "mma_sync" in single and not _one("kernel_fusion", single)
