@@ -521,3 +521,67 @@ def test_scores_through_exp_into_a_second_product_are_fused():
     single = FLASH_WMMA.split("    __syncwarp();\n    wmma::load_matrix_sync(fp")[0].replace(
         "p[i] = __float2half(__expf(s[i]))", "o[i] = s[i] * 2.f") + "}\n"
     assert "mma_sync" in single and not _one("kernel_fusion", single)
+
+
+# ----------------------------------------------------------------------------------------- coalesced_access
+# float4s of a column-major tile: a lane group of 8 threads on 8 consecutive float4s of each column
+LANE_GROUP_FLOAT4 = """
+#define A(i, j) A[(i) + (j) * lda]
+__global__ void copy_tile(int lda, float* A, float* out) {
+    int tx = threadIdx.x;
+    int row = (tx & 7) << 2, col = tx >> 3;
+    A = &A(blockIdx.x * 32, 0);
+    float4 v = *((float4 *)(&A(row, col)));
+    out[blockIdx.x * 256 + tx] = v.x + v.y + v.z + v.w;
+}
+"""
+
+# each thread's pointer moved by the thread index times the width its vector copies read
+WIDTH_TIMES_THREAD = """
+template <typename T, int N>
+__device__ void copy_n(T* dst, const T* src) { for (int i = 0; i < N; ++i) dst[i] = src[i]; }
+__global__ void row_max(const float* src, float* out, int n) {
+    constexpr int ELEMENTS_PER_LDG = 4;
+    float r[ELEMENTS_PER_LDG];
+    src += blockIdx.x * n + ELEMENTS_PER_LDG * threadIdx.x;
+    float m = -1e30f;
+    for (int it = 0; it < n; it += 32 * ELEMENTS_PER_LDG) {
+        copy_n<float, ELEMENTS_PER_LDG>(r, src + it);
+        for (int i = 0; i < ELEMENTS_PER_LDG; ++i) m = fmaxf(m, r[i]);
+    }
+    out[blockIdx.x * 32 + threadIdx.x] = m;
+}
+"""
+
+PARENTHESIZED = """
+#define LOAD4(p) (reinterpret_cast<const float4 *>(&(p))[0])
+__global__ void sum4(const float* x, float* y) {
+    int idx = (blockIdx.x * 256 + threadIdx.x) * 4;
+    float4 v = LOAD4((x)[idx]);
+    y[blockIdx.x * 256 + threadIdx.x] = v.x + v.y + v.z + v.w;
+}
+"""
+
+
+def test_lane_groups_on_consecutive_vectors_are_coalesced():
+    # (each probe's only global load is the vector one: the store is written so that no older rule sees it)
+    assert _one("coalesced_access", LANE_GROUP_FLOAT4.replace("out[blockIdx.x * 256 + tx]", "out[tx * 64]"))
+    # near miss: the lane group's float4s 64 floats apart (a stride, not a vector's width)
+    spread = LANE_GROUP_FLOAT4.replace("int row = (tx & 7) << 2,", "int row = (tx & 7) << 6,").replace(
+        "out[blockIdx.x * 256 + tx]", "out[tx * 64]")
+    assert "<< 6" in spread and not _one("coalesced_access", spread)
+
+
+def test_the_thread_times_a_named_vector_width_with_copies_of_that_width_is_coalesced():
+    assert _one("coalesced_access", WIDTH_TIMES_THREAD.replace("out[blockIdx.x * 32 + threadIdx.x]", "out[threadIdx.x * 64]"))
+    # near miss: the same offset by a row length (a row per thread), copied with the same helper
+    rows = WIDTH_TIMES_THREAD.replace("ELEMENTS_PER_LDG * threadIdx.x", "n * threadIdx.x").replace(
+        "out[blockIdx.x * 32 + threadIdx.x]", "out[threadIdx.x * 64]")
+    assert rows != WIDTH_TIMES_THREAD and not _one("coalesced_access", rows)
+
+
+def test_a_parenthesized_array_at_the_thread_index_is_coalesced():
+    assert _one("coalesced_access", PARENTHESIZED.replace("y[blockIdx.x * 256 + threadIdx.x]", "y[threadIdx.x * 64]"))
+    strided = PARENTHESIZED.replace("(blockIdx.x * 256 + threadIdx.x) * 4", "threadIdx.x * 1024").replace(
+        "y[blockIdx.x * 256 + threadIdx.x]", "y[threadIdx.x * 64]")
+    assert not _one("coalesced_access", strided)
