@@ -585,3 +585,23 @@ def test_a_parenthesized_array_at_the_thread_index_is_coalesced():
     strided = PARENTHESIZED.replace("(blockIdx.x * 256 + threadIdx.x) * 4", "threadIdx.x * 1024").replace(
         "y[blockIdx.x * 256 + threadIdx.x]", "y[threadIdx.x * 64]")
     assert not _one("coalesced_access", strided)
+
+
+# each thread walks a row of its own whose length is a kernel argument (one query row per thread); only the
+# per-row statistic is stored at the thread index
+ROW_PER_THREAD = """
+__global__ void rows(const float* Q, float* m, const int N, const int d) {
+    int row = blockIdx.x * blockDim.x;
+    float best = -1e30f;
+    for (int x = 0; x < d; x++) best = fmaxf(best, Q[row * d + (threadIdx.x * d) + x]);
+    m[row + threadIdx.x] = best;
+}
+"""
+
+
+def test_a_row_per_thread_of_an_argument_length_is_not_coalesced_beside_one_coalesced_store():
+    assert not _one("coalesced_access", ROW_PER_THREAD)
+    # near miss: the same statistic over a fixed strip per thread (a register tile's columns) keeps the rule
+    strip = ROW_PER_THREAD.replace("x < d;", "x < 4;").replace("(threadIdx.x * d) + x", "(threadIdx.x * 4) + x").replace(
+        "const int N, const int d", "const int N")
+    assert strip != ROW_PER_THREAD and _one("coalesced_access", strip)
