@@ -605,3 +605,28 @@ def test_a_row_per_thread_of_an_argument_length_is_not_coalesced_beside_one_coal
     strip = ROW_PER_THREAD.replace("x < d;", "x < 4;").replace("(threadIdx.x * d) + x", "(threadIdx.x * 4) + x").replace(
         "const int N, const int d", "const int N")
     assert strip != ROW_PER_THREAD and _one("coalesced_access", strip)
+
+
+def test_a_register_sorting_network_by_shuffles_is_no_reduction_before_the_outputs():
+    # a warp's bitonic sort in registers: shuffled partners exchanged (min / max chosen apart), each thread's
+    # sorted key written at its own element
+    warp_sort = """
+__global__ void warp_sort(const float* x, float* y) {
+    int idx = blockIdx.x * 32 + threadIdx.x;
+    float v = x[idx];
+    for (int k = 2; k <= 32; k <<= 1)
+        for (int j = k >> 1; j > 0; j >>= 1) {
+            float p = __shfl_xor_sync(0xffffffffu, v, j);
+            bool up = ((threadIdx.x & k) == 0) == ((threadIdx.x & j) == 0);
+            v = up ? fminf(v, p) : fmaxf(v, p);
+        }
+    y[idx] = v;
+}
+"""
+    assert not _one("kernel_fusion", warp_sort)
+    # the same shape with the shuffled values summed is a reduction, and the outputs use it: fused
+    summed = warp_sort.replace("""            float p = __shfl_xor_sync(0xffffffffu, v, j);
+            bool up = ((threadIdx.x & k) == 0) == ((threadIdx.x & j) == 0);
+            v = up ? fminf(v, p) : fmaxf(v, p);""", "            v += __shfl_xor_sync(0xffffffffu, v, j);").replace(
+        "y[idx] = v;", "y[idx] = x[idx] / v;")
+    assert summed != warp_sort and _one("kernel_fusion", summed)
