@@ -541,7 +541,7 @@ WIDTH_TIMES_THREAD = """
 template <typename T, int N>
 __device__ void copy_n(T* dst, const T* src) { for (int i = 0; i < N; ++i) dst[i] = src[i]; }
 __global__ void row_max(const float* src, float* out, int n) {
-    constexpr int ELEMENTS_PER_LDG = 4;
+    constexpr int ELEMENTS_PER_LDG = 4;  // a 16-byte access's elements
     float r[ELEMENTS_PER_LDG];
     src += blockIdx.x * n + ELEMENTS_PER_LDG * threadIdx.x;
     float m = -1e30f;
@@ -578,6 +578,10 @@ def test_the_thread_times_a_named_vector_width_with_copies_of_that_width_is_coal
     rows = WIDTH_TIMES_THREAD.replace("ELEMENTS_PER_LDG * threadIdx.x", "n * threadIdx.x").replace(
         "out[blockIdx.x * 32 + threadIdx.x]", "out[threadIdx.x * 64]")
     assert rows != WIDTH_TIMES_THREAD and not _one("coalesced_access", rows)
+    # near miss: a blocked arrangement, each thread's ITEMS consecutive items read one by one
+    blocked = WIDTH_TIMES_THREAD.replace("ELEMENTS_PER_LDG", "ITEMS_PER_THREAD").replace(
+        "out[blockIdx.x * 32 + threadIdx.x]", "out[threadIdx.x * 64]")
+    assert not _one("coalesced_access", blocked)
 
 
 def test_a_parenthesized_array_at_the_thread_index_is_coalesced():
