@@ -1,0 +1,516 @@
+"""What a kernel's dataflow shows, read from the PTX nvcc emits (``nvcc -ptx`` or ``-keep``). Pure logic.
+
+Source regexes see one spelling of a shared-memory tile or a register tile; the PTX sees the structure
+whatever the spelling, because its virtual registers make def-use chains plain. This module parses PTX into
+kernels and instructions, runs a flow-insensitive taint analysis over the virtual registers (every
+definition of a register unions into it; iterated to a fixpoint, so loop-carried registers are covered),
+and derives named facts per kernel, each a count of instances:
+
+- ``shared_tile``: shared arrays filled with global data as it was loaded (copied by ``ld``/``st``,
+  converted, selected or moved by ``cp.async``/``cp.async.bulk``), in a kernel with a barrier, read back at
+  an address other than the one the thread stored to (another thread's slot: a different index, a
+  neighbour's offset, an ``ldmatrix`` or ``wgmma`` operand) and never fed back into a store to the same
+  array (that is a reduction, scan or sorting-network scratch). A value reduced before it is stored (a
+  warp's partial sum) is not raw data, so a shuffle reduction's 32-slot array is not a tile.
+- ``register_tile``: accumulators (chains of floating-point ``fma``, or ``mul`` then ``add``, on CUDA
+  cores) of which at least four take a product of a loaded value that also feeds another accumulator:
+  several outputs per thread, each loaded value reused. A dot product feeds each loaded value to one.
+- ``shared_stages``: waits that leave the newest asynchronous copies in flight (``cp.async.wait_group N``,
+  ``cp.async.bulk.wait_group N``, N > 0), or an mbarrier wait on a phase parity that flips in a loop over
+  two or more barriers (a TMA or cp.async ring).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+FACTS = ("shared_tile", "register_tile", "shared_stages")
+
+_COMMENT = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)
+_DEBUG = re.compile(r"^\s*\.(?:loc|file)\b[^\n]*$|^\s*\.section\b[\s\S]*", re.M)   # -lineinfo / -G directives
+_SHARED_DECL = re.compile(r"\.shared\s+(?:\.align\s+\d+\s+)?(?:\.\w+\s+)*?([A-Za-z_$][\w$]*)\s*(?:\[|;)")
+_ENTRY = re.compile(r"\.entry\s+([\w$]+)")
+_FUNC_START = re.compile(r"(?:\.visible\s+|\.weak\s+|\.extern\s+)*\.(?:entry|func)\b")
+_STMT = re.compile(r"^(?:@(!?)(%?[\w$]+)\s+)?([a-z][\w.:]*)\s*(.*)$", re.S)
+_LABEL = re.compile(r"^([\w$]+)\s*:\s*")
+_REG = re.compile(r"%[A-Za-z_][\w]*(?:\.[xyzw]\b)?")
+_IDENT = re.compile(r"(?<![%\w.$])([A-Za-z_$][\w$]*)")
+_IMM = re.compile(r"[-+]?(?:0[xX][0-9a-fA-F]+|\d+)")
+
+_NO_DEST = frozenset({"st", "red", "bar", "barrier", "bra", "ret", "exit", "prefetch", "prefetchu", "membar",
+                      "fence", "call", "trap", "brkpt", "cp", "stmatrix", "setmaxnreg", "griddepcontrol",
+                      "pmevent", "nanosleep", "cp.async", "tensormap", "multimem", "discard", "applypriority",
+                      "createpolicy_noop", "st.async", "red.async", "wgmma.fence", "wgmma.commit_group",
+                      "wgmma.wait_group"})
+# value-preserving moves: raw global data stays raw through them
+_COPY_OPS = frozenset({"mov", "cvt", "cvta", "selp", "shfl", "prmt", "ld"})
+_THREAD = {"%tid.x": "tid.x", "%tid.y": "tid.y", "%tid.z": "tid.z", "%laneid": "lane"}
+_BLOCK = ("%ctaid.x", "%ctaid.y", "%ctaid.z", "%clusterid", "%cluster_ctarank")
+_FLOAT_ACC = re.compile(r"^(?:fma|mad)\.(?:[a-z]+\.)*?(?:f16x2|bf16x2|f16|bf16|f32|f64)$")
+_FLOAT_MUL = re.compile(r"^mul\.(?:[a-z]+\.)*?(?:f16x2|bf16x2|f16|bf16|f32|f64)$")
+_FLOAT_ADD = re.compile(r"^add\.(?:[a-z]+\.)*?(?:f16x2|bf16x2|f16|bf16|f32|f64)$")
+_BARRIER = re.compile(r"^(?:bar\.(?:sync|red|cta)|bar\.\d|barrier\.(?:sync|cta|red)|barrier(?:\.aligned)?$|"
+                      r"mbarrier\.(?:try_wait|test_wait))")
+
+
+@dataclass(frozen=True, slots=True)
+class Instr:
+    """One PTX instruction: the full opcode with modifiers, the registers it defines and reads, and its
+    first address operand (``[%rd4+16]``: registers, symbols, immediate offset)."""
+
+    op: str
+    dests: tuple[str, ...]
+    srcs: tuple[str, ...]                  # registers read (address registers included)
+    syms: tuple[str, ...]                  # identifiers among the operands (symbols, labels)
+    operands: tuple[str, ...]
+    addr_regs: tuple[str, ...] = ()
+    addr_syms: tuple[str, ...] = ()
+    addr_offset: int = 0
+    labels: tuple[str, ...] = ()           # labels placed just before it
+
+    @property
+    def base(self) -> str:
+        return self.op.split(".", 1)[0]
+
+
+@dataclass(slots=True)
+class Kernel:
+    name: str
+    instrs: list[Instr] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class Module:
+    shared: frozenset[str]                 # shared-memory symbols (static and extern)
+    kernels: list[Kernel]
+
+
+def _split_operands(text: str) -> list[str]:
+    out, depth, cur = [], 0, []
+    for ch in text:
+        if ch in "{[(":
+            depth += 1
+        elif ch in "}])":
+            depth -= 1
+        if ch == "," and depth == 0:
+            out.append("".join(cur).strip())
+            cur = []
+        else:
+            cur.append(ch)
+    if "".join(cur).strip():
+        out.append("".join(cur).strip())
+    return out
+
+
+def _regs(text: str) -> list[str]:
+    return _REG.findall(text)
+
+
+def _address(operand: str) -> tuple[tuple[str, ...], tuple[str, ...], int]:
+    inner = operand.strip()[1:-1]
+    head = inner.split(",", 1)[0]              # [tensorMap, {coords}]: the first part is the address
+    regs = tuple(_regs(head))
+    syms = tuple(s for s in _IDENT.findall(head))
+    off = 0
+    m = re.search(r"\+\s*(-?\d+)\s*$", head)
+    if m:
+        off = int(m.group(1))
+    return regs, syms, off
+
+
+def parse_instruction(stmt: str, labels: tuple[str, ...] = ()) -> Instr | None:
+    """One statement (without its ';'), or None for a directive or anything that is not an instruction."""
+    m = _STMT.match(stmt.strip())
+    if not m:
+        return None
+    _neg, guard, op, rest = m.groups()
+    operands = tuple(_split_operands(rest)) if rest.strip() else ()
+    base = op.split(".", 1)[0]
+    two = ".".join(op.split(".")[:2])
+    dests: tuple[str, ...] = ()
+    srcs_ops = operands
+    if operands and not operands[0].startswith("[") and base not in _NO_DEST and two not in _NO_DEST:
+        dests = tuple(r for r in _regs(operands[0].replace("|", ",")))
+        srcs_ops = operands[1:]
+        if base in ("wgmma", "tcgen05") or op.startswith("mma.") and False:
+            srcs_ops = operands
+    srcs = [r for o in srcs_ops for r in _regs(o)]
+    if guard and guard.startswith("%"):
+        srcs.append(guard)
+    syms = tuple(s for o in srcs_ops for s in _IDENT.findall(re.sub(r"\[|\]|\{|\}", " ", o)) if not _IMM.fullmatch(s))
+    addr_regs: tuple[str, ...] = ()
+    addr_syms: tuple[str, ...] = ()
+    off = 0
+    first_addr = next((o for o in operands if o.startswith("[") and o.endswith("]")), None)
+    if first_addr is not None:
+        addr_regs, addr_syms, off = _address(first_addr)
+    return Instr(op=op, dests=dests, srcs=tuple(srcs), syms=syms, operands=operands, addr_regs=addr_regs,
+                 addr_syms=addr_syms, addr_offset=off, labels=labels)
+
+
+def _body_statements(body: str) -> Iterable[tuple[str, tuple[str, ...]]]:
+    labels: list[str] = []
+    for raw in body.split(";"):
+        s = raw.strip().lstrip("{}").strip()
+        while True:
+            s = s.lstrip("{}").strip()
+            m = _LABEL.match(s)
+            if not m or s.startswith("%"):
+                break
+            labels.append(m.group(1))
+            s = s[m.end():]
+        if not s or s.startswith("."):
+            continue
+        yield s, tuple(labels)
+        labels = []
+
+
+def parse_ptx(text: str) -> Module:
+    """Kernels (``.entry``) and their instructions; the shared symbols declared anywhere in the module.
+    ``.func`` bodies are left out (nvcc inlines device functions unless told not to)."""
+    text = _DEBUG.sub("", _COMMENT.sub("", text))
+    shared = frozenset(_SHARED_DECL.findall(text))
+    starts = [m.start() for m in _FUNC_START.finditer(text)]
+    kernels = []
+    for i, start in enumerate(starts):
+        end = starts[i + 1] if i + 1 < len(starts) else len(text)
+        chunk = text[start:end]
+        m = _ENTRY.search(chunk[:400])
+        if not m or not chunk.lstrip().startswith((".visible", ".entry", ".weak", ".extern")):
+            continue
+        brace = chunk.find("{", chunk.find(")") if ")" in chunk else 0)
+        if brace < 0:
+            continue
+        k = Kernel(m.group(1))
+        for stmt, labels in _body_statements(chunk[brace + 1:]):
+            ins = parse_instruction(stmt, labels)
+            if ins is not None:
+                k.instrs.append(ins)
+        kernels.append(k)
+    return Module(shared=shared, kernels=kernels)
+
+
+# ------------------------------------------------------------------------------------------- taint
+class _Tags:
+    """Taint tags as bits of an int: 'G' global data, 'RAW' global data as loaded, 'S:x' loaded from
+    shared array x, 'A:x' an address into x, 'tid.x'... thread index, 'block' block index."""
+
+    def __init__(self) -> None:
+        self.bits: dict[str, int] = {}
+
+    def __call__(self, name: str) -> int:
+        b = self.bits.get(name)
+        if b is None:
+            b = self.bits[name] = 1 << len(self.bits)
+        return b
+
+    def names(self, mask: int) -> set[str]:
+        return {n for n, b in self.bits.items() if mask & b}
+
+
+def _space(op: str) -> str:
+    parts = op.split(".")
+    for p in parts[1:]:
+        if p.startswith("shared"):
+            return "shared"
+        if p in ("global", "local", "param", "const"):
+            return p
+    return "generic"
+
+
+@dataclass(slots=True)
+class _Flow:
+    kernel: Kernel
+    shared: frozenset[str]
+    tags: _Tags
+    taint: dict[str, int]
+    defs: dict[str, list[int]]
+
+    def addr_shared(self, ins: Instr) -> set[str]:
+        """The shared arrays an instruction's first address operand points into."""
+        out = {s for s in ins.addr_syms if s in self.shared}
+        mask = 0
+        for r in ins.addr_regs:
+            mask |= self.taint.get(r, 0)
+        for n in self.tags.names(mask):
+            if n.startswith("A:"):
+                out.add(n[2:])
+        return out
+
+
+def _is_load(ins: Instr) -> bool:
+    b = ins.base
+    return b in ("ld", "ldu", "tex", "tld4", "ldmatrix", "suld") or ins.op.startswith("wmma.load")
+
+
+def _is_store(ins: Instr) -> bool:
+    return ins.base in ("st", "stmatrix") or ins.op.startswith("wmma.store")
+
+
+def analyse(kernel: Kernel, shared: frozenset[str]) -> _Flow:
+    """Taint of every register of the kernel, to a fixpoint over all its definitions."""
+    tags = _Tags()
+    G, RAW = tags("G"), tags("RAW")
+    sym_bit = {s: tags("A:" + s) for s in shared}
+    defs: dict[str, list[int]] = {}
+    for i, ins in enumerate(kernel.instrs):
+        for d in ins.dests:
+            defs.setdefault(d, []).append(i)
+    taint: dict[str, int] = {}
+    flow = _Flow(kernel, shared, tags, taint, defs)
+    special = {r: tags(n) for r, n in _THREAD.items()}
+    block = tags("block")
+    for r in _BLOCK:
+        special[r] = block
+    changed = True
+    while changed:
+        changed = False
+        for ins in kernel.instrs:
+            if not ins.dests:
+                continue
+            b = ins.base
+            if _is_load(ins) or b == "atom":
+                space = _space(ins.op)
+                targets = flow.addr_shared(ins) if space in ("shared", "generic") else set()
+                if b == "ldmatrix" or (space == "shared" and targets) or (space == "generic" and targets):
+                    val = 0
+                    for s in targets:
+                        val |= tags("S:" + s)
+                elif space in ("global", "generic") or b in ("tex", "tld4", "ldu", "suld"):
+                    val = G if b == "atom" else G | RAW
+                else:
+                    val = 0
+            else:
+                val = 0
+                for r in ins.srcs:
+                    val |= taint.get(r, 0) or special.get(r, 0)
+                for s in ins.syms:
+                    if s in sym_bit:
+                        val |= sym_bit[s]
+                if b not in _COPY_OPS:
+                    val &= ~RAW
+            for d in ins.dests:
+                old = taint.get(d, 0)
+                if old | val != old:
+                    taint[d] = old | val
+                    changed = True
+    return flow
+
+
+# ------------------------------------------------------------------------------- address identity
+class _Exprs:
+    """Structural value numbers of registers: two addresses computed the same way from the same inputs get
+    the same number (a loop counter is its initial value and its update, the counter itself as SELF), so a
+    thread's store address and its load address can be compared even when nvcc computes them twice."""
+
+    def __init__(self, kernel: Kernel, defs: dict[str, list[int]]) -> None:
+        self.k, self.defs = kernel, defs
+        self.ids: dict[object, int] = {}
+        self.memo: dict[str, int] = {}
+        self.busy: set[str] = set()
+
+    def _intern(self, key: object) -> int:
+        v = self.ids.get(key)
+        if v is None:
+            v = self.ids[key] = len(self.ids)
+        return v
+
+    def of(self, reg: str, depth: int = 0) -> int:
+        if reg in self.memo:
+            return self.memo[reg]
+        if reg in self.busy or depth > 60:
+            return self._intern(("SELF",))
+        ds = self.defs.get(reg)
+        if not ds:
+            return self._intern(("IN", reg))
+        self.busy.add(reg)
+        parts = []
+        for i in ds:
+            ins = self.k.instrs[i]
+            if _is_load(ins) or ins.base in ("atom", "shfl", "mma", "wgmma", "wmma"):
+                parts.append(self._intern(("LD", i)))
+                continue
+            ops = []
+            for o in ins.operands[1:]:
+                rs = _regs(o)
+                ops.append(tuple(self.of(r, depth + 1) for r in rs) if rs else o)
+            parts.append(self._intern((ins.op, tuple(ops), ins.dests.index(reg) if len(ins.dests) > 1 else 0)))
+        self.busy.discard(reg)
+        v = self._intern(("PHI", frozenset(parts))) if len(parts) > 1 else parts[0]
+        if depth == 0 or len(parts) == 1:
+            self.memo[reg] = v
+        return v
+
+    def address(self, ins: Instr) -> tuple:
+        return (tuple(self.of(r) for r in ins.addr_regs), ins.addr_syms, ins.addr_offset)
+
+
+# ----------------------------------------------------------------------------------------- facts
+def _barrier(kernel: Kernel) -> bool:
+    return any(_BARRIER.match(i.op) for i in kernel.instrs)
+
+
+def shared_tiles(flow: _Flow) -> int:
+    """Shared arrays staged from global memory and read back at another thread's slot (module doc)."""
+    k, tags, taint = flow.kernel, flow.tags, flow.taint
+    if not _barrier(k):
+        return 0
+    RAW = tags("RAW")
+    exprs = _Exprs(k, flow.defs)
+    filled: set[str] = set()
+    self_fed: set[str] = set()
+    store_addr: dict[str, set] = {}
+    loads: dict[str, list[Instr]] = {}
+    cross: set[str] = set()
+    for ins in k.instrs:
+        b = ins.base
+        if b == "cp" and ins.op.startswith("cp.async") and "shared" in ins.op and "global" in ins.op \
+                and ins.operands and ins.operands[0].startswith("["):
+            targets = flow.addr_shared(ins)
+            filled |= targets
+            for s in targets:
+                store_addr.setdefault(s, set()).add(exprs.address(ins))
+        elif _is_store(ins) and _space(ins.op) in ("shared", "generic"):
+            targets = flow.addr_shared(ins)
+            if not targets:
+                continue
+            val = 0
+            for o in ins.operands[1:]:
+                for r in _regs(o):
+                    val |= taint.get(r, 0)
+            for s in targets:
+                store_addr.setdefault(s, set()).add(exprs.address(ins))
+                if val & RAW:
+                    filled.add(s)
+                if val & tags("S:" + s):
+                    self_fed.add(s)
+        elif b == "atom" or b == "red":
+            for s in flow.addr_shared(ins) if _space(ins.op) in ("shared", "generic") else ():
+                self_fed.add(s)
+        elif b == "ldmatrix" or (b == "wmma" and "load" in ins.op):
+            cross |= flow.addr_shared(ins)
+        elif _is_load(ins) and _space(ins.op) in ("shared", "generic"):
+            for s in flow.addr_shared(ins):
+                loads.setdefault(s, []).append(ins)
+        elif b in ("wgmma", "tcgen05") and "mma" in ins.op:
+            mask = 0
+            for r in ins.srcs:
+                mask |= taint.get(r, 0)
+            cross |= {n[2:] for n in tags.names(mask) if n.startswith("A:")}
+    for s, ls in loads.items():
+        own = store_addr.get(s, set())
+        if any(exprs.address(ld) not in own for ld in ls):
+            cross.add(s)
+    return len((filled & cross) - self_fed)
+
+
+def _copy_origin(flow: _Flow, reg: str, depth: int = 0) -> str | None:
+    """The register a loaded value was loaded into, when ``reg`` is that value or a move/conversion of it."""
+    ds = flow.defs.get(reg, [])
+    if not ds or depth > 8:
+        return None
+    instrs = [flow.kernel.instrs[i] for i in ds]
+    if all(_is_load(i) and i.base != "ldmatrix" for i in instrs):
+        return reg
+    if len(instrs) == 1 and instrs[0].base in ("mov", "cvt", "shfl") and len(instrs[0].srcs) >= 1:
+        return _copy_origin(flow, instrs[0].srcs[0], depth + 1)
+    return None
+
+
+def register_tiles(flow: _Flow) -> int:
+    """Accumulators fed by loaded values each reused by two or more of them (0 below four; module doc)."""
+    k = flow.kernel
+    parent: dict[str, str] = {}
+
+    def find(x: str) -> str:
+        while parent.get(x, x) != x:
+            parent[x] = parent.get(parent[x], parent[x])
+            x = parent[x]
+        return x
+
+    def union(a: str, b: str) -> None:
+        ra, rb = find(a), find(b)
+        if ra != rb:
+            parent[ra] = rb
+
+    steps: list[tuple[str, list[str]]] = []        # (accumulator register, multiplicands)
+    mul_of: dict[str, list[str]] = {}
+    for ins in k.instrs:
+        if _FLOAT_MUL.match(ins.op) and len(ins.dests) == 1 and len(ins.srcs) >= 2:
+            mul_of[ins.dests[0]] = list(ins.srcs[:2])
+    for ins in k.instrs:
+        if len(ins.dests) != 1:
+            continue
+        d = ins.dests[0]
+        if _FLOAT_ACC.match(ins.op) and len(ins.operands) == 4:
+            c = _regs(ins.operands[3])
+            if c:
+                union(d, c[0])
+            steps.append((d, [r for o in ins.operands[1:3] for r in _regs(o)]))
+        elif _FLOAT_ADD.match(ins.op) and len(ins.srcs) == 2:
+            a, b2 = ins.srcs
+            for m, other in ((a, b2), (b2, a)):
+                if m in mul_of and len(flow.defs.get(m, [])) == 1:
+                    union(d, other)
+                    steps.append((d, mul_of[m]))
+                    break
+        elif ins.base == "mov" and ins.op.endswith(("f32", "f64", "f16x2", "b32")) and len(ins.srcs) == 1 \
+                and ins.srcs[0] in parent:
+            union(d, ins.srcs[0])
+    size: dict[str, int] = {}
+    for d, _ in steps:
+        r = find(d)
+        size[r] = size.get(r, 0) + 1
+    fed: dict[str, set[str]] = {}
+    for d, ms in steps:
+        acc = find(d)
+        if size[acc] < 2:
+            continue
+        for m in ms:
+            o = _copy_origin(flow, m)
+            if o is not None:
+                fed.setdefault(o, set()).add(acc)
+    accs: set[str] = set()
+    for group in fed.values():
+        if len(group) >= 2:
+            accs |= group
+    return len(accs) if len(accs) >= 4 else 0
+
+
+_WAIT_N = re.compile(r"^cp\.async(?:\.bulk)?\.wait_group(?:\.read)?$")
+
+
+def shared_stages(flow: _Flow) -> int:
+    """Waits that leave copies in flight, or mbarrier parity waits over a ring of two or more barriers."""
+    k = flow.kernel
+    n = 0
+    for ins in k.instrs:
+        if _WAIT_N.match(ins.op) and ins.operands and _IMM.fullmatch(ins.operands[0]) and int(ins.operands[0], 0) > 0:
+            n += 1
+    waits = [i for i in k.instrs if i.op.startswith("mbarrier.try_wait.parity") or i.op.startswith("mbarrier.test_wait.parity")]
+    if waits:
+        exprs = _Exprs(k, flow.defs)
+        addrs = {exprs.address(i) for i in waits}
+        looped = any(len(flow.defs.get(r, [])) > 1 for i in waits for r in i.srcs[len(i.addr_regs):])
+        if len(addrs) >= 2 and looped or any(len(flow.defs.get(r, [])) > 1 for i in waits for r in i.addr_regs):
+            n += 1
+    return n
+
+
+def kernel_facts(kernel: Kernel, shared: frozenset[str]) -> dict[str, int]:
+    flow = analyse(kernel, shared)
+    return {"shared_tile": shared_tiles(flow), "register_tile": register_tiles(flow),
+            "shared_stages": shared_stages(flow)}
+
+
+def flow_facts(ptx: str) -> dict[str, int]:
+    """The facts of every kernel of a PTX module, summed; every fact is named, 0 where none was found (so
+    an empty dict means the PTX was not read)."""
+    mod = parse_ptx(ptx)
+    total = dict.fromkeys(FACTS, 0)
+    for k in mod.kernels:
+        for name, n in kernel_facts(k, mod.shared).items():
+            total[name] += n
+    return total
