@@ -51,7 +51,7 @@ _BLOCK = ("%ctaid.x", "%ctaid.y", "%ctaid.z", "%clusterid", "%cluster_ctarank")
 _FLOAT_ACC = re.compile(r"^(?:fma|mad)\.(?:[a-z]+\.)*?(?:f16x2|bf16x2|f16|bf16|f32|f64)$")
 _FLOAT_MUL = re.compile(r"^mul\.(?:[a-z]+\.)*?(?:f16x2|bf16x2|f16|bf16|f32|f64)$")
 _FLOAT_ADD = re.compile(r"^add\.(?:[a-z]+\.)*?(?:f16x2|bf16x2|f16|bf16|f32|f64)$")
-_BARRIER = re.compile(r"^(?:bar\.(?:sync|red|cta)|bar\.\d|barrier\.(?:sync|cta|red)|barrier(?:\.aligned)?$|"
+_BARRIER = re.compile(r"^(?:bar\.(?:sync|red|cta|warp\.sync)|bar\.\d|barrier\.(?:sync|cta|red)|barrier(?:\.aligned)?$|"
                       r"mbarrier\.(?:try_wait|test_wait))")
 
 
@@ -150,8 +150,15 @@ def parse_instruction(stmt: str, labels: tuple[str, ...] = ()) -> Instr | None:
                  addr_syms=addr_syms, addr_offset=off, labels=labels)
 
 
+_REG_DECL = re.compile(r"^\.reg\s+(?:\.v\d\s+)?\.\w+\s+(.*)$", re.S)
+
+
 def _body_statements(body: str) -> Iterable[tuple[str, tuple[str, ...]]]:
+    """Statements with the labels before them; registers that inline asm declares without '%'
+    (``.reg .u64 u64addr;``) are renamed ``%u64addr`` so they are followed like any other."""
     labels: list[str] = []
+    scoped: set[str] = set()
+    rename: re.Pattern[str] | None = None
     for raw in body.split(";"):
         s = raw.strip().lstrip("{}").strip()
         while True:
@@ -161,8 +168,19 @@ def _body_statements(body: str) -> Iterable[tuple[str, tuple[str, ...]]]:
                 break
             labels.append(m.group(1))
             s = s[m.end():]
-        if not s or s.startswith("."):
+        if not s:
             continue
+        if s.startswith("."):
+            d = _REG_DECL.match(s)
+            if d:
+                names = {n.strip() for n in d.group(1).split(",")} - {""}
+                names = {n for n in names if re.fullmatch(r"[A-Za-z_]\w*", n)}
+                if names - scoped:
+                    scoped |= names
+                    rename = re.compile(r"(?<![\w%.$])(" + "|".join(sorted(scoped, key=len, reverse=True)) + r")(?![\w$])")
+            continue
+        if rename is not None:
+            s = rename.sub(r"%\1", s)
         yield s, tuple(labels)
         labels = []
 
@@ -249,10 +267,13 @@ def _is_store(ins: Instr) -> bool:
     return ins.base in ("st", "stmatrix") or ins.op.startswith("wmma.store")
 
 
+LOCAL = "%__local"
+
+
 def analyse(kernel: Kernel, shared: frozenset[str]) -> _Flow:
     """Taint of every register of the kernel, to a fixpoint over all its definitions."""
     tags = _Tags()
-    G, RAW = tags("G"), tags("RAW")
+    G, RAW, PARAM = tags("G"), tags("RAW"), tags("param")
     sym_bit = {s: tags("A:" + s) for s in shared}
     defs: dict[str, list[int]] = {}
     for i, ins in enumerate(kernel.instrs):
@@ -264,9 +285,19 @@ def analyse(kernel: Kernel, shared: frozenset[str]) -> _Flow:
     block = tags("block")
     for r in _BLOCK:
         special[r] = block
+    local_stores = [i for i in kernel.instrs if _is_store(i) and _space(i.op) == "local"]
     changed = True
     while changed:
         changed = False
+        for ins in local_stores:        # a per-thread array in local memory: one location, what is stored is loaded
+            val = 0
+            for o in ins.operands[1:]:
+                for r in _regs(o):
+                    val |= taint.get(r, 0)
+            old = taint.get(LOCAL, 0)
+            if old | val != old:
+                taint[LOCAL] = old | val
+                changed = True
         for ins in kernel.instrs:
             if not ins.dests:
                 continue
@@ -278,8 +309,19 @@ def analyse(kernel: Kernel, shared: frozenset[str]) -> _Flow:
                     val = 0
                     for s in targets:
                         val |= tags("S:" + s)
-                elif space in ("global", "generic") or b in ("tex", "tld4", "ldu", "suld"):
+                elif space == "global" or b in ("tex", "tld4", "ldu", "suld"):
                     val = G if b == "atom" else G | RAW
+                elif space == "generic":
+                    # a generic pointer made from a kernel parameter or loaded from memory points to global
+                    # memory; one from nowhere (the local stack, a library's scratch) is not global data as loaded
+                    amask = 0
+                    for r in ins.addr_regs:
+                        amask |= taint.get(r, 0)
+                    val = G | RAW if amask & (PARAM | G) and b != "atom" else G
+                elif space == "param":
+                    val = PARAM
+                elif space == "local":
+                    val = taint.get(LOCAL, 0)
                 else:
                     val = 0
             else:
@@ -291,6 +333,8 @@ def analyse(kernel: Kernel, shared: frozenset[str]) -> _Flow:
                         val |= sym_bit[s]
                 if b not in _COPY_OPS:
                     val &= ~RAW
+                if b in ("mma", "wmma", "wgmma", "tcgen05"):     # a tensor-core product: a new value
+                    val = (val & (G | PARAM)) | G
             for d in ins.dests:
                 old = taint.get(d, 0)
                 if old | val != old:
@@ -412,8 +456,10 @@ def _copy_origin(flow: _Flow, reg: str, depth: int = 0) -> str | None:
     if not ds or depth > 8:
         return None
     instrs = [flow.kernel.instrs[i] for i in ds]
-    if all(_is_load(i) and i.base != "ldmatrix" for i in instrs):
-        return reg
+    loaded = [i for i in instrs if _is_load(i) and i.base != "ldmatrix" and _space(i.op) not in ("const", "param")]
+    if loaded and all(i in loaded or (i.base == "mov" and not i.srcs) for i in instrs):
+        return reg           # loaded, or a constant where the load is skipped (a bounds check's zero); a constant-bank
+        # or parameter operand is a broadcast the FMA reads itself, not a loaded register
     if len(instrs) == 1 and instrs[0].base in ("mov", "cvt", "shfl") and len(instrs[0].srcs) >= 1:
         return _copy_origin(flow, instrs[0].srcs[0], depth + 1)
     return None
@@ -423,6 +469,7 @@ def register_tiles(flow: _Flow) -> int:
     """Accumulators fed by loaded values each reused by two or more of them (0 below four; module doc)."""
     k = flow.kernel
     parent: dict[str, str] = {}
+    members: set[str] = set()
 
     def find(x: str) -> str:
         while parent.get(x, x) != x:
@@ -431,6 +478,7 @@ def register_tiles(flow: _Flow) -> int:
         return x
 
     def union(a: str, b: str) -> None:
+        members.update((a, b))
         ra, rb = find(a), find(b)
         if ra != rb:
             parent[ra] = rb
@@ -446,6 +494,7 @@ def register_tiles(flow: _Flow) -> int:
         d = ins.dests[0]
         if _FLOAT_ACC.match(ins.op) and len(ins.operands) == 4:
             c = _regs(ins.operands[3])
+            members.add(d)
             if c:
                 union(d, c[0])
             steps.append((d, [r for o in ins.operands[1:3] for r in _regs(o)]))
@@ -456,17 +505,14 @@ def register_tiles(flow: _Flow) -> int:
                     union(d, other)
                     steps.append((d, mul_of[m]))
                     break
-        elif ins.base == "mov" and ins.op.endswith(("f32", "f64", "f16x2", "b32")) and len(ins.srcs) == 1 \
-                and ins.srcs[0] in parent:
-            union(d, ins.srcs[0])
-    size: dict[str, int] = {}
-    for d, _ in steps:
-        r = find(d)
-        size[r] = size.get(r, 0) + 1
+    carried: set[str] = set()       # accumulators carried around a loop (a register defined again each iteration)
+    for r, ds in flow.defs.items():
+        if len(ds) > 1 and r in members:
+            carried.add(find(r))
     fed: dict[str, set[str]] = {}
     for d, ms in steps:
         acc = find(d)
-        if size[acc] < 2:
+        if acc not in carried:
             continue
         for m in ms:
             o = _copy_origin(flow, m)
