@@ -275,6 +275,9 @@ def analyse(kernel: Kernel, shared: frozenset[str]) -> _Flow:
     tags = _Tags()
     G, RAW, PARAM = tags("G"), tags("RAW"), tags("param")
     sym_bit = {s: tags("A:" + s) for s in shared}
+    unmultiplied = 0                  # 'U:x': loaded from x and not multiplied since (an update, not a product)
+    for s in shared:
+        unmultiplied |= tags("U:" + s)
     defs: dict[str, list[int]] = {}
     for i, ins in enumerate(kernel.instrs):
         for d in ins.dests:
@@ -308,7 +311,7 @@ def analyse(kernel: Kernel, shared: frozenset[str]) -> _Flow:
                 if b == "ldmatrix" or (space == "shared" and targets) or (space == "generic" and targets):
                     val = 0
                     for s in targets:
-                        val |= tags("S:" + s)
+                        val |= tags("S:" + s) | tags("U:" + s)
                 elif space == "global" or b in ("tex", "tld4", "ldu", "suld"):
                     val = G if b == "atom" else G | RAW
                 elif space == "generic":
@@ -333,8 +336,8 @@ def analyse(kernel: Kernel, shared: frozenset[str]) -> _Flow:
                         val |= sym_bit[s]
                 if b not in _COPY_OPS:
                     val &= ~RAW
-                if b in ("mma", "wmma", "wgmma", "tcgen05"):     # a tensor-core product: a new value
-                    val = (val & (G | PARAM)) | G
+                if b in ("mma", "wmma", "wgmma", "tcgen05") or _FLOAT_ACC.match(ins.op) or _FLOAT_MUL.match(ins.op):
+                    val &= ~unmultiplied         # a product: a GEMM's accumulator, not a scratch being updated
             for d in ins.dests:
                 old = taint.get(d, 0)
                 if old | val != old:
@@ -428,8 +431,8 @@ def shared_tiles(flow: _Flow) -> int:
                 store_addr.setdefault(s, set()).add(exprs.address(ins))
                 if val & RAW:
                     filled.add(s)
-                if val & tags("S:" + s):
-                    self_fed.add(s)
+                if val & tags("U:" + s) and not _copy_origin(flow, _regs(ins.operands[-1])[0] if _regs(ins.operands[-1]) else ""):
+                    self_fed.add(s)          # updated from itself (a reduction, scan, sorting network), not copied
         elif b == "atom" or b == "red":
             for s in flow.addr_shared(ins) if _space(ins.op) in ("shared", "generic") else ():
                 self_fed.add(s)
