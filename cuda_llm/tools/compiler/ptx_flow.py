@@ -16,12 +16,15 @@ and derives named facts per kernel, each a count of instances:
   cores) of which at least four take a product of a loaded value that also feeds another accumulator:
   several outputs per thread, each loaded value reused. A dot product feeds each loaded value to one.
 - ``shared_stages``: waits that leave the newest asynchronous copies in flight (``cp.async.wait_group N``,
-  ``cp.async.bulk.wait_group N``, N > 0), or an mbarrier wait on a phase parity that flips in a loop over
-  two or more barriers (a TMA or cp.async ring).
+  ``cp.async.bulk.wait_group N``, N > 0), or a shared array both written and read at addresses computed from
+  a stage index that alternates from one loop iteration to the next (``s ^= 1``, ``1 - s``, ``k & 1``).
+  Flow-insensitive, it cannot tell a ring whose next stage is filled while the current is read from one
+  that waits for each stage right after issuing it.
 """
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -69,10 +72,10 @@ class Instr:
     addr_syms: tuple[str, ...] = ()
     addr_offset: int = 0
     labels: tuple[str, ...] = ()           # labels placed just before it
+    base: str = field(default="", compare=False)
 
-    @property
-    def base(self) -> str:
-        return self.op.split(".", 1)[0]
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "base", self.op.split(".", 1)[0])
 
 
 @dataclass(slots=True)
@@ -87,21 +90,14 @@ class Module:
     kernels: list[Kernel]
 
 
+_OPERAND = re.compile(r"\s*((?:\{[^}]*\}|\[[^\]]*\]|\([^)]*\)|[^,{\[(])+)")
+
+
 def _split_operands(text: str) -> list[str]:
-    out, depth, cur = [], 0, []
-    for ch in text:
-        if ch in "{[(":
-            depth += 1
-        elif ch in "}])":
-            depth -= 1
-        if ch == "," and depth == 0:
-            out.append("".join(cur).strip())
-            cur = []
-        else:
-            cur.append(ch)
-    if "".join(cur).strip():
-        out.append("".join(cur).strip())
-    return out
+    """Operands at the top level: commas inside ``{...}``, ``[...]`` and ``(...)`` do not split."""
+    if not any(c in text for c in "{[("):
+        return [o.strip() for o in text.split(",") if o.strip()]
+    return [o.strip() for o in _OPERAND.findall(text) if o.strip()]
 
 
 def _regs(text: str) -> list[str]:
@@ -139,7 +135,8 @@ def parse_instruction(stmt: str, labels: tuple[str, ...] = ()) -> Instr | None:
     srcs = [r for o in srcs_ops for r in _regs(o)]
     if guard and guard.startswith("%"):
         srcs.append(guard)
-    syms = tuple(s for o in srcs_ops for s in _IDENT.findall(re.sub(r"\[|\]|\{|\}", " ", o)) if not _IMM.fullmatch(s))
+    joined = " ".join(srcs_ops).translate(_BRACKETS)
+    syms = tuple(s for s in _IDENT.findall(joined) if not _IMM.fullmatch(s)) if _HAS_IDENT.search(joined) else ()
     addr_regs: tuple[str, ...] = ()
     addr_syms: tuple[str, ...] = ()
     off = 0
@@ -150,6 +147,8 @@ def parse_instruction(stmt: str, labels: tuple[str, ...] = ()) -> Instr | None:
                  addr_syms=addr_syms, addr_offset=off, labels=labels)
 
 
+_BRACKETS = str.maketrans("[]{}", "    ")
+_HAS_IDENT = re.compile(r"(?:^|[\s,+(-])[A-Za-z_$]")
 _REG_DECL = re.compile(r"^\.reg\s+(?:\.v\d\s+)?\.\w+\s+(.*)$", re.S)
 
 
@@ -228,6 +227,7 @@ class _Tags:
         return {n for n, b in self.bits.items() if mask & b}
 
 
+@functools.lru_cache(maxsize=4096)
 def _space(op: str) -> str:
     parts = op.split(".")
     for p in parts[1:]:
@@ -289,6 +289,29 @@ def analyse(kernel: Kernel, shared: frozenset[str]) -> _Flow:
     for r in _BLOCK:
         special[r] = block
     local_stores = [i for i in kernel.instrs if _is_store(i) and _space(i.op) == "local"]
+    everything = (1 << 62) - 1
+    # each defining instruction once: loads (their value depends on where the address points) and the
+    # rest (sources, constant tags of special registers and symbols, tags the operation keeps)
+    loads: list[Instr] = []
+    ops: list[tuple[tuple[str, ...], tuple[str, ...], int, int]] = []
+    for ins in kernel.instrs:
+        if not ins.dests:
+            continue
+        b = ins.base
+        if _is_load(ins) or b == "atom":
+            loads.append(ins)
+            continue
+        const = 0
+        for r in ins.srcs:
+            const |= special.get(r, 0)
+        for sname in ins.syms:
+            const |= sym_bit.get(sname, 0)
+        keep = everything
+        if b not in _COPY_OPS:
+            keep &= ~RAW
+        if b in ("mma", "wmma", "wgmma", "tcgen05") or _FLOAT_ACC.match(ins.op) or _FLOAT_MUL.match(ins.op):
+            keep &= ~unmultiplied         # a product: a GEMM's accumulator, not a scratch being updated
+        ops.append((ins.dests, tuple(r for r in ins.srcs if r not in special), const, keep))
     changed = True
     while changed:
         changed = False
@@ -301,44 +324,40 @@ def analyse(kernel: Kernel, shared: frozenset[str]) -> _Flow:
             if old | val != old:
                 taint[LOCAL] = old | val
                 changed = True
-        for ins in kernel.instrs:
-            if not ins.dests:
-                continue
+        for ins in loads:
             b = ins.base
-            if _is_load(ins) or b == "atom":
-                space = _space(ins.op)
-                targets = flow.addr_shared(ins) if space in ("shared", "generic") else set()
-                if b == "ldmatrix" or (space == "shared" and targets) or (space == "generic" and targets):
-                    val = 0
-                    for s in targets:
-                        val |= tags("S:" + s) | tags("U:" + s)
-                elif space == "global" or b in ("tex", "tld4", "ldu", "suld"):
-                    val = G if b == "atom" else G | RAW
-                elif space == "generic":
-                    # a generic pointer made from a kernel parameter or loaded from memory points to global
-                    # memory; one from nowhere (the local stack, a library's scratch) is not global data as loaded
-                    amask = 0
-                    for r in ins.addr_regs:
-                        amask |= taint.get(r, 0)
-                    val = G | RAW if amask & (PARAM | G) and b != "atom" else G
-                elif space == "param":
-                    val = PARAM
-                elif space == "local":
-                    val = taint.get(LOCAL, 0)
-                else:
-                    val = 0
+            space = _space(ins.op)
+            targets = flow.addr_shared(ins) if space in ("shared", "generic") else set()
+            if b == "ldmatrix" or targets:
+                val = 0
+                for sname in targets:
+                    val |= tags("S:" + sname) | tags("U:" + sname)
+            elif space == "global" or b in ("tex", "tld4", "ldu", "suld"):
+                val = G if b == "atom" else G | RAW
+            elif space == "generic":
+                # a generic pointer made from a kernel parameter or loaded from memory points to global
+                # memory; one from nowhere (the local stack, a library's scratch) is not global data as loaded
+                amask = 0
+                for r in ins.addr_regs:
+                    amask |= taint.get(r, 0)
+                val = G | RAW if amask & (PARAM | G) and b != "atom" else G
+            elif space == "param":
+                val = PARAM
+            elif space == "local":
+                val = taint.get(LOCAL, 0)
             else:
                 val = 0
-                for r in ins.srcs:
-                    val |= taint.get(r, 0) or special.get(r, 0)
-                for s in ins.syms:
-                    if s in sym_bit:
-                        val |= sym_bit[s]
-                if b not in _COPY_OPS:
-                    val &= ~RAW
-                if b in ("mma", "wmma", "wgmma", "tcgen05") or _FLOAT_ACC.match(ins.op) or _FLOAT_MUL.match(ins.op):
-                    val &= ~unmultiplied         # a product: a GEMM's accumulator, not a scratch being updated
             for d in ins.dests:
+                old = taint.get(d, 0)
+                if old | val != old:
+                    taint[d] = old | val
+                    changed = True
+        for dests, srcs, const, keep in ops:
+            val = const
+            for r in srcs:
+                val |= taint.get(r, 0)
+            val &= keep
+            for d in dests:
                 old = taint.get(d, 0)
                 if old | val != old:
                     taint[d] = old | val
@@ -357,12 +376,49 @@ class _Exprs:
         self.ids: dict[object, int] = {}
         self.memo: dict[str, int] = {}
         self.busy: set[str] = set()
+        self.keys: list[object] = []
 
     def _intern(self, key: object) -> int:
         v = self.ids.get(key)
         if v is None:
             v = self.ids[key] = len(self.ids)
+            self.keys.append(key)
         return v
+
+    def _def(self, i: int, reg: str, depth: int) -> int:
+        ins = self.k.instrs[i]
+        if _is_load(ins) or ins.base in ("atom", "shfl", "mma", "wgmma", "wmma"):
+            return self._intern(("LD", i))
+        if ins.base == "mov" and len(ins.operands) == 2 and ins.operands[1].startswith("%") and len(ins.srcs) == 1:
+            return self.of(ins.srcs[0], depth + 1)            # a copy is its source
+        ops = []
+        for o in ins.operands[1:]:
+            rs = _regs(o)
+            ops.append(tuple(self.of(r, depth + 1) for r in rs) if rs else o)
+        return self._intern((ins.op, tuple(ops), ins.dests.index(reg) if len(ins.dests) > 1 else 0))
+
+    def _induction(self, parts: list[int]) -> int | None:
+        """A loop counter (an initial value and ``SELF + step``) numbered as its initial value, shifted back
+        by one step when the loop starts a step in (``for (i = tid + S; ...; i += S)`` after reading
+        ``tid``): the slots a strided loop visits are numbered alike whichever loop visits them."""
+        if len(parts) != 2:
+            return None
+        self_id = self._intern(("SELF",))
+        for upd, init in ((parts[0], parts[1]), (parts[1], parts[0])):
+            key = self.keys[upd]
+            if len(key) == 3 and isinstance(key[0], str) and key[0].startswith("add.") and len(key[1]) == 2:
+                a, b = key[1]
+                if a == (self_id,) or b == (self_id,):
+                    step = b if a == (self_id,) else a
+                    ik = self.keys[init]
+                    if len(ik) == 3 and isinstance(ik[0], str) and ik[0].startswith("add.") and len(ik[1]) == 2:
+                        x, y = ik[1]
+                        if y == step and len(x) == 1:
+                            return x[0]
+                        if x == step and len(y) == 1:
+                            return y[0]
+                    return init
+        return None
 
     def of(self, reg: str, depth: int = 0) -> int:
         if reg in self.memo:
@@ -373,19 +429,13 @@ class _Exprs:
         if not ds:
             return self._intern(("IN", reg))
         self.busy.add(reg)
-        parts = []
-        for i in ds:
-            ins = self.k.instrs[i]
-            if _is_load(ins) or ins.base in ("atom", "shfl", "mma", "wgmma", "wmma"):
-                parts.append(self._intern(("LD", i)))
-                continue
-            ops = []
-            for o in ins.operands[1:]:
-                rs = _regs(o)
-                ops.append(tuple(self.of(r, depth + 1) for r in rs) if rs else o)
-            parts.append(self._intern((ins.op, tuple(ops), ins.dests.index(reg) if len(ins.dests) > 1 else 0)))
+        parts = [self._def(i, reg, depth) for i in ds]
         self.busy.discard(reg)
-        v = self._intern(("PHI", frozenset(parts))) if len(parts) > 1 else parts[0]
+        if len(parts) == 1:
+            v = parts[0]
+        else:
+            iv = self._induction(parts)
+            v = iv if iv is not None else self._intern(("PHI", frozenset(parts)))
         if depth == 0 or len(parts) == 1:
             self.memo[reg] = v
         return v
@@ -531,19 +581,79 @@ def register_tiles(flow: _Flow) -> int:
 _WAIT_N = re.compile(r"^cp\.async(?:\.bulk)?\.wait_group(?:\.read)?$")
 
 
+def _depends_on(flow: _Flow, reg: str, target: str, limit: int = 400) -> bool:
+    """Whether ``reg`` is computed from ``target`` (through any chain of definitions)."""
+    seen, todo = {reg}, [reg]
+    while todo and len(seen) < limit:
+        for i in flow.defs.get(todo.pop(), []):
+            for r in flow.kernel.instrs[i].srcs:
+                if r == target:
+                    return True
+                if r not in seen:
+                    seen.add(r)
+                    todo.append(r)
+    return False
+
+
+def _toggles(flow: _Flow) -> set[str]:
+    """Registers that alternate between two values from one loop iteration to the next: a loop-carried
+    register flipped with a constant (``s ^= 1``, ``off ^= 8192``, ``s = 1 - s``) or a loop counter's parity
+    (``k & 1``, ``k % 2``)."""
+    out = set()
+    for ins in flow.kernel.instrs:
+        if len(ins.dests) != 1 or len(ins.operands) != 3:
+            continue
+        d, a, c = ins.dests[0], ins.operands[1], ins.operands[2]
+        if ins.base == "xor" and _IMM.fullmatch(c) and a.startswith("%") and _depends_on(flow, a, d):
+            out.add(d)
+        elif ins.base == "sub" and _IMM.fullmatch(a) and c.startswith("%") and _depends_on(flow, c, d):
+            out.add(d)
+        elif ins.base in ("and", "rem") and c in ("1", "2") and (c == "1") == (ins.base == "and") \
+                and a.startswith("%") and _depends_on(flow, a, a):
+            out.add(d)
+    return out
+
+
+def _derived(flow: _Flow, roots: set[str]) -> set[str]:
+    """Every register computed from one of ``roots`` (the roots included)."""
+    uses: dict[str, list[Instr]] = {}
+    for ins in flow.kernel.instrs:
+        if ins.dests and not _is_load(ins):
+            for r in ins.srcs:
+                uses.setdefault(r, []).append(ins)
+    out, todo = set(roots), list(roots)
+    while todo:
+        for ins in uses.get(todo.pop(), []):
+            for d in ins.dests:
+                if d not in out:
+                    out.add(d)
+                    todo.append(d)
+    return out
+
+
 def shared_stages(flow: _Flow) -> int:
-    """Waits that leave copies in flight, or mbarrier parity waits over a ring of two or more barriers."""
+    """Waits that leave copies in flight, or a shared array written and read at addresses that alternate
+    with a toggled stage index."""
     k = flow.kernel
     n = 0
+    toggles = _toggles(flow)
+    if toggles:
+        alternating = _derived(flow, toggles)
+        written: set[str] = set()
+        read: set[str] = set()
+        for ins in k.instrs:
+            is_copy = ins.op.startswith("cp.async") and "shared" in ins.op and ins.operands[:1] != () \
+                and ins.operands[0].startswith("[")
+            if not (is_copy or _is_store(ins) or _is_load(ins)) or not ins.addr_regs:
+                continue
+            if _space(ins.op) not in ("shared", "generic") and not is_copy:
+                continue
+            targets = flow.addr_shared(ins)
+            if targets and any(r in alternating for r in ins.addr_regs):
+                (written if is_copy or _is_store(ins) else read).update(targets)
+        n += len(written & read)
     for ins in k.instrs:
         if _WAIT_N.match(ins.op) and ins.operands and _IMM.fullmatch(ins.operands[0]) and int(ins.operands[0], 0) > 0:
-            n += 1
-    waits = [i for i in k.instrs if i.op.startswith("mbarrier.try_wait.parity") or i.op.startswith("mbarrier.test_wait.parity")]
-    if waits:
-        exprs = _Exprs(k, flow.defs)
-        addrs = {exprs.address(i) for i in waits}
-        looped = any(len(flow.defs.get(r, [])) > 1 for i in waits for r in i.srcs[len(i.addr_regs):])
-        if len(addrs) >= 2 and looped or any(len(flow.defs.get(r, [])) > 1 for i in waits for r in i.addr_regs):
             n += 1
     return n
 
