@@ -307,8 +307,8 @@ def analyse(kernel: Kernel, shared: frozenset[str]) -> _Flow:
         for sname in ins.syms:
             const |= sym_bit.get(sname, 0)
         keep = everything
-        if b not in _COPY_OPS:
-            keep &= ~RAW
+        if b not in _COPY_OPS and not _FLOAT_MUL.match(ins.op):
+            keep &= ~RAW          # a sum or any other arithmetic makes a new value; a scaled copy stays data
         if b in ("mma", "wmma", "wgmma", "tcgen05") or _FLOAT_ACC.match(ins.op) or _FLOAT_MUL.match(ins.op):
             keep &= ~unmultiplied         # a product: a GEMM's accumulator, not a scratch being updated
         ops.append((ins.dests, tuple(r for r in ins.srcs if r not in special), const, keep))
@@ -445,6 +445,13 @@ class _Exprs:
 
 
 # ----------------------------------------------------------------------------------------- facts
+def _addr_taint(flow: _Flow, ins: Instr) -> int:
+    mask = 0
+    for r in ins.addr_regs:
+        mask |= flow.taint.get(r, 0)
+    return mask
+
+
 def _barrier(kernel: Kernel) -> bool:
     return any(_BARRIER.match(i.op) for i in kernel.instrs)
 
@@ -496,9 +503,15 @@ def shared_tiles(flow: _Flow) -> int:
             for r in ins.srcs:
                 mask |= taint.get(r, 0)
             cross |= {n[2:] for n in tags.names(mask) if n.startswith("A:")}
+    data = tags("G")
+    for n, b in tags.bits.items():
+        if n.startswith(("S:", "U:")):
+            data |= b
     for s, ls in loads.items():
         own = store_addr.get(s, set())
-        if any(exprs.address(ld) not in own for ld in ls):
+        # read at another slot than the thread's own, at an address computed from indices (a lookup at a
+        # loaded key's digit is a table, not a tile)
+        if any(exprs.address(ld) not in own and not _addr_taint(flow, ld) & data for ld in ls):
             cross.add(s)
     return len((filled & cross) - self_fed)
 
