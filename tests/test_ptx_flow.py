@@ -74,9 +74,10 @@ def test_parse_ptx_reads_kernels_symbols_and_operands():
     assert sym.syms == ("_ZZ4copyPKfPfE4tile",)
     branch = next(i for i in k.instrs if i.base == "bra")
     assert branch.labels == ("$L__BB0_1",) and branch.srcs == ("%p1",)
-    # a register the inline asm declares without '%' is followed like any other
+    # a register the inline asm declares without '%' is followed like any other, apart from another block's
+    cvta = next(i for i in k.instrs if i.op == "cvta.to.shared.u64")
     cvt = next(i for i in k.instrs if i.op == "cvt.u32.u64")
-    assert cvt.srcs == ("%u64addr",) and cvt.dests == ("%r5",)
+    assert cvt.srcs == cvta.dests == ("%u64addr$1",) and cvt.dests == ("%r5",)
     setp = next(i for i in k.instrs if i.base == "setp")
     assert setp.dests == ("%p1", "%p2")
 
@@ -262,6 +263,42 @@ __global__ void two_stages(const float* in, float* out, int tiles) {
 }
 """
 
+REGISTER_STAGED_PAIR = r"""
+__global__ void two_stages_registers(const float* in, float* out, int tiles) {
+    __shared__ float st[2][256];
+    const float* base = in + (size_t)blockIdx.x * tiles * 256;
+    st[0][threadIdx.x] = base[threadIdx.x];
+    __syncthreads();
+    float acc = 0.f;
+    int cur = 0;
+    for (int t = 0; t < tiles; ++t) {
+        float next = t + 1 < tiles ? base[(t + 1) * 256 + threadIdx.x] : 0.f;   // the next tile in flight
+        acc += st[cur][(threadIdx.x + 1) % 256];                                // the current one read
+        st[cur ^ 1][threadIdx.x] = next;                                       // the other stage filled
+        cur ^= 1;
+        __syncthreads();
+    }
+    out[blockIdx.x * 256 + threadIdx.x] = acc;
+}
+"""
+
+RING_WITHOUT_OVERLAP = r"""
+#include <cuda_pipeline.h>
+__global__ void ring_waited_at_once(const float* in, float* out, int tiles) {
+    __shared__ float st[2][256];
+    float acc = 0.f;
+    for (int t = 0; t < tiles; ++t) {
+        int s = t & 1;          // two slots, but each copy is waited for right after it is issued
+        __pipeline_memcpy_async(&st[s][threadIdx.x], in + (size_t)t * 256 + threadIdx.x, 4);
+        __pipeline_commit();
+        __pipeline_wait_prior(0);
+        __syncthreads();
+        acc += st[s][(threadIdx.x + 1) % 256];
+    }
+    out[threadIdx.x] = acc;
+}
+"""
+
 CASES = {
     # name: (source, shared_tile expected > 0, register_tile expected > 0)
     "sgemm_uint_float4_alias": (SGEMM_ODD, True, False),
@@ -288,11 +325,12 @@ def test_register_tile_counts_the_accumulators(tmp_path: Path):
     assert sass.flow["register_tile"] == 16
 
 
-def test_shared_stages_on_a_cp_async_ring_and_not_on_a_single_stage(tmp_path: Path):
-    _, sass = built(tmp_path, CP_ASYNC_TWO_STAGES)
-    assert sass.flow["shared_stages"] >= 1
-    _, single = built(tmp_path, SGEMM_ODD)
-    assert single.flow["shared_stages"] == 0
+@pytest.mark.parametrize("source, staged", [(CP_ASYNC_TWO_STAGES, True), (REGISTER_STAGED_PAIR, True),
+                                             (RING_WITHOUT_OVERLAP, False), (SGEMM_ODD, False)],
+                         ids=["cp_async_wait_prior_1", "register_staged_pair", "ring_without_overlap", "single_stage"])
+def test_shared_stages(tmp_path: Path, source: str, staged: bool):
+    _, sass = built(tmp_path, source)
+    assert (sass.flow["shared_stages"] > 0) == staged, sass.flow
 
 
 def test_the_build_carries_the_facts(tmp_path: Path):

@@ -38,7 +38,7 @@ _ENTRY = re.compile(r"\.entry\s+([\w$]+)")
 _FUNC_START = re.compile(r"(?:\.visible\s+|\.weak\s+|\.extern\s+)*\.(?:entry|func)\b")
 _STMT = re.compile(r"^(?:@(!?)(%?[\w$]+)\s+)?([a-z][\w.:]*)\s*(.*)$", re.S)
 _LABEL = re.compile(r"^([\w$]+)\s*:\s*")
-_REG = re.compile(r"%[A-Za-z_][\w]*(?:\.[xyzw]\b)?")
+_REG = re.compile(r"%[A-Za-z_][\w$]*(?:\.[xyzw]\b)?")
 _IDENT = re.compile(r"(?<![%\w.$])([A-Za-z_$][\w$]*)")
 _IMM = re.compile(r"[-+]?(?:0[xX][0-9a-fA-F]+|\d+)")
 
@@ -154,9 +154,11 @@ _REG_DECL = re.compile(r"^\.reg\s+(?:\.v\d\s+)?\.\w+\s+(.*)$", re.S)
 
 def _body_statements(body: str) -> Iterable[tuple[str, tuple[str, ...]]]:
     """Statements with the labels before them; registers that inline asm declares without '%'
-    (``.reg .u64 u64addr;``) are renamed ``%u64addr`` so they are followed like any other."""
+    (``.reg .u64 u64addr;``) are renamed ``%u64addr$N``, N counting the declarations, so they are followed
+    like any other and two asm blocks' registers of one name stay apart."""
     labels: list[str] = []
-    scoped: set[str] = set()
+    current: dict[str, str] = {}
+    declared = 0
     rename: re.Pattern[str] | None = None
     for raw in body.split(";"):
         s = raw.strip().lstrip("{}").strip()
@@ -172,14 +174,16 @@ def _body_statements(body: str) -> Iterable[tuple[str, tuple[str, ...]]]:
         if s.startswith("."):
             d = _REG_DECL.match(s)
             if d:
-                names = {n.strip() for n in d.group(1).split(",")} - {""}
+                names = {n.strip() for n in d.group(1).split(",")}
                 names = {n for n in names if re.fullmatch(r"[A-Za-z_]\w*", n)}
-                if names - scoped:
-                    scoped |= names
-                    rename = re.compile(r"(?<![\w%.$])(" + "|".join(sorted(scoped, key=len, reverse=True)) + r")(?![\w$])")
+                for n in names:
+                    declared += 1
+                    current[n] = f"%{n}${declared}"
+                if names:
+                    rename = re.compile(r"(?<![\w%.$])(" + "|".join(sorted(current, key=len, reverse=True)) + r")(?![\w$])")
             continue
         if rename is not None:
-            s = rename.sub(r"%\1", s)
+            s = rename.sub(lambda m: current[m.group(1)], s)
         yield s, tuple(labels)
         labels = []
 
@@ -644,16 +648,48 @@ def _derived(flow: _Flow, roots: set[str]) -> set[str]:
     return out
 
 
+def _stage_op(ins: Instr, alternating: set[str]) -> bool:
+    """A flip or parity of an alternating register: ``x ^ C``, ``C - x``, ``x & 1``, ``x % 2``."""
+    if len(ins.dests) != 1 or len(ins.operands) != 3:
+        return False
+    a, c = ins.operands[1], ins.operands[2]
+    if ins.base == "xor" and _IMM.fullmatch(c):
+        return a in alternating
+    if ins.base == "sub" and _IMM.fullmatch(a):
+        return c in alternating
+    return ins.base in ("and", "rem") and c == ("1" if ins.base == "and" else "2")
+
+
 def shared_stages(flow: _Flow) -> int:
-    """Waits that leave copies in flight, or a shared array written and read at addresses that alternate
-    with a toggled stage index."""
+    """Waits that leave copies in flight, or a shared array written at one stage while it is read at
+    another: both addressed through a stage index that alternates between loop iterations, the writes
+    through another value of it than the reads (``cur ^ 1`` and ``cur``, ``(k + 1) & 1`` and ``k & 1``). A
+    ring that writes and reads each slot through the same index waits for every copy before using it."""
     k = flow.kernel
     n = 0
     toggles = _toggles(flow)
     if toggles:
         alternating = _derived(flow, toggles)
-        written: set[str] = set()
-        read: set[str] = set()
+        stage_regs = {d for i in k.instrs if i.dests and i.dests[0] in alternating and _stage_op(i, alternating)
+                      for d in i.dests} | toggles
+        exprs = _Exprs(k, flow.defs)
+
+        def stage_key(regs: tuple[str, ...]) -> frozenset[int]:
+            seen, todo, key = set(regs), [r for r in regs if r in alternating], set()
+            while todo:
+                r = todo.pop()
+                if r in stage_regs:
+                    key.add(exprs.of(r))
+                    continue
+                for i in flow.defs.get(r, []):
+                    for src in k.instrs[i].srcs:
+                        if src in alternating and src not in seen:
+                            seen.add(src)
+                            todo.append(src)
+            return frozenset(key)
+
+        written: dict[str, set[frozenset[int]]] = {}
+        read: dict[str, set[frozenset[int]]] = {}
         for ins in k.instrs:
             is_copy = ins.op.startswith("cp.async") and "shared" in ins.op and ins.operands[:1] != () \
                 and ins.operands[0].startswith("[")
@@ -663,11 +699,14 @@ def shared_stages(flow: _Flow) -> int:
                 continue
             targets = flow.addr_shared(ins)
             if targets and any(r in alternating for r in ins.addr_regs):
-                (written if is_copy or _is_store(ins) else read).update(targets)
-        n += len(written & read)
-    for ins in k.instrs:
-        if _WAIT_N.match(ins.op) and ins.operands and _IMM.fullmatch(ins.operands[0]) and int(ins.operands[0], 0) > 0:
-            n += 1
+                key = stage_key(ins.addr_regs)
+                for t in targets:
+                    (written if is_copy or _is_store(ins) else read).setdefault(t, set()).add(key)
+        n += sum(1 for t in written.keys() & read.keys() if written[t] != read[t])
+    waits = [int(i.operands[0], 0) for i in k.instrs
+             if _WAIT_N.match(i.op) and i.operands and _IMM.fullmatch(i.operands[0])]
+    if len(set(waits)) <= 3:         # more: a switch over a count known at run time (cuda::pipeline's wait)
+        n += sum(1 for w in waits if w > 0)
     return n
 
 
