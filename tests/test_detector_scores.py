@@ -27,13 +27,12 @@ CATALOGUE = load_catalogue()
 IDS = {f.id for f in CATALOGUE}
 
 # Floors a rule change must not fall below (measured: project 1.00 / 1.00; tuning data, batches 1-4 whole since
-# the held-out halves of batches 2-4 were retired into it, 0.99 / 0.96 with the build's dataflow facts).
+# the held-out halves of batches 2-4 were retired into it, 0.99 / 0.97 with the build's dataflow facts).
 PROJECT_FLOOR = (0.99, 0.99)
 TUNE_FLOOR = (0.98, 0.96)
 TUNE_FEATURE_RECALL = 0.9            # every tuning feature with support >= 3, but for those below, held where measured:
 TUNE_KNOWN_LOW = {"persistent_kernel": 0.7, "radix_sort": 0.4, "single_pass_row": 0.87,
-                  "bank_conflict_padding": 0.83, "double_buffering": 0.84, "kernel_fusion": 0.84,
-                  "privatized_atomics": 0.87}
+                  "bank_conflict_padding": 0.83, "kernel_fusion": 0.84, "privatized_atomics": 0.87}
 # The held-out readings (precision, recall) of each group of batches still held out, as first measured for the
 # rules they were read with (tests/detector_corpus_public/README.md); a rule change must not fall below them.
 # Batches 2-4 were read and retired into the tuning data; batch 5 is held out.
@@ -170,6 +169,12 @@ TUNE_BUILD_DISAGREES = {
     ("gemm_lx_sgemm_register_prefetch_double_buffer", "register_blocking"): "build",
     ("gemm_yh_ampere_sgemm_cp_async", "register_blocking"): "build",
     ("gemm_yh_sgemm_128x128_ldg_sts_double_buffer", "register_blocking"): "build",
+    # two stages addressed through a flipped offset or pointer (`off ^= 8192` in asm-reached addresses, a
+    # transposed values tile at `stage ^ 1`): the build (ptx_flow.shared_stages) shows the stage-indexed
+    # array written through one value of the alternating index and read through the other
+    ("gemm_yh_ampere_sgemm_cp_async", "double_buffering"): "build",
+    ("gemm_yh_sgemm_128x128_ldg_sts_double_buffer", "double_buffering"): "build",
+    ("attention_llcu_values_transposed_double_buffer", "double_buffering"): "build",
 }
 
 

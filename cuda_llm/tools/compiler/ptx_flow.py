@@ -6,20 +6,22 @@ kernels and instructions, runs a flow-insensitive taint analysis over the virtua
 definition of a register unions into it; iterated to a fixpoint, so loop-carried registers are covered),
 and derives named facts per kernel, each a count of instances:
 
-- ``shared_tile``: shared arrays filled with global data as it was loaded (copied by ``ld``/``st``,
-  converted, selected or moved by ``cp.async``/``cp.async.bulk``), in a kernel with a barrier, read back at
-  an address other than the one the thread stored to (another thread's slot: a different index, a
-  neighbour's offset, an ``ldmatrix`` or ``wgmma`` operand) and never fed back into a store to the same
-  array (that is a reduction, scan or sorting-network scratch). A value reduced before it is stored (a
-  warp's partial sum) is not raw data, so a shuffle reduction's 32-slot array is not a tile.
-- ``register_tile``: accumulators (chains of floating-point ``fma``, or ``mul`` then ``add``, on CUDA
-  cores) of which at least four take a product of a loaded value that also feeds another accumulator:
-  several outputs per thread, each loaded value reused. A dot product feeds each loaded value to one.
+- ``shared_tile``: shared arrays filled with global data as it was loaded (moved, converted, selected,
+  scaled, or copied by ``cp.async``/``cp.async.bulk``), in a kernel with a barrier, read back at another
+  slot than the thread's own (a different index, a neighbour's offset, a loop over the tile, an
+  ``ldmatrix``/``wmma.load``/``wgmma`` operand) at an address computed from indices, not from loaded data
+  (that is a lookup table), and never updated from itself without a product (a reduction, scan or
+  sorting-network scratch). A value summed before it is stored (a warp's partial sum) is not data as
+  loaded, so a shuffle reduction's 32-slot array is not a tile; a strided loop's slots are numbered alike
+  in every loop that visits them, so a staging copy read back by its own thread is not one either.
+- ``register_tile``: loop-carried accumulators (chains of floating-point ``fma``, or ``mul`` then ``add``,
+  on CUDA cores) of which at least four take a product of a loaded value (not a constant-bank operand) that
+  also feeds another accumulator: several outputs per thread, each loaded value reused (counted: the
+  accumulators; 0 below four). A dot product feeds each loaded value to one.
 - ``shared_stages``: waits that leave the newest asynchronous copies in flight (``cp.async.wait_group N``,
-  ``cp.async.bulk.wait_group N``, N > 0), or a shared array both written and read at addresses computed from
-  a stage index that alternates from one loop iteration to the next (``s ^= 1``, ``1 - s``, ``k & 1``).
-  Flow-insensitive, it cannot tell a ring whose next stage is filled while the current is read from one
-  that waits for each stage right after issuing it.
+  ``cp.async.bulk.wait_group N``, N > 0; not a switch over every count, which a run-time count compiles to),
+  or a shared array written through one value of a stage index that alternates between loop iterations
+  (``cur ^ 1``, ``(k + 1) & 1``) and read through another (``cur``, ``k & 1``).
 """
 
 from __future__ import annotations
