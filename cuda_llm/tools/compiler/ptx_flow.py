@@ -126,18 +126,19 @@ def parse_instruction(stmt: str, labels: tuple[str, ...] = ()) -> Instr | None:
     _neg, guard, op, rest = m.groups()
     operands = tuple(_split_operands(rest)) if rest.strip() else ()
     base = op.split(".", 1)[0]
-    two = ".".join(op.split(".")[:2])
     dests: tuple[str, ...] = ()
     srcs_ops = operands
-    if operands and not operands[0].startswith("[") and base not in _NO_DEST and two not in _NO_DEST:
-        dests = tuple(r for r in _regs(operands[0].replace("|", ",")))
+    if operands and not operands[0].startswith("[") and base not in _NO_DEST \
+            and ".".join(op.split(".", 2)[:2]) not in _NO_DEST:
+        dests = tuple(_REG.findall(operands[0]))
         srcs_ops = operands[1:]
-        if base in ("wgmma", "tcgen05") or op.startswith("mma.") and False:
+        if base in ("wgmma", "tcgen05"):          # accumulates into its destinations: they are read too
             srcs_ops = operands
-    srcs = [r for o in srcs_ops for r in _regs(o)]
+    joined = " ".join(srcs_ops)
+    srcs = _REG.findall(joined)
     if guard and guard.startswith("%"):
         srcs.append(guard)
-    joined = " ".join(srcs_ops).translate(_BRACKETS)
+    joined = joined.translate(_BRACKETS)
     syms = tuple(s for s in _IDENT.findall(joined) if not _IMM.fullmatch(s)) if _HAS_IDENT.search(joined) else ()
     addr_regs: tuple[str, ...] = ()
     addr_syms: tuple[str, ...] = ()
@@ -251,6 +252,7 @@ class _Flow:
     tags: _Tags
     taint: dict[str, int]
     defs: dict[str, list[int]]
+    origins: dict[str, str | None] = field(default_factory=dict)     # _copy_origin's answers
 
     def addr_shared(self, ins: Instr) -> set[str]:
         """The shared arrays an instruction's first address operand points into."""
@@ -524,6 +526,10 @@ def shared_tiles(flow: _Flow) -> int:
 
 def _copy_origin(flow: _Flow, reg: str, depth: int = 0) -> str | None:
     """The register a loaded value was loaded into, when ``reg`` is that value or a move/conversion of it."""
+    if depth == 0:
+        if reg not in flow.origins:
+            flow.origins[reg] = _copy_origin(flow, reg, 1)
+        return flow.origins[reg]
     ds = flow.defs.get(reg, [])
     if not ds or depth > 8:
         return None
@@ -532,7 +538,7 @@ def _copy_origin(flow: _Flow, reg: str, depth: int = 0) -> str | None:
     if loaded and all(i in loaded or (i.base == "mov" and not i.srcs) for i in instrs):
         return reg           # loaded, or a constant where the load is skipped (a bounds check's zero); a constant-bank
         # or parameter operand is a broadcast the FMA reads itself, not a loaded register
-    if len(instrs) == 1 and instrs[0].base in ("mov", "cvt", "shfl") and len(instrs[0].srcs) >= 1:
+    if len(instrs) == 1 and instrs[0].base in ("mov", "cvt", "shfl") and len(instrs[0].srcs) >= 1 and depth < 9:
         return _copy_origin(flow, instrs[0].srcs[0], depth + 1)
     return None
 
