@@ -8,8 +8,9 @@ corpora reported apart:
 - the public corpus's held-out set: the heldout half of the batches still held out (from materialize.FIRST_HELD_OUT_BATCH on; manifest.toml's batch and half), never
   used to write a rule; its table says how the detectors do on code nobody wrote for them.
 
-CPU only: the build rules (SASS, ptxas) read the builds recorded by benchmarks/record_detector_artifacts.py.
-Writes bench-out/detector.md and prints the tables.
+CPU only: the build rules (SASS, ptxas, the PTX's dataflow facts) read the builds recorded by
+benchmarks/record_detector_artifacts.py. Writes bench-out/detector.md and prints the tables, with each corpus's
+dataflow facts scored alone against the feature each is evidence of.
 
     python benchmarks/detector_bench.py [--out bench-out] [--no-builds]
 
@@ -125,6 +126,31 @@ def table(title: str, kernels, catalogue, builds: bool, names: bool = True):
             scores, tot)
 
 
+# the build's dataflow facts (tools/compiler/ptx_flow.py) and the feature each is evidence of
+FLOW_FEATURES = {"shared_tile": "smem_tiling", "register_tile": "register_blocking", "shared_stages": "double_buffering"}
+
+
+def flow_alone_table(kernels, names: bool = True):
+    """How well each dataflow fact finds its feature by itself, on the kernels with a recorded build: the
+    labelled kernels it finds, the ones it misses and its false positives (what the build says without the
+    source rules)."""
+    from cuda_llm.report.formats import fmt_fixed, md_table, render_table
+
+    rows = []
+    built = [k for k in kernels if k.build is not None and k.build.flow]
+    for fact, feature in FLOW_FEATURES.items():
+        tp = [k.name for k in built if k.build.flow.get(fact, 0) > 0 and feature in k.labels]
+        fp = [k.name for k in built if k.build.flow.get(fact, 0) > 0 and feature not in k.labels]
+        fn = [k.name for k in built if k.build.flow.get(fact, 0) == 0 and feature in k.labels]
+        prec = len(tp) / (len(tp) + len(fp)) if tp or fp else None
+        rec = len(tp) / (len(tp) + len(fn)) if tp or fn else None
+        fps = (", ".join(fp) if names else "(not named)") if fp else "-"
+        rows.append([fact, feature, len(tp) + len(fn), len(tp), len(fp), len(fn), fmt_fixed(prec, 2), fmt_fixed(rec, 2), fps])
+    headers = ["fact", "feature", "support", "TP", "FP", "FN", "precision", "recall", "false positives"]
+    head = f"the build's dataflow facts alone ({len(built)} kernels with recorded facts)"
+    return head, render_table(headers, rows, align="llrrrrrrl"), md_table(headers, [[str(c) for c in r] for r in rows])
+
+
 def main(argv: list[str] | None = None) -> int:
     from cuda_llm.feature_db import load_catalogue
     from cuda_llm.feature_db.detector_eval import load_corpus
@@ -172,6 +198,11 @@ def main(argv: list[str] | None = None) -> int:
         print(head)
         print(text)
         md += [f"## {title}", "", head, "", mdt, ""]
+        if builds:
+            fhead, ftext, fmd = flow_alone_table(kernels, names=names)
+            print(fhead)
+            print(ftext)
+            md += [fhead, "", fmd, ""]
         if title.startswith("project"):
             failing = [s.feature for s in scores if s.support == 0 or (s.precision or 0) < BAR or (s.recall or 0) < BAR]
             if failing:

@@ -9,7 +9,8 @@ after adding or changing corpus kernels:
     python benchmarks/record_detector_artifacts.py tests/detector_corpus --jobs 2
 
 Writes tests/fixtures/detector_artifacts/<corpus folder>/<kernel>.json: {"arch", "nvcc", "kernels",
-"ops"} where ops counts full SASS opcodes (``LDG.E.128.CONSTANT``: 12). A kernel that does not build is
+"ops", "flow"} where ops counts full SASS opcodes (``LDG.E.128.CONSTANT``: 12) and flow the facts of the
+PTX's dataflow (tools/compiler/ptx_flow.py: ``shared_tile``: 2). A kernel that does not build is
 named on stderr and gets no file (its build rules then see nothing, as in a run without SASS).
 """
 
@@ -36,7 +37,7 @@ def record_one(path: Path, arch: str, out: Path, nvcc: str) -> str | None:
         kernels, sass = build_facts(path, arch, nvcc=nvcc)
     except BuildFactsError as exc:
         return str(exc)
-    art = Artifacts(arch=arch, nvcc=nvcc_version(nvcc), kernels=kernels, ops=sass.ops)
+    art = Artifacts(arch=arch, nvcc=nvcc_version(nvcc), kernels=kernels, ops=sass.ops, flow=sass.flow)
     out.write_text(art.model_dump_json(indent=None) + "\n")
     return None
 

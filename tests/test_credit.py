@@ -329,3 +329,20 @@ def test_a_free_candidate_is_credited_with_what_its_code_introduced(tmp_path, mo
     rows = {r.feature: r for r in StatsStore(tmp_path / "stats.sqlite").all()}
     # one try, by the free candidate (r1c0 may have been asked for it: a compliance miss, not a try)
     assert (rows["warp_shuffle"].tries, rows["warp_shuffle"].passed, rows["warp_shuffle"].n_rewards) == (1, 1, 1)
+
+
+def test_detection_of_candidate_and_parent_uses_the_dataflow_facts_for_both_or_neither():
+    """A parent built before the PTX's dataflow was read has no facts: the candidate's are not used either."""
+    from cuda_llm.results import SassSummary
+
+    tiled = Feature.model_validate({
+        "id": "tiled", "name": "n", "category": "memory", "bottleneck": "b", "min_cc": [5, 0], "applies_to": ["*"],
+        "serves": ["memory-bound"], "how": "h", "exemplar": "__global__ void k() {}",
+        "detector": {"any_of": [{"flow": "shared_tile"}]}})
+    facts = SassSummary(flow={"shared_tile": 1, "register_tile": 0, "shared_stages": 0})
+    none_found = SassSummary(flow={"shared_tile": 0, "register_tile": 0, "shared_stages": 0})
+    unread = SassSummary()
+    assert detect_pair("x", [], "y", [], [tiled], sass=facts, parent_sass=unread) == (set(), set())
+    assert detect_pair("x", [], "y", [], [tiled], sass=facts, parent_sass=none_found) == ({"tiled"}, set())
+    assert detect_pair("x", [], "y", [], [tiled], sass=facts, parent_sass=facts) == ({"tiled"}, {"tiled"})
+    assert detect_pair("x", [], "y", [], [tiled], sass=facts, parent_sass=None) == (set(), set())

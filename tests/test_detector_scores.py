@@ -27,13 +27,12 @@ CATALOGUE = load_catalogue()
 IDS = {f.id for f in CATALOGUE}
 
 # Floors a rule change must not fall below (measured: project 1.00 / 1.00; tuning data, batches 1-4 whole since
-# the held-out halves of batches 2-4 were retired into it, 0.99 / 0.95).
+# the held-out halves of batches 2-4 were retired into it, 0.99 / 0.97 with the build's dataflow facts).
 PROJECT_FLOOR = (0.99, 0.99)
-TUNE_FLOOR = (0.98, 0.94)
+TUNE_FLOOR = (0.98, 0.96)
 TUNE_FEATURE_RECALL = 0.9            # every tuning feature with support >= 3, but for those below, held where measured:
-TUNE_KNOWN_LOW = {"persistent_kernel": 0.7, "radix_sort": 0.4, "single_pass_row": 0.87, "smem_tiling": 0.84,
-                  "bank_conflict_padding": 0.83, "double_buffering": 0.84, "kernel_fusion": 0.84,
-                  "register_blocking": 0.84, "privatized_atomics": 0.87}
+TUNE_KNOWN_LOW = {"persistent_kernel": 0.7, "radix_sort": 0.4, "single_pass_row": 0.87,
+                  "bank_conflict_padding": 0.83, "kernel_fusion": 0.84, "privatized_atomics": 0.87}
 # The held-out readings (precision, recall) of each group of batches still held out, as first measured for the
 # rules they were read with (tests/detector_corpus_public/README.md); a rule change must not fall below them.
 # Batches 2-4 were read and retired into the tuning data; batch 5 is held out.
@@ -146,6 +145,36 @@ TUNE_BUILD_DISAGREES = {
     ("histogram_lcp_image_privatized", "privatized_atomics"): "build",
     # 16-byte loads through a vector type the source reaches by a typedef or cast: the build's 128-bit LDG
     ("sort_hb_radix_bottom_scan_scatter", "vector_loads"): "build",
+    # SGEMM tiles filled through float4 casts, inline-asm cp.async or ld/st wrappers, register prefetches or
+    # pointer offsets and read through pointers into them: spellings no source rule follows; the build's
+    # dataflow (ptx_flow.shared_tile) shows global data stored to shared arrays as loaded and read back at
+    # other threads' slots
+    ("gemm_lcu_sgemm_t8x8_f32x4", "smem_tiling"): "build",
+    ("gemm_lm03_1d_thread_tiling", "smem_tiling"): "build",
+    ("gemm_yh_ampere_sgemm_cp_async", "smem_tiling"): "build",
+    ("gemm_yh_sgemm_128x128_ldg_sts_double_buffer", "smem_tiling"): "build",
+    ("gemm_yz10_register_prefetch", "smem_tiling"): "build",
+    ("gemm_yz11_smem_double_buffer", "smem_tiling"): "build",
+    # the same for a values tile stored transposed, a convolution's tile with its halo, transposes through a
+    # swizzled or six-dimensional index, and a normalized row (x * weight) every warp's lanes read
+    ("attention_llcu_values_transposed_double_buffer", "smem_tiling"): "build",
+    ("stencil_lcp_conv2d_tiled_constant", "smem_tiling"): "build",
+    ("transpose_hb_tensor6d_tile", "smem_tiling"): "build",
+    ("transpose_lcu_smem_swizzle", "smem_tiling"): "build",
+    ("rmsnorm_calm_output_gemv_fused", "smem_tiling"): "build",
+    # thread tiles whose fragments are loaded by inline asm or float4 members and accumulated through spellings
+    # no source rule follows: the build (ptx_flow.register_tile) shows four or more loop-carried FMA
+    # accumulators, each loaded value feeding several
+    ("gemm_lm03_1d_thread_tiling", "register_blocking"): "build",
+    ("gemm_lx_sgemm_register_prefetch_double_buffer", "register_blocking"): "build",
+    ("gemm_yh_ampere_sgemm_cp_async", "register_blocking"): "build",
+    ("gemm_yh_sgemm_128x128_ldg_sts_double_buffer", "register_blocking"): "build",
+    # two stages addressed through a flipped offset or pointer (`off ^= 8192` in asm-reached addresses, a
+    # transposed values tile at `stage ^ 1`): the build (ptx_flow.shared_stages) shows the stage-indexed
+    # array written through one value of the alternating index and read through the other
+    ("gemm_yh_ampere_sgemm_cp_async", "double_buffering"): "build",
+    ("gemm_yh_sgemm_128x128_ldg_sts_double_buffer", "double_buffering"): "build",
+    ("attention_llcu_values_transposed_double_buffer", "double_buffering"): "build",
 }
 
 

@@ -98,10 +98,12 @@ def detect_pair(source: str, kernels: Sequence[KernelResources] | None, parent_s
                 parent_sass: SassSummary | None = None) -> tuple[set[str], set[str]]:
     """Features of a candidate and of its parent, found the same way: the compile-report rules are used
     for both or for neither, and so are the machine-code (SASS) rules, so a rule that only the candidate's
-    build can fire never makes a feature the parent already had look new. No parent source: the parent
-    has nothing."""
+    build can fire never makes a feature the parent already had look new; the PTX dataflow facts likewise
+    (a parent built before they were read has none). No parent source: the parent has nothing."""
     use_reports = kernels is not None and parent_kernels is not None
     use_sass = sass is not None and parent_sass is not None
+    if use_sass and bool(sass.flow) != bool(parent_sass.flow):
+        sass, parent_sass = sass.model_copy(update={"flow": {}}), parent_sass.model_copy(update={"flow": {}})
     mine = detect_features(source, list(kernels or []) if use_reports else [], features,
                            sass=sass if use_sass else None)
     theirs = (detect_features(parent_source, list(parent_kernels or []) if use_reports else [], features,

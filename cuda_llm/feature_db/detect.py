@@ -13,7 +13,7 @@ from collections.abc import Iterable, Sequence
 from functools import lru_cache
 
 from cuda_llm.feature_db.catalogue import load_catalogue
-from cuda_llm.feature_db.model import Detector, Feature, ResourceRule, RuleGroup, SassRule, SourceRule
+from cuda_llm.feature_db.model import Detector, Feature, FlowRule, ResourceRule, RuleGroup, SassRule, SourceRule
 from cuda_llm.feature_db.source_views import SourceViews, kernel_views, split_source  # noqa: F401 - split_source re-exported
 from cuda_llm.results import KernelResources, SassSummary
 
@@ -39,7 +39,7 @@ def _sass_count(pattern: str, sass: SassSummary) -> int:
     return sum(n for op, n in sass.ops.items() if rx.match(op))
 
 
-def rule_matches(rule: SourceRule | ResourceRule | SassRule | RuleGroup, views: SourceViews,
+def rule_matches(rule: SourceRule | ResourceRule | SassRule | FlowRule | RuleGroup, views: SourceViews,
                  kernels: Sequence[KernelResources], sass: SassSummary | None = None) -> bool:
     if isinstance(rule, RuleGroup):
         return all(rule_matches(r, views, kernels, sass) for r in rule.all_of) and \
@@ -57,6 +57,8 @@ def rule_matches(rule: SourceRule | ResourceRule | SassRule | RuleGroup, views: 
         return any(sum(1 for _ in rx.finditer(t)) >= rule.min_count for t in texts)
     if isinstance(rule, SassRule):
         return sass is not None and _sass_count(rule.sass, sass) >= rule.min_count
+    if isinstance(rule, FlowRule):
+        return sass is not None and sass.flow.get(rule.flow, 0) >= rule.min_count
     op = _OPS[rule.op]
     if rule.resource == "kernels":
         return bool(kernels) and op(len(kernels), rule.value)

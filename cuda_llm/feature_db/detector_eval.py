@@ -39,19 +39,21 @@ class CorpusError(ValueError):
 
 
 class Artifacts(BaseModel):
-    """What nvcc built from one corpus kernel: the ptxas report and the SASS opcode counts."""
+    """What nvcc built from one corpus kernel: the ptxas report, the SASS opcode counts and the facts of the
+    PTX's dataflow (empty in a recording made before they were read)."""
 
     arch: str
     nvcc: str = ""
     kernels: list[KernelResources]
     ops: dict[str, int]
+    flow: dict[str, int] = {}
 
     def sass(self) -> SassSummary:
         opcodes: dict[str, int] = {}
         for op, n in self.ops.items():
             base = op.split(".", 1)[0]
             opcodes[base] = opcodes.get(base, 0) + n
-        return SassSummary(opcodes=opcodes, ops=self.ops)
+        return SassSummary(opcodes=opcodes, ops=self.ops, flow=self.flow)
 
 
 class CorpusKernel(BaseModel):

@@ -86,16 +86,28 @@ class SassRule(BaseModel):
         return v
 
 
+class FlowRule(BaseModel):
+    """Matches when the build's PTX dataflow (tools/compiler/ptx_flow.py) shows at least ``min_count``
+    instances of a fact: ``shared_tile`` (global data staged in a shared array and read back at another
+    thread's slot), ``register_tile`` (accumulators fed by loaded values each reused by several of them),
+    ``shared_stages`` (waits that leave the newest copies in flight, or an mbarrier ring). Never matches
+    without a build: what the source says then decides."""
+
+    model_config = ConfigDict(extra="forbid")
+    flow: Literal["shared_tile", "register_tile", "shared_stages"]
+    min_count: int = Field(default=1, ge=1)
+
+
 class RuleGroup(BaseModel):
     """Matches when every ``all_of`` rule matches and no ``none_of`` rule does: one alternative of an
     ``any_of`` list that needs several facts at once (e.g. a two-stage shared buffer *and* a stage flip)."""
 
     model_config = ConfigDict(extra="forbid")
-    all_of: list[SourceRule | ResourceRule | SassRule] = Field(min_length=1)
-    none_of: list[SourceRule | ResourceRule | SassRule] = Field(default_factory=list)
+    all_of: list[SourceRule | ResourceRule | SassRule | FlowRule] = Field(min_length=1)
+    none_of: list[SourceRule | ResourceRule | SassRule | FlowRule] = Field(default_factory=list)
 
 
-Rule = SourceRule | ResourceRule | SassRule | RuleGroup
+Rule = SourceRule | ResourceRule | SassRule | FlowRule | RuleGroup
 
 
 class Detector(BaseModel):
@@ -104,8 +116,8 @@ class Detector(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
     any_of: list[Rule] = Field(default_factory=list)
-    all_of: list[SourceRule | ResourceRule | SassRule] = Field(default_factory=list)
-    none_of: list[SourceRule | ResourceRule | SassRule] = Field(default_factory=list)
+    all_of: list[SourceRule | ResourceRule | SassRule | FlowRule] = Field(default_factory=list)
+    none_of: list[SourceRule | ResourceRule | SassRule | FlowRule] = Field(default_factory=list)
 
     @model_validator(mode="after")
     def _not_empty(self) -> "Detector":

@@ -1,6 +1,7 @@
 // arch: sm_90a
-// features: warp_specialization, cp_async, coalesced_access
-// case: one producer warp fills stages with cp.async and signals an mbarrier; consumer warps wait on it.
+// features: warp_specialization, cp_async, coalesced_access, smem_tiling
+// case: one producer warp fills stages with cp.async and signals an mbarrier; consumer warps wait on it
+// and read the stage reversed: global data staged in shared memory and read back by other threads.
 #include <cuda_pipeline.h>
 #include <cstdint>
 __global__ void producer_consumer(const float* in, float* out, int tiles) {

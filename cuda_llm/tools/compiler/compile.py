@@ -42,9 +42,10 @@ from cuda_llm.paths import cache_dir
 from cuda_llm.tools.compiler.condense import condense_errors, extract_warnings
 from cuda_llm.tools.compiler.ptxas import parse_ptxas
 from cuda_llm.results import CompileResult
-from cuda_llm.tools.compiler import sass, static_check, symbols
+from cuda_llm.tools.compiler import ptx_flow, sass, static_check, symbols
 from cuda_llm.tools.compiler.libraries import link_flags
 from cuda_llm.tools.compiler.process_group import run_group
+from cuda_llm.tools.compiler.ptx_flow import flow_facts
 from cuda_llm.tools.compiler.sass import read_sass
 from cuda_llm.tools.compiler.static_check import check_preprocessed
 from cuda_llm.tools.compiler.symbols import undefined_symbols
@@ -436,7 +437,7 @@ def _renamed(result: CompileResult, filename: str) -> CompileResult:
 def _checks_fingerprint() -> str:
     """The code of the checks whose findings a cached build stores: a new rule invalidates old entries."""
     h = hashlib.sha256()
-    for mod in (static_check, symbols, sass):
+    for mod in (static_check, symbols, sass, ptx_flow):
         h.update(Path(mod.__file__).read_bytes())
     return h.hexdigest()[:12]
 
@@ -464,6 +465,10 @@ def _inspect_build(result: CompileResult, work: Path, so_name: str, *, has_libra
     except (OSError, ValueError):   # not an ELF shared object: fail closed, the check refuses this name
         result.undefined_symbols = ["<unreadable shared object>"]
     result.sass = None if has_libraries else read_sass(work / so_name)
+    if result.sass is not None:
+        ptx = _read_kept(work, result.filename, ".ptx")
+        if ptx is not None:
+            result.sass.flow = flow_facts(ptx)
 
 
 def _run(cmd: list[str], *, cwd: Path, timeout_s: float) -> tuple[int, str, bool]:
