@@ -634,3 +634,109 @@ __global__ void warp_sort(const float* x, float* y) {
             v = up ? fminf(v, p) : fmaxf(v, p);""", "            v += __shfl_xor_sync(0xffffffffu, v, j);").replace(
         "y[idx] = v;", "y[idx] = x[idx] / v;")
     assert summed != warp_sort and _one("kernel_fusion", summed)
+
+
+# ------------------------------------------------------------------------- bank_conflict_padding (swizzles)
+# a column XOR-ed with masked row bits before the shared store and the fragment read
+SWIZZLE_ASSIGNED = """
+__global__ void stage_swizzled(const float4* a, float* out) {
+    __shared__ float4 tile[32 * 8];
+    int row = threadIdx.x / 8, col = threadIdx.x % 8;
+    col = col ^ ((row & 3) << 1);
+    tile[row * 8 + col] = a[blockIdx.x * 256 + threadIdx.x];
+    __syncthreads();
+    out[blockIdx.x * 256 + threadIdx.x] = tile[(threadIdx.x % 32) * 8 + (threadIdx.x / 32)].x;
+}
+"""
+
+# an address XOR-ed with its own higher bits by a helper (a CuTe-style Swizzle<B, M, S>)
+SWIZZLE_HELPER = """
+template <int B, int M, int S>
+__device__ unsigned swizzle(unsigned addr) {
+    constexpr unsigned mask = ((1u << B) - 1) << (M + S);
+    return ((addr >> S) & mask) ^ addr;
+}
+__global__ void copy_swizzled(const float* a, float* out) {
+    __shared__ float tile[1024];
+    tile[swizzle<3, 2, 3>(threadIdx.x)] = a[blockIdx.x * 1024 + threadIdx.x];
+    __syncthreads();
+    out[blockIdx.x * 1024 + threadIdx.x] = tile[swizzle<3, 2, 3>(threadIdx.x ^ 1)];
+}
+"""
+
+# near misses: a hash mixing its bits with no shared memory, and a bitonic partner `i ^ j`
+HASH_NO_SHARED = """
+__global__ void hash_keys(const unsigned* k, unsigned* h, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) { unsigned x = k[i]; x = x ^ ((x >> 16) & 0xffff) << 3; h[i] = x; }
+}
+"""
+
+BITONIC_PARTNER = """
+__global__ void bitonic_step(float* v, int j, int k) {
+    __shared__ float s[1024];
+    unsigned i = threadIdx.x, p = i ^ j;
+    s[i] = v[blockIdx.x * 1024 + i];
+    __syncthreads();
+    if (p > i && ((i & k) == 0) == (s[i] > s[p])) { float t = s[i]; s[i] = s[p]; s[p] = t; }
+    __syncthreads();
+    v[blockIdx.x * 1024 + i] = s[i];
+}
+"""
+
+
+def test_xor_swizzles_of_masked_or_shifted_bits_are_bank_conflict_padding():
+    assert _one("bank_conflict_padding", SWIZZLE_ASSIGNED)
+    assert _one("bank_conflict_padding", SWIZZLE_HELPER)
+    assert not _one("bank_conflict_padding", HASH_NO_SHARED)
+    assert not _one("bank_conflict_padding", BITONIC_PARTNER)
+
+
+# ------------------------------------------------------------------------------------- tensor_cores_mma
+LDMATRIX = """
+#include <mma.h>
+using namespace nvcuda;
+__device__ void ldm(unsigned* r, const void* p) {
+    unsigned a = (unsigned)__cvta_generic_to_shared(p);
+    asm volatile("ldmatrix.sync.aligned.x4.m8n8.shared.b16 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(a));
+}
+"""
+LDMATRIX_WMMA = LDMATRIX + """
+__global__ void frag_wmma(const half* a, const half* b, float* c, unsigned* sink) {
+    __shared__ half s[16 * 16];
+    s[threadIdx.x] = a[threadIdx.x];
+    __syncthreads();
+    unsigned r[4];
+    ldm(r, &s[(threadIdx.x % 16) * 16]);
+    sink[threadIdx.x] = r[0];
+    wmma::fragment<wmma::matrix_a, 16, 16, 16, half, wmma::row_major> fa;
+    wmma::fragment<wmma::matrix_b, 16, 16, 16, half, wmma::col_major> fb;
+    wmma::fragment<wmma::accumulator, 16, 16, 16, float> fc;
+    wmma::fill_fragment(fc, 0.0f);
+    wmma::load_matrix_sync(fa, s, 16);
+    wmma::load_matrix_sync(fb, b, 16);
+    wmma::mma_sync(fc, fa, fb, fc);
+    wmma::store_matrix_sync(c, fc, 16, wmma::mem_row_major);
+}
+"""
+LDMATRIX_ALONE = """
+__device__ void ldm(unsigned* r, const void* p) {
+    unsigned a = (unsigned)__cvta_generic_to_shared(p);
+    asm volatile("ldmatrix.sync.aligned.x4.m8n8.shared.b16 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(a));
+}
+__global__ void frags(const unsigned short* a, unsigned* out) {
+    __shared__ unsigned short s[16 * 16];
+    s[threadIdx.x] = a[threadIdx.x];
+    __syncthreads();
+    unsigned r[4];
+    ldm(r, &s[(threadIdx.x % 16) * 16]);
+    out[threadIdx.x] = r[0] + r[1] + r[2] + r[3];
+}
+"""
+
+
+def test_ldmatrix_is_mma_sync_only_outside_a_wmma_kernel():
+    assert not _one("tensor_cores_mma", LDMATRIX_WMMA)
+    assert _one("tensor_cores_mma", LDMATRIX_ALONE)
