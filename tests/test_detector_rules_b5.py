@@ -740,3 +740,20 @@ __global__ void frags(const unsigned short* a, unsigned* out) {
 def test_ldmatrix_is_mma_sync_only_outside_a_wmma_kernel():
     assert not _one("tensor_cores_mma", LDMATRIX_WMMA)
     assert _one("tensor_cores_mma", LDMATRIX_ALONE)
+
+
+# ------------------------------------------------------------------------------------------- readonly_cache
+# a restrict macro and pointers the kernel writes through: the macro's definition names no pointer
+RESTRICT_MACRO_WRITTEN = """
+#define RESTRICT __restrict__
+__global__ void transpose_add(unsigned n, double* RESTRICT a, double* RESTRICT b) {
+    unsigned i = blockIdx.x * blockDim.x + threadIdx.x, j = blockIdx.y;
+    if (i < n) { b[i * n + j] += a[j * n + i]; a[j * n + i] += 1.0; }
+}
+"""
+RESTRICT_MACRO_READ = RESTRICT_MACRO_WRITTEN.replace("a[j * n + i] += 1.0;", "")
+
+
+def test_a_restrict_macro_definition_is_not_a_read_only_pointer():
+    assert not _one("readonly_cache", RESTRICT_MACRO_WRITTEN)
+    assert _one("readonly_cache", RESTRICT_MACRO_READ)
