@@ -35,8 +35,8 @@ TUNE_KNOWN_LOW = {"persistent_kernel": 0.7, "radix_sort": 0.4, "single_pass_row"
                   "bank_conflict_padding": 0.83, "kernel_fusion": 0.84, "privatized_atomics": 0.87}
 # The held-out readings (precision, recall) of each group of batches still held out, as first measured for the
 # rules they were read with (tests/detector_corpus_public/README.md); a rule change must not fall below them.
-# Batches 2-4 were read and retired into the tuning data; batch 5 is held out.
-HELD_OUT_READINGS: dict[tuple[int, ...], tuple[float, float]] = {}
+# Batches 2-4 were read and retired into the tuning data; batch 5 is held out (first reading 0.95 / 0.92).
+HELD_OUT_READINGS: dict[tuple[int, ...], tuple[float, float]] = {(5,): (0.95, 0.92)}
 
 
 def _project() -> list[CorpusKernel]:
