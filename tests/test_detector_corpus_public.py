@@ -63,7 +63,7 @@ def test_a_later_batch_never_moves_an_earlier_kernel():
 def test_every_kernel_names_its_source():
     for e in ENTRIES:
         assert re.fullmatch(r"[0-9a-f]{40}", e.commit), e.name
-        assert e.licence in {"MIT", "BSD-2-Clause", "BSD-3-Clause", "Apache-2.0", "GPL-3.0"}, e.name
+        assert e.licence.split(" ", 1)[0] in {"MIT", "BSD-2-Clause", "BSD-3-Clause", "Apache-2.0", "GPL-3.0"}, e.name   # SPDX id (where the file is)
         assert e.parts and all(1 <= a <= b for p in e.parts for a, b in p.lines), e.name
         assert e.case and e.kind, e.name
 
@@ -75,12 +75,24 @@ def test_the_written_files_load_with_the_manifest_labels(tmp_path):
     assert {n: set(k.labels) for n, k in written.items()} == {e.name: set(e.labels) for e in ENTRIES}
 
 
-def test_batch_one_is_tuning_data_and_later_heldout_halves_are_held_out():
-    first = ENTRIES[0]
-    assert materialize.scored_as(first.model_copy(update={"half": "heldout", "batch": 1})) == "tune"
-    assert materialize.scored_as(first.model_copy(update={"half": "heldout", "batch": 2})) == "heldout"
-    assert materialize.scored_as(first.model_copy(update={"half": "tune", "batch": 3})) == "tune"
-    assert all(materialize.scored_as(e) == "tune" for e in ENTRIES if e.batch == 1)
+def test_retired_batches_are_tuning_data_and_later_heldout_halves_are_held_out():
+    first, held = ENTRIES[0], materialize.FIRST_HELD_OUT_BATCH
+    assert materialize.scored_as(first.model_copy(update={"half": "heldout", "batch": held - 1})) == "tune"
+    assert materialize.scored_as(first.model_copy(update={"half": "heldout", "batch": held})) == "heldout"
+    assert materialize.scored_as(first.model_copy(update={"half": "tune", "batch": held})) == "tune"
+    assert all(materialize.scored_as(e) == "tune" for e in ENTRIES if e.batch < held)
+
+
+def test_writing_again_removes_the_files_the_manifest_no_longer_names(tmp_path, monkeypatch):
+    monkeypatch.setattr(materialize, "source_text", lambda entry, mirror: "__global__ void k() {}")
+    (tmp_path / "tune").mkdir()
+    (tmp_path / "tune" / "renamed_away.cu").write_text("// old")
+    moved = next(e for e in ENTRIES if e.half == "heldout")
+    (tmp_path / "tune" / f"{moved.name}.cu").write_text("// was in the other half")
+    materialize.main(["--mirror", str(tmp_path), "--out", str(tmp_path)])
+    assert not (tmp_path / "tune" / "renamed_away.cu").exists()
+    assert not (tmp_path / "tune" / f"{moved.name}.cu").exists() and (tmp_path / "heldout" / f"{moved.name}.cu").exists()
+    assert len(list(tmp_path.glob("*/*.cu"))) == len(ENTRIES)
 
 
 def _bench():
@@ -110,17 +122,18 @@ def test_the_benchmark_refuses_a_file_the_manifest_does_not_name(tmp_path):
 
 
 def test_the_held_out_table_takes_the_batches_asked_for_and_never_names_its_misses(tmp_path, capsys):
-    # one held-out kernel of batch 2 and one of batch 3, each written with no code: every label is a miss
-    picked = {b: next(e for e in ENTRIES if e.batch == b and e.half == "heldout" and e.labels) for b in (2, 3)}
+    # one held-out kernel of each of the two batches still held out, written with no code: every label is a miss
+    first, second = materialize.FIRST_HELD_OUT_BATCH, materialize.FIRST_HELD_OUT_BATCH + 1
+    picked = {b: next(e for e in ENTRIES if e.batch == b and e.half == "heldout" and e.labels) for b in (first, second)}
     (tmp_path / "heldout").mkdir()
     for e in picked.values():
         (tmp_path / "heldout" / f"{e.name}.cu").write_text(
             f"// features: {', '.join(e.labels)}\n__global__ void k(float *x) {{ x[0] = 1.f; }}\n")
     bench = _bench()
-    bench.main(["--corpora", "heldout", "--public", str(tmp_path), "--out", str(tmp_path / "o"), "--held-out-batches", "3"])
+    bench.main(["--corpora", "heldout", "--public", str(tmp_path), "--out", str(tmp_path / "o"), "--held-out-batches", str(second)])
     out = capsys.readouterr().out
-    assert "heldout halves of batch 3): 1 kernels" in out
-    assert picked[3].name not in out and "(not named)" in out
+    assert f"heldout halves of batch {second}): 1 kernels" in out
+    assert picked[second].name not in out and "(not named)" in out
     bench.main(["--corpora", "heldout", "--public", str(tmp_path), "--out", str(tmp_path / "o"), "--held-out-names"])
     out = capsys.readouterr().out
-    assert "batches >= 2): 2 kernels" in out and picked[2].name in out and picked[3].name in out
+    assert "batches still held out): 2 kernels" in out and picked[first].name in out and picked[second].name in out

@@ -120,7 +120,13 @@ def main(argv: list[str] | None = None) -> int:
         (args.out / half).mkdir(parents=True, exist_ok=True)
     for e in entries:
         (args.out / e.half / f"{e.name}.cu").write_text(render(e, source_text(e, args.mirror)))
-    print(f"wrote {len(entries)} kernels under {args.out}/{{tune,heldout}}", file=sys.stderr)
+    # a kernel renamed, dropped or moved to the other half leaves its old file: remove it, else it is scored twice
+    wanted = {(e.half, f"{e.name}.cu") for e in entries}
+    stale = [f for half in HALVES for f in (args.out / half).glob("*.cu") if (half, f.name) not in wanted]
+    for f in stale:
+        f.unlink()
+    print(f"wrote {len(entries)} kernels under {args.out}/{{tune,heldout}}"
+          + (f", removed {len(stale)} stale" if stale else ""), file=sys.stderr)
     return 0
 
 
