@@ -90,11 +90,13 @@ class FlowRule(BaseModel):
     """Matches when the build's PTX dataflow (tools/compiler/ptx_flow.py) shows at least ``min_count``
     instances of a fact: ``shared_tile`` (global data staged in a shared array and read back at another
     thread's slot), ``register_tile`` (accumulators fed by loaded values each reused by several of them),
-    ``shared_stages`` (waits that leave the newest copies in flight, or an mbarrier ring). Never matches
+    ``shared_stages`` (waits that leave the newest copies in flight, or an mbarrier ring), ``shared_reduction``
+    (a shared array combined from itself at a uniform positive offset, or warp shuffle results met in one),
+    ``coalesced`` (kernels whose global accesses mostly move by their width from lane to lane). Never matches
     without a build: what the source says then decides."""
 
     model_config = ConfigDict(extra="forbid")
-    flow: Literal["shared_tile", "register_tile", "shared_stages"]
+    flow: Literal["shared_tile", "register_tile", "shared_stages", "shared_reduction", "coalesced"]
     min_count: int = Field(default=1, ge=1)
 
 
