@@ -850,13 +850,28 @@ class _Affine:
             if b == "shl" and k is not None and 0 <= k < 32:
                 return _pmul(self.operand(ops[0]), {(): 1 << k})
             x = self.operand(ops[0])
-            if k is not None and k > 0 and (b == "and" and k & (k + 1) == 0 or b == "rem" and k & (k - 1) == 0):
-                bits = (k + 1 if b == "and" else k).bit_length() - 1
-                if bits >= 5 and _lane_linear(x):
-                    return x
-            if k is not None and k > 0 and (b == "shr" and k >= 5 or b == "div" and k >= 32 and k & (k - 1) == 0):
-                if _lane_linear(x) and x.get(("tid.x",), 0) in (1, -1) and all(c % 32 == 0 for m, c in x.items() if m == ()):
-                    return {("?" + reg,): 1}       # a warp's index: the same for all its lanes
+            scale = _scaled_index(x)
+            if k is not None and scale is not None:
+                e = scale.bit_length() - 1          # x = 2^e * tid + (the same for every lane)
+                rest = {} if len(x) == 1 else {("?" + reg,): 1}
+                if b == "rem" and k > 1 and k & (k - 1) == 0:
+                    b, k = "and", k - 1
+                if b == "and" and k != 0:
+                    bits = k & 0xFFFFFFFFFFFFFFFF
+                    low = (bits & -bits).bit_length() - 1
+                    run = bits >> low
+                    if (run + 1) & run == 0:              # one run of bits, [low, high)
+                        lo, hi = max(low - e, 0), max(low + run.bit_length() - e, 0)
+                        # tid & bits[lo, hi) = tid mod 2^hi - tid mod 2^lo
+                        return _padd(_padd(_pmul(_low_bits(hi), {(): scale}) or {}, _pmul(_low_bits(lo), {(): scale}) or {}, -1), rest)
+                if (b == "shr" and 0 < k < 64) or (b == "div" and k > 1 and k & (k - 1) == 0):
+                    sh = k if b == "shr" else k.bit_length() - 1
+                    if sh <= e:
+                        return _padd({("tid.x",): 1 << (e - sh)}, rest)
+                    m = 1 << (sh - e)                  # the group of m lanes (a warp's index for m >= 32)
+                    return {("?" + reg,): 1} if m >= 32 else _padd({(f"tid.hi{m}",): 1}, rest)
+        if all(_lane_free(self.operand(o)) for o in ops if o.startswith("%")):
+            return {("?" + reg,): 1}        # computed from values the same for every lane of a warp
         return None
 
 
@@ -864,9 +879,56 @@ _SPECIAL_NAMES = frozenset({"%ntid.x", "%ntid.y", "%ntid.z", "%nctaid.x", "%ncta
                             "%ctaid.y", "%ctaid.z", "%tid.y", "%tid.z", "%warpid", "%nwarpid", "%smid"})
 
 
-def _lane_linear(p: Poly) -> bool:
-    """Whether a polynomial varies across a warp's lanes only through a plain multiple of the thread index."""
-    return all(not any(s.startswith("~") for s in m) and ("tid.x" not in m or m == ("tid.x",)) for m in p)
+def _scaled_index(p: Poly) -> int | None:
+    """2^e where a polynomial is 2^e times the x thread index plus terms the same for every lane, else None."""
+    s = p.get(("tid.x",), 0)
+    if s > 0 and s & (s - 1) == 0 and all(m == ("tid.x",) or _lane_free({m: 1}) for m in p):
+        return s
+    return None
+
+
+def _low_bits(n: int) -> Poly:
+    """The x thread index modulo 2^n: its low n bits (all a warp's lanes differ in from n = 5 on)."""
+    if n <= 0:
+        return {}
+    return {("tid.x",): 1} if n >= 5 else {(f"tid.lo{1 << n}",): 1}
+
+
+def _lane_free(p: Poly) -> bool:
+    """Whether a polynomial is the same for every lane of a warp."""
+    return not any(s.startswith(("~", "tid.")) for m in p for s in m)
+
+
+def _lane_addresses(p: Poly) -> list[int] | None:
+    """The part of an address that differs between the 32 lanes of a warp, lane by lane (the x thread index
+    0..31, its low bits and groups as named; every other symbol a large stride, 4096), or None where a lane
+    dependence is opaque (a gather)."""
+    terms = []
+    for m, c in p.items():
+        if not any(s.startswith("tid.") for s in m):
+            if any(s.startswith("~") for s in m):
+                return None
+            continue
+        if any(s.startswith("~") for s in m):
+            return None
+        terms.append((m, c))
+    out = []
+    for lane in range(32):
+        v = 0
+        for m, c in terms:
+            f = c
+            for s in m:
+                if s == "tid.x":
+                    f *= lane
+                elif s.startswith("tid.lo"):
+                    f *= lane % int(s[6:])
+                elif s.startswith("tid.hi"):
+                    f *= lane // int(s[6:])
+                else:
+                    f *= 4096
+            v += f
+        out.append(v)
+    return out
 
 
 # ------------------------------------------------------------------------------------ reductions
@@ -946,7 +1008,7 @@ def shared_reductions(flow: _Flow, poly: _Affine) -> int:
                     if not (_is_load(o) and set(flow.addr_shared(o)) & targets and len(o.operands) > 1):
                         continue
                     d = _padd(poly.address(o.operands[1]), w, -1)
-                    if not d or any(s.startswith("~") or s == "tid.x" for m in d for s in m):
+                    if not d or not _lane_free(d):
                         continue
                     if all(c > 0 for c in d.values()):
                         up.update(targets)
@@ -995,11 +1057,13 @@ def _loop_depths(k: Kernel) -> list[int]:
 
 
 def access_strides(flow: _Flow, poly: _Affine) -> tuple[int, int]:
-    """(coalesced, strided) global accesses of a kernel, each weighed 4^loop depth (capped at 3 loops): an
-    access is coalesced when its address moves by its own width from one lane to the next (the x thread
-    index times the width, or its low five bits), strided when by more or by a run-time multiple of the
-    index (a row per thread). Accesses whose lanes are not a multiple of the index (a gather) or the same for
-    every lane (a broadcast) are counted in neither."""
+    """(coalesced, strided) global accesses of a kernel, each weighed 4^loop depth (capped at 3 loops): the
+    32 lanes' addresses are computed from the address polynomial, and an access is coalesced when the
+    32-byte sectors they touch are fewer than twice what the same bytes would need side by side
+    (consecutive lanes on consecutive elements, or groups of lanes on runs of a row), strided otherwise (a
+    stride of two elements or more, a run-time multiple of the index: a row per thread). Accesses whose
+    lanes are an opaque function of the index (a gather) or the same for every lane (a broadcast) are
+    counted in neither."""
     k = flow.kernel
     PARAM, G = flow.tags("param"), flow.tags("G")
     depths = _loop_depths(k)
@@ -1025,16 +1089,16 @@ def access_strides(flow: _Flow, poly: _Affine) -> tuple[int, int]:
             width = _access_width(ins.op)
         else:
             continue
-        p = poly.address(operand)
-        if any(s.startswith("~") for m in p for s in m):
-            continue
-        c = p.get(("tid.x",), 0)
-        scaled = any("tid.x" in m and m != ("tid.x",) for m in p)
+        lanes = _lane_addresses(poly.address(operand))
+        if lanes is None or len(set(lanes)) == 1:
+            continue                         # a gather, or the same address for the whole warp
+        sectors = {(x + j) // 32 for x in lanes for j in (0, width - 1)}
+        ideal = -(-len(set(lanes)) * width // 32)
         weight = 4 ** min(depths[i], 3)
-        if scaled or abs(c) > width:
-            bad += weight
-        elif c:
+        if 2 * ideal > len(sectors):
             good += weight
+        else:
+            bad += weight
     return good, bad
 
 
