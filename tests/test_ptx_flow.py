@@ -431,6 +431,25 @@ __global__ void bitonic(float* data) {
 }
 """
 
+SHUFFLE_SCAN = r"""
+__global__ void warp_scan_blocks(const float* in, float* out, int n) {
+    __shared__ float totals[32];
+    int i = blockIdx.x * blockDim.x + threadIdx.x, lane = threadIdx.x & 31, wid = threadIdx.x >> 5;
+    float v = i < n ? in[i] : 0.f;
+    for (int o = 1; o < 32; o <<= 1) { float u = __shfl_up_sync(0xffffffff, v, o); if (lane >= o) v += u; }
+    if (lane == 31) totals[wid] = v;
+    __syncthreads();
+    if (wid == 0) {
+        float t = lane < blockDim.x / 32 ? totals[lane] : 0.f;
+        for (int o = 16; o > 0; o >>= 1) t += __shfl_xor_sync(0xffffffff, t, o);   // the block's total too
+        for (int o = 1; o < 32; o <<= 1) { float u = __shfl_up_sync(0xffffffff, t, o); if (lane >= o) t += u; }
+        totals[lane] = t;
+    }
+    __syncthreads();
+    if (i < n) out[i] = v + (wid > 0 ? totals[wid - 1] : 0.f);
+}
+"""
+
 WARP_ATOMICS = r"""
 __global__ void sum_atomic(const float* in, float* out, int n) {
     __shared__ float unused[32];
@@ -446,9 +465,10 @@ __global__ void sum_atomic(const float* in, float* out, int n) {
 
 @pytest.mark.parametrize("source, reduces", [
     (REDUCTION_TREE, True), (WARP_SLOTS, True), (REDUCE_DOUBLING, True),
-    (BLOCK_SCAN, False), (BLELLOCH, False), (BITONIC, False), (WARP_ATOMICS, False), (TRANSPOSE, False)],
+    (BLOCK_SCAN, False), (BLELLOCH, False), (BITONIC, False), (WARP_ATOMICS, False), (TRANSPOSE, False),
+    (SHUFFLE_SCAN, False)],
     ids=["halving_tree", "warp_shuffles_32_slots", "doubling_interleaved", "hillis_steele_scan", "blelloch_scan",
-         "bitonic_sort", "warp_results_to_atomics", "transpose"])
+         "bitonic_sort", "warp_results_to_atomics", "transpose", "shuffle_scan_warp_totals"])
 def test_shared_reduction(tmp_path: Path, source: str, reduces: bool):
     _, sass = built(tmp_path, source)
     assert (sass.flow["shared_reduction"] > 0) == reduces, sass.flow
@@ -495,11 +515,23 @@ __global__ void column_scale(const float* in, float* out, int rows, int cols) {
 """
 
 
-@pytest.mark.parametrize("source, coalesced", [
-    (REDUCTION_TREE, True), (STENCIL_HALO, True), (LANE_MASKED, True), (VECTOR_COPY, True), (TRANSPOSE, True),
-    (ROW_PER_THREAD, False), (NAIVE_TRANSPOSE, False), (STRIDED_COLUMNS, False)],
+SIGNED_LANE_GROUPS = r"""
+__global__ void tile_rows_float4(const float* A, float* out, int K) {
+    int tid = threadIdx.x, r = tid / 4, c = tid % 4;      // 4 lanes on each row's 64 bytes: signed / and %
+    float4 v = reinterpret_cast<const float4*>(A + (blockIdx.x * 64 + r) * K)[c];
+    reinterpret_cast<float4*>(out + (blockIdx.x * 64 + r) * 16)[c] = v;
+}
+"""
+
+
+@pytest.mark.parametrize("source, coalesced, strided", [
+    (REDUCTION_TREE, True, False), (STENCIL_HALO, True, False), (LANE_MASKED, True, False),
+    (VECTOR_COPY, True, False), (TRANSPOSE, True, False), (SIGNED_LANE_GROUPS, True, False),
+    (ROW_PER_THREAD, False, True), (NAIVE_TRANSPOSE, False, False), (STRIDED_COLUMNS, False, True)],
     ids=["reduction_loads", "stencil", "lane_masked_sgemm", "float4_grid_stride", "tiled_transpose",
-         "row_per_thread", "naive_transpose", "strided_columns"])
-def test_coalesced(tmp_path: Path, source: str, coalesced: bool):
+         "signed_lane_groups", "row_per_thread", "naive_transpose", "strided_columns"])
+def test_coalesced(tmp_path: Path, source: str, coalesced: bool, strided: bool):
+    """A naive transpose is neither: its read is coalesced and its write strided, half and half."""
     _, sass = built(tmp_path, source)
     assert (sass.flow["coalesced"] > 0) == coalesced, sass.flow
+    assert (sass.flow["strided"] > 0) == strided, sass.flow

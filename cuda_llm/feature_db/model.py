@@ -92,11 +92,12 @@ class FlowRule(BaseModel):
     thread's slot), ``register_tile`` (accumulators fed by loaded values each reused by several of them),
     ``shared_stages`` (waits that leave the newest copies in flight, or an mbarrier ring), ``shared_reduction``
     (a shared array combined from itself at a uniform positive offset, or warp shuffle results met in one),
-    ``coalesced`` (kernels whose global accesses mostly move by their width from lane to lane). Never matches
+    ``coalesced`` / ``strided`` (kernels whose global accesses are mostly coalesced / mostly strided, lane by
+    lane in 32-byte sectors). Never matches
     without a build: what the source says then decides."""
 
     model_config = ConfigDict(extra="forbid")
-    flow: Literal["shared_tile", "register_tile", "shared_stages", "shared_reduction", "coalesced"]
+    flow: Literal["shared_tile", "register_tile", "shared_stages", "shared_reduction", "coalesced", "strided"]
     min_count: int = Field(default=1, ge=1)
 
 

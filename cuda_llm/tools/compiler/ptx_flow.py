@@ -26,8 +26,9 @@ and derives named facts per kernel, each a count of instances:
   slot at a positive uniform offset (``s[i] += s[i + stride]``; a scan reads at a negative one or swaps
   slots), or filled with warp shuffle reductions and read back into a combine (the 32-slot form).
 - ``coalesced``: kernels whose global accesses are mostly coalesced: each address evaluated as a polynomial
-  of the x thread index (``_Affine``), coalesced when lanes step by the access width, strided when by more
-  or by a run-time multiple (a row per thread), weighed by loop depth.
+  of the x thread index (``_Affine``), the 32 lanes' addresses counted in 32-byte sectors: coalesced when
+  they need less than twice the sectors of the same bytes side by side, strided otherwise (a row per
+  thread), weighed by loop depth; ``strided``: kernels whose accesses are mostly strided.
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-FACTS = ("shared_tile", "register_tile", "shared_stages", "shared_reduction", "coalesced")
+FACTS = ("shared_tile", "register_tile", "shared_stages", "shared_reduction", "coalesced", "strided")
 
 _COMMENT = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)
 _DEBUG = re.compile(r"^\s*\.(?:loc|file)\b[^\n]*$|^\s*\.section\b[\s\S]*", re.M)   # -lineinfo / -G directives
@@ -970,10 +971,11 @@ def shared_reductions(flow: _Flow, poly: _Affine) -> int:
     s[i + stride]``, a halving or doubling tree, unrolled or not), never at a negative offset (a
     Hillis-Steele scan, ``s[i] += s[i - off]``) nor copied from another slot (a Blelloch scan's down-sweep
     swaps); or filled with the results of warp shuffle reductions (``shfl.down``/``bfly`` then a combine)
-    and read back into a combine or a shuffle (the 32-slot form; a shuffle scan's ``shfl.up`` is not one)."""
+    and read back into a combine or a shuffle (the 32-slot form; a shuffle scan's ``shfl.up`` is not one, and
+    a kernel with one is a scan)."""
     k = flow.kernel
-    if not _barrier(k):
-        return 0
+    if not _barrier(k) or any(i.op.startswith(("shfl.sync.up", "shfl.up")) for i in k.instrs):
+        return 0          # (a kernel that scans with shfl.up keeps its warps' totals in shared memory for the scan)
     uses: dict[str, list[Instr]] = {}
     for ins in k.instrs:
         for r in ins.srcs:
@@ -1059,8 +1061,9 @@ def _loop_depths(k: Kernel) -> list[int]:
 def access_strides(flow: _Flow, poly: _Affine) -> tuple[int, int]:
     """(coalesced, strided) global accesses of a kernel, each weighed 4^loop depth (capped at 3 loops): the
     32 lanes' addresses are computed from the address polynomial, and an access is coalesced when the
-    32-byte sectors they touch are fewer than twice what the same bytes would need side by side
-    (consecutive lanes on consecutive elements, or groups of lanes on runs of a row), strided otherwise (a
+    32-byte sectors they touch are fewer than twice what the same bytes would need side by side and at
+    least half the steps from one lane to the next are one element (consecutive lanes on consecutive
+    elements, or groups of lanes on runs of a row; not a permutation of a line), strided otherwise (a
     stride of two elements or more, a run-time multiple of the index: a row per thread). Accesses whose
     lanes are an opaque function of the index (a gather) or the same for every lane (a broadcast) are
     counted in neither."""
@@ -1095,17 +1098,19 @@ def access_strides(flow: _Flow, poly: _Affine) -> tuple[int, int]:
         sectors = {(x + j) // 32 for x in lanes for j in (0, width - 1)}
         ideal = -(-len(set(lanes)) * width // 32)
         weight = 4 ** min(depths[i], 3)
-        if 2 * ideal > len(sectors):
+        steps = sum(1 for a, b in zip(lanes, lanes[1:]) if b - a == width)
+        if 2 * ideal > len(sectors) and steps >= 15:
             good += weight
         else:
             bad += weight
     return good, bad
 
 
-def coalesced(flow: _Flow, poly: _Affine) -> int:
-    """1 when a kernel's global accesses are mostly coalesced (at least two thirds of their weight), else 0."""
+def coalescing(flow: _Flow, poly: _Affine) -> dict[str, int]:
+    """``coalesced``: 1 when a kernel's global accesses are mostly coalesced (at least two thirds of their
+    weight); ``strided``: 1 when they are mostly strided (at least two thirds the other way)."""
     good, bad = access_strides(flow, poly)
-    return int(good > 0 and good >= 2 * bad)
+    return {"coalesced": int(good > 0 and good >= 2 * bad), "strided": int(bad > 0 and bad >= 2 * good)}
 
 
 def kernel_facts(kernel: Kernel, shared: frozenset[str]) -> dict[str, int]:
@@ -1113,7 +1118,7 @@ def kernel_facts(kernel: Kernel, shared: frozenset[str]) -> dict[str, int]:
     poly = _Affine(flow)
     return {"shared_tile": shared_tiles(flow), "register_tile": register_tiles(flow),
             "shared_stages": shared_stages(flow), "shared_reduction": shared_reductions(flow, poly),
-            "coalesced": coalesced(flow, poly)}
+            **coalescing(flow, poly)}
 
 
 def flow_facts(ptx: str) -> dict[str, int]:
