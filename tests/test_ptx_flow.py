@@ -344,3 +344,194 @@ def test_the_build_carries_the_facts(tmp_path: Path):
     res = compile_source(TRANSPOSE, cache_root=tmp_path / "cache")
     assert res.ok and res.sass is not None
     assert res.sass.flow["shared_tile"] == 1 and res.sass.flow["register_tile"] == 0
+
+
+# ------------------------------------------------------------------------ shared_reduction, coalesced
+WARP_SLOTS = r"""
+__inline__ __device__ float warp_max(float v) {
+    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffff, v, o));
+    return v;
+}
+__global__ void block_max32(const float* in, float* out, int n) {
+    __shared__ float part[32];
+    float v = -1e30f;
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) v = fmaxf(v, in[i]);
+    v = warp_max(v);
+    unsigned lane = threadIdx.x & 31, wid = threadIdx.x >> 5;
+    if (lane == 0) part[wid] = v;
+    __syncthreads();
+    if (wid == 0) {
+        v = lane < blockDim.x / 32 ? part[lane] : -1e30f;
+        v = warp_max(v);
+        if (lane == 0) out[blockIdx.x] = v;
+    }
+}
+"""
+
+REDUCE_DOUBLING = r"""
+__global__ void reduce_interleaved(const int* in, int* out, unsigned n) {
+    extern __shared__ int sdata[];
+    unsigned tid = threadIdx.x, i = blockIdx.x * blockDim.x + threadIdx.x;
+    sdata[tid] = i < n ? in[i] : 0;
+    __syncthreads();
+    for (unsigned s = 1; s < blockDim.x; s *= 2) {
+        unsigned index = 2 * s * tid;
+        if (index < blockDim.x) sdata[index] += sdata[index + s];
+        __syncthreads();
+    }
+    if (tid == 0) out[blockIdx.x] = sdata[0];
+}
+"""
+
+BLELLOCH = r"""
+#define N 512
+__global__ void blelloch(const float* in, float* out) {
+    __shared__ float t[N];
+    int tid = threadIdx.x, off = 1;
+    t[2 * tid] = in[blockIdx.x * N + 2 * tid];
+    t[2 * tid + 1] = in[blockIdx.x * N + 2 * tid + 1];
+    for (int d = N >> 1; d > 0; d >>= 1) {
+        __syncthreads();
+        if (tid < d) { int ai = off * (2 * tid + 1) - 1, bi = off * (2 * tid + 2) - 1; t[bi] += t[ai]; }
+        off *= 2;
+    }
+    if (tid == 0) t[N - 1] = 0;
+    for (int d = 1; d < N; d *= 2) {
+        off >>= 1;
+        __syncthreads();
+        if (tid < d) {
+            int ai = off * (2 * tid + 1) - 1, bi = off * (2 * tid + 2) - 1;
+            float v = t[ai]; t[ai] = t[bi]; t[bi] += v;
+        }
+    }
+    __syncthreads();
+    out[blockIdx.x * N + 2 * tid] = t[2 * tid];
+    out[blockIdx.x * N + 2 * tid + 1] = t[2 * tid + 1];
+}
+"""
+
+BITONIC = r"""
+__global__ void bitonic(float* data) {
+    __shared__ float s[256];
+    unsigned t = threadIdx.x;
+    s[t] = data[blockIdx.x * 256 + t];
+    __syncthreads();
+    for (unsigned k = 2; k <= 256; k <<= 1)
+        for (unsigned j = k >> 1; j > 0; j >>= 1) {
+            unsigned p = t ^ j;
+            if (p > t) {
+                float a = s[t], b = s[p];
+                bool up = (t & k) == 0;
+                s[t] = up ? fminf(a, b) : fmaxf(a, b);
+                s[p] = up ? fmaxf(a, b) : fminf(a, b);
+            }
+            __syncthreads();
+        }
+    data[blockIdx.x * 256 + t] = s[t];
+}
+"""
+
+SHUFFLE_SCAN = r"""
+__global__ void warp_scan_blocks(const float* in, float* out, int n) {
+    __shared__ float totals[32];
+    int i = blockIdx.x * blockDim.x + threadIdx.x, lane = threadIdx.x & 31, wid = threadIdx.x >> 5;
+    float v = i < n ? in[i] : 0.f;
+    for (int o = 1; o < 32; o <<= 1) { float u = __shfl_up_sync(0xffffffff, v, o); if (lane >= o) v += u; }
+    if (lane == 31) totals[wid] = v;
+    __syncthreads();
+    if (wid == 0) {
+        float t = lane < blockDim.x / 32 ? totals[lane] : 0.f;
+        for (int o = 16; o > 0; o >>= 1) t += __shfl_xor_sync(0xffffffff, t, o);   // the block's total too
+        for (int o = 1; o < 32; o <<= 1) { float u = __shfl_up_sync(0xffffffff, t, o); if (lane >= o) t += u; }
+        totals[lane] = t;
+    }
+    __syncthreads();
+    if (i < n) out[i] = v + (wid > 0 ? totals[wid - 1] : 0.f);
+}
+"""
+
+WARP_ATOMICS = r"""
+__global__ void sum_atomic(const float* in, float* out, int n) {
+    __shared__ float unused[32];
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    float v = i < n ? in[i] : 0.f;
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_down_sync(0xffffffff, v, o);
+    unused[threadIdx.x & 31] = 0.f;
+    __syncthreads();
+    if ((threadIdx.x & 31) == 0) atomicAdd(out, v);
+}
+"""
+
+
+@pytest.mark.parametrize("source, reduces", [
+    (REDUCTION_TREE, True), (WARP_SLOTS, True), (REDUCE_DOUBLING, True),
+    (BLOCK_SCAN, False), (BLELLOCH, False), (BITONIC, False), (WARP_ATOMICS, False), (TRANSPOSE, False),
+    (SHUFFLE_SCAN, False)],
+    ids=["halving_tree", "warp_shuffles_32_slots", "doubling_interleaved", "hillis_steele_scan", "blelloch_scan",
+         "bitonic_sort", "warp_results_to_atomics", "transpose", "shuffle_scan_warp_totals"])
+def test_shared_reduction(tmp_path: Path, source: str, reduces: bool):
+    _, sass = built(tmp_path, source)
+    assert (sass.flow["shared_reduction"] > 0) == reduces, sass.flow
+
+
+ROW_PER_THREAD = r"""
+__global__ void row_sums(const float* x, float* out, int rows, int d) {
+    int r = blockIdx.x * blockDim.x + threadIdx.x;
+    if (r >= rows) return;
+    float s = 0.f;
+    for (int j = 0; j < d; ++j) s += x[r * d + j];
+    out[r] = s;
+}
+"""
+
+NAIVE_TRANSPOSE = r"""
+__global__ void transpose_naive(const float* in, float* out, int w, int h) {
+    int x = blockIdx.x * blockDim.x + threadIdx.x, y = blockIdx.y;
+    if (x < w) out[x * h + y] = in[y * w + x];
+}
+"""
+
+LANE_MASKED = r"""
+__global__ void sgemm_coalesce(const float* A, const float* B, float* C, int n) {
+    const unsigned col = blockIdx.x * 32 + (threadIdx.x % 32), row = blockIdx.y * 32 + threadIdx.x / 32;
+    float acc = 0.f;
+    for (int k = 0; k < n; ++k) acc += A[row * n + k] * B[k * n + col];
+    C[row * n + col] = acc;
+}
+"""
+
+VECTOR_COPY = r"""
+__global__ void copy4(const float4* in, float4* out, int n) {
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) out[i] = in[i];
+}
+"""
+
+STRIDED_COLUMNS = r"""
+__global__ void column_scale(const float* in, float* out, int rows, int cols) {
+    int c = blockIdx.x * blockDim.x + threadIdx.x;
+    if (c >= cols) return;
+    for (int r = 0; r < rows; ++r) out[c * rows + r] = 2.f * in[c * rows + r];
+}
+"""
+
+
+SIGNED_LANE_GROUPS = r"""
+__global__ void tile_rows_float4(const float* A, float* out, int K) {
+    int tid = threadIdx.x, r = tid / 4, c = tid % 4;      // 4 lanes on each row's 64 bytes: signed / and %
+    float4 v = reinterpret_cast<const float4*>(A + (blockIdx.x * 64 + r) * K)[c];
+    reinterpret_cast<float4*>(out + (blockIdx.x * 64 + r) * 16)[c] = v;
+}
+"""
+
+
+@pytest.mark.parametrize("source, coalesced, strided", [
+    (REDUCTION_TREE, True, False), (STENCIL_HALO, True, False), (LANE_MASKED, True, False),
+    (VECTOR_COPY, True, False), (TRANSPOSE, True, False), (SIGNED_LANE_GROUPS, True, False),
+    (ROW_PER_THREAD, False, True), (NAIVE_TRANSPOSE, False, False), (STRIDED_COLUMNS, False, True)],
+    ids=["reduction_loads", "stencil", "lane_masked_sgemm", "float4_grid_stride", "tiled_transpose",
+         "signed_lane_groups", "row_per_thread", "naive_transpose", "strided_columns"])
+def test_coalesced(tmp_path: Path, source: str, coalesced: bool, strided: bool):
+    """A naive transpose is neither: its read is coalesced and its write strided, half and half."""
+    _, sass = built(tmp_path, source)
+    assert (sass.flow["coalesced"] > 0) == coalesced, sass.flow
+    assert (sass.flow["strided"] > 0) == strided, sass.flow

@@ -90,11 +90,14 @@ class FlowRule(BaseModel):
     """Matches when the build's PTX dataflow (tools/compiler/ptx_flow.py) shows at least ``min_count``
     instances of a fact: ``shared_tile`` (global data staged in a shared array and read back at another
     thread's slot), ``register_tile`` (accumulators fed by loaded values each reused by several of them),
-    ``shared_stages`` (waits that leave the newest copies in flight, or an mbarrier ring). Never matches
+    ``shared_stages`` (waits that leave the newest copies in flight, or an mbarrier ring), ``shared_reduction``
+    (a shared array combined from itself at a uniform positive offset, or warp shuffle results met in one),
+    ``coalesced`` / ``strided`` (kernels whose global accesses are mostly coalesced / mostly strided, lane by
+    lane in 32-byte sectors). Never matches
     without a build: what the source says then decides."""
 
     model_config = ConfigDict(extra="forbid")
-    flow: Literal["shared_tile", "register_tile", "shared_stages"]
+    flow: Literal["shared_tile", "register_tile", "shared_stages", "shared_reduction", "coalesced", "strided"]
     min_count: int = Field(default=1, ge=1)
 
 

@@ -22,6 +22,13 @@ and derives named facts per kernel, each a count of instances:
   ``cp.async.bulk.wait_group N``, N > 0; not a switch over every count, which a run-time count compiles to),
   or a shared array written through one value of a stage index that alternates between loop iterations
   (``cur ^ 1``, ``(k + 1) & 1``) and read through another (``cur``, ``k & 1``).
+- ``shared_reduction``: shared arrays a block's values are combined in: updated by a sum, max or min from a
+  slot at a positive uniform offset (``s[i] += s[i + stride]``; a scan reads at a negative one or swaps
+  slots), or filled with warp shuffle reductions and read back into a combine (the 32-slot form).
+- ``coalesced``: kernels whose global accesses are mostly coalesced: each address evaluated as a polynomial
+  of the x thread index (``_Affine``), the 32 lanes' addresses counted in 32-byte sectors: coalesced when
+  they need less than twice the sectors of the same bytes side by side, strided otherwise (a row per
+  thread), weighed by loop depth; ``strided``: kernels whose accesses are mostly strided.
 """
 
 from __future__ import annotations
@@ -31,7 +38,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-FACTS = ("shared_tile", "register_tile", "shared_stages")
+FACTS = ("shared_tile", "register_tile", "shared_stages", "shared_reduction", "coalesced", "strided")
 
 _COMMENT = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)
 _DEBUG = re.compile(r"^\s*\.(?:loc|file)\b[^\n]*$|^\s*\.section\b[\s\S]*", re.M)   # -lineinfo / -G directives
@@ -718,10 +725,400 @@ def shared_stages(flow: _Flow) -> int:
     return n
 
 
+# --------------------------------------------------------------------------- affine address values
+Poly = dict[tuple[str, ...], int]      # monomial (sorted symbols; () the constant) -> coefficient
+
+_MAX_TERMS = 24
+
+
+def _padd(a: Poly, b: Poly, sign: int = 1) -> Poly:
+    out = dict(a)
+    for m, c in b.items():
+        v = out.get(m, 0) + sign * c
+        if v:
+            out[m] = v
+        else:
+            out.pop(m, None)
+    return out
+
+
+def _pmul(a: Poly, b: Poly) -> Poly | None:
+    out: Poly = {}
+    for ma, ca in a.items():
+        for mb, cb in b.items():
+            m = tuple(sorted(ma + mb))
+            if len(m) > 3:
+                return None
+            v = out.get(m, 0) + ca * cb
+            if v:
+                out[m] = v
+            else:
+                out.pop(m, None)
+    return out if len(out) <= _MAX_TERMS else None
+
+
+def _imm(text: str) -> int | None:
+    t = text.strip()
+    if _IMM.fullmatch(t):
+        return int(t, 0)
+    return None
+
+
+class _Affine:
+    """Registers as polynomials over the x thread index and opaque symbols (a small symbolic evaluator over
+    the def chains: add, sub, mul, mad, shl, cvt, mov, ``mul.wide``). A register defined more than once (a
+    loop-carried one) is read at its first definition; parameters, block indices and other special registers
+    are symbols; anything else is an opaque symbol, ``~r`` where it varies across a warp's lanes (its taint
+    has the thread index) and ``?r`` where it does not. ``x & (2^k - 1)`` and ``x % 2^k`` with k >= 5 keep x
+    (lanes of one warp differ in the low five bits); ``x >> k`` and ``x / 2^k`` of the thread index, k >= 5,
+    are the same for a whole warp."""
+
+    def __init__(self, flow: _Flow) -> None:
+        self.flow = flow
+        self.memo: dict[str, Poly] = {}
+        self.busy: set[str] = set()
+        lane = 0
+        for n in ("tid.x", "lane"):
+            lane |= flow.tags.bits.get(n, 0)
+        self.lane_bits = lane
+
+    def _opaque(self, reg: str) -> Poly:
+        varies = self.flow.taint.get(reg, 0) & self.lane_bits
+        return {(("~" if varies else "?") + reg,): 1}
+
+    def operand(self, text: str) -> Poly:
+        t = text.strip()
+        v = _imm(t)
+        if v is not None:
+            return {(): v} if v else {}
+        if t == "%tid.x":
+            return {("tid.x",): 1}
+        if t == "%laneid":
+            return {("tid.x",): 1}
+        if t.startswith("%"):
+            if t in _SPECIAL_NAMES or "." in t:
+                return {(t,): 1}
+            return self.of(t)
+        m = re.fullmatch(r"([A-Za-z_$][\w$]*)(?:\s*\+\s*(-?\d+))?", t)
+        if m:
+            p: Poly = {("@" + m.group(1),): 1}
+            if m.group(2):
+                p[()] = int(m.group(2))
+            return p
+        return {("?" + t,): 1}
+
+    def address(self, operand: str) -> Poly:
+        inner = operand.strip()[1:-1].split(",", 1)[0]
+        m = re.fullmatch(r"\s*(.*?)\s*(?:\+\s*(-?\d+))?\s*", inner)
+        head, off = (m.group(1), m.group(2)) if m else (inner, None)
+        p = self.operand(head)
+        return _padd(p, {(): int(off)}) if off else p
+
+    def of(self, reg: str) -> Poly:
+        got = self.memo.get(reg)
+        if got is not None:
+            return got
+        ds = self.flow.defs.get(reg)
+        if not ds or reg in self.busy or len(self.busy) > 60:
+            return self._opaque(reg) if ds else {(reg,): 1}
+        self.busy.add(reg)
+        try:
+            v = self._eval(self.flow.kernel.instrs[ds[0]], reg)
+        finally:
+            self.busy.discard(reg)
+        if v is None or len(v) > _MAX_TERMS:
+            v = self._opaque(reg)
+        self.memo[reg] = v
+        return v
+
+    def _eval(self, ins: Instr, reg: str) -> Poly | None:
+        b, ops = ins.base, ins.operands[1:]
+        if len(ins.dests) != 1:
+            return None
+        if b == "ld" and _space(ins.op) == "param" and ins.addr_syms:
+            return {("param:" + ins.addr_syms[0],): 1}
+        if b in ("mov", "cvt", "cvta") and len(ops) == 1:
+            return self.operand(ops[0])
+        if b in ("add", "sub") and len(ops) == 2 and ".f" not in ins.op:
+            return _padd(self.operand(ops[0]), self.operand(ops[1]), 1 if b == "add" else -1)
+        if b == "mul" and len(ops) == 2 and ".f" not in ins.op and ".hi" not in ins.op:
+            return _pmul(self.operand(ops[0]), self.operand(ops[1]))
+        if b == "mad" and len(ops) == 3 and ".hi" not in ins.op and ".f" not in ins.op:
+            p = _pmul(self.operand(ops[0]), self.operand(ops[1]))
+            return None if p is None else _padd(p, self.operand(ops[2]))
+        if len(ops) == 2:
+            k = _imm(ops[1])
+            if b == "shl" and k is not None and 0 <= k < 32:
+                return _pmul(self.operand(ops[0]), {(): 1 << k})
+            x = self.operand(ops[0])
+            scale = _scaled_index(x)
+            if k is not None and scale is not None:
+                e = scale.bit_length() - 1          # x = 2^e * tid + (the same for every lane)
+                rest = {} if len(x) == 1 else {("?" + reg,): 1}
+                if b == "rem" and k > 1 and k & (k - 1) == 0:
+                    b, k = "and", k - 1
+                if b == "and" and k != 0:
+                    bits = k & 0xFFFFFFFFFFFFFFFF
+                    low = (bits & -bits).bit_length() - 1
+                    run = bits >> low
+                    if (run + 1) & run == 0:              # one run of bits, [low, high)
+                        lo, hi = max(low - e, 0), max(low + run.bit_length() - e, 0)
+                        # tid & bits[lo, hi) = tid mod 2^hi - tid mod 2^lo
+                        return _padd(_padd(_pmul(_low_bits(hi), {(): scale}) or {}, _pmul(_low_bits(lo), {(): scale}) or {}, -1), rest)
+                if (b == "shr" and 0 < k < 64) or (b == "div" and k > 1 and k & (k - 1) == 0):
+                    sh = k if b == "shr" else k.bit_length() - 1
+                    if sh <= e:
+                        return _padd({("tid.x",): 1 << (e - sh)}, rest)
+                    m = 1 << (sh - e)                  # the group of m lanes (a warp's index for m >= 32)
+                    return {("?" + reg,): 1} if m >= 32 else _padd({(f"tid.hi{m}",): 1}, rest)
+        if all(_lane_free(self.operand(o)) for o in ops if o.startswith("%")):
+            return {("?" + reg,): 1}        # computed from values the same for every lane of a warp
+        return None
+
+
+_SPECIAL_NAMES = frozenset({"%ntid.x", "%ntid.y", "%ntid.z", "%nctaid.x", "%nctaid.y", "%nctaid.z", "%ctaid.x",
+                            "%ctaid.y", "%ctaid.z", "%tid.y", "%tid.z", "%warpid", "%nwarpid", "%smid"})
+
+
+def _scaled_index(p: Poly) -> int | None:
+    """2^e where a polynomial is 2^e times the x thread index plus terms the same for every lane, else None."""
+    s = p.get(("tid.x",), 0)
+    if s > 0 and s & (s - 1) == 0 and all(m == ("tid.x",) or _lane_free({m: 1}) for m in p):
+        return s
+    return None
+
+
+def _low_bits(n: int) -> Poly:
+    """The x thread index modulo 2^n: its low n bits (all a warp's lanes differ in from n = 5 on)."""
+    if n <= 0:
+        return {}
+    return {("tid.x",): 1} if n >= 5 else {(f"tid.lo{1 << n}",): 1}
+
+
+def _lane_free(p: Poly) -> bool:
+    """Whether a polynomial is the same for every lane of a warp."""
+    return not any(s.startswith(("~", "tid.")) for m in p for s in m)
+
+
+def _lane_addresses(p: Poly) -> list[int] | None:
+    """The part of an address that differs between the 32 lanes of a warp, lane by lane (the x thread index
+    0..31, its low bits and groups as named; every other symbol a large stride, 4096), or None where a lane
+    dependence is opaque (a gather)."""
+    terms = []
+    for m, c in p.items():
+        if not any(s.startswith("tid.") for s in m):
+            if any(s.startswith("~") for s in m):
+                return None
+            continue
+        if any(s.startswith("~") for s in m):
+            return None
+        terms.append((m, c))
+    out = []
+    for lane in range(32):
+        v = 0
+        for m, c in terms:
+            f = c
+            for s in m:
+                if s == "tid.x":
+                    f *= lane
+                elif s.startswith("tid.lo"):
+                    f *= lane % int(s[6:])
+                elif s.startswith("tid.hi"):
+                    f *= lane // int(s[6:])
+                else:
+                    f *= 4096
+            v += f
+        out.append(v)
+    return out
+
+
+# ------------------------------------------------------------------------------------ reductions
+_COMBINE = re.compile(r"^(?:add|max|min)\.(?:[a-z]+\.)*?(?:f16x2|bf16x2|f16|bf16|f32|f64|[sub]\d+)$")
+_SHFL_REDUCE = re.compile(r"^shfl\.sync\.(?:down|bfly)\b|^shfl\.(?:down|bfly)\b|^redux\.sync\b")
+
+
+def _origin_ins(flow: _Flow, reg: str, depth: int = 0) -> list[Instr]:
+    """The instructions a value comes from, through moves and conversions (every definition of a register
+    defined more than once: a conditional load and its default)."""
+    out = []
+    for i in flow.defs.get(reg, []):
+        ins = flow.kernel.instrs[i]
+        if ins.base in ("mov", "cvt") and len(ins.srcs) == 1 and depth < 8:
+            out.extend(_origin_ins(flow, ins.srcs[0], depth + 1))
+        else:
+            out.append(ins)
+    return out
+
+
+def _feeds(flow: _Flow, reg: str, uses: dict[str, list[Instr]], want, limit: int = 64) -> bool:
+    """Whether a value reaches an instruction ``want`` accepts, through moves, conversions and selects."""
+    seen, todo = {reg}, [reg]
+    while todo and len(seen) < limit:
+        for ins in uses.get(todo.pop(), []):
+            if want(ins):
+                return True
+            if ins.base in ("mov", "cvt", "selp"):
+                for d in ins.dests:
+                    if d not in seen:
+                        seen.add(d)
+                        todo.append(d)
+    return False
+
+
+def shared_reductions(flow: _Flow, poly: _Affine) -> int:
+    """Shared arrays a block's values are combined in (docs/features.md, block_reduction_tree): updated from
+    themselves by a sum, max or min of a slot at a positive uniform offset from the one written (``s[i] +=
+    s[i + stride]``, a halving or doubling tree, unrolled or not), never at a negative offset (a
+    Hillis-Steele scan, ``s[i] += s[i - off]``) nor copied from another slot (a Blelloch scan's down-sweep
+    swaps); or filled with the results of warp shuffle reductions (``shfl.down``/``bfly`` then a combine)
+    and read back into a combine or a shuffle (the 32-slot form; a shuffle scan's ``shfl.up`` is not one, and
+    a kernel with one is a scan)."""
+    k = flow.kernel
+    if not _barrier(k) or any(i.op.startswith(("shfl.sync.up", "shfl.up")) for i in k.instrs):
+        return 0          # (a kernel that scans with shfl.up keeps its warps' totals in shared memory for the scan)
+    uses: dict[str, list[Instr]] = {}
+    for ins in k.instrs:
+        for r in ins.srcs:
+            uses.setdefault(r, []).append(ins)
+    up: set[str] = set()
+    down: set[str] = set()
+    warp_filled: set[str] = set()
+    loads: dict[str, list[Instr]] = {}
+    for ins in k.instrs:
+        if _is_load(ins) and ins.base == "ld" and _space(ins.op) in ("shared", "generic"):
+            for s in flow.addr_shared(ins):
+                loads.setdefault(s, []).append(ins)
+        if not (_is_store(ins) and ins.base == "st" and _space(ins.op) in ("shared", "generic")):
+            continue
+        targets = flow.addr_shared(ins)
+        vals = _regs(ins.operands[-1]) if ins.operands else []
+        if not targets or len(vals) != 1:
+            continue
+        w = poly.address(ins.operands[0])
+        for src in _origin_ins(flow, vals[0]):
+            if _is_load(src) and set(flow.addr_shared(src)) & targets:
+                d = _padd(poly.address(src.operands[1]), w, -1) if len(src.operands) > 1 else {}
+                if d:
+                    down.update(targets)          # a slot copied to another: a scan's down-sweep, a sort
+                continue
+            if not _COMBINE.match(src.op):
+                continue
+            for operand in src.srcs:
+                for o in _origin_ins(flow, operand):
+                    if _SHFL_REDUCE.match(o.op):
+                        warp_filled.update(targets)
+                    if not (_is_load(o) and set(flow.addr_shared(o)) & targets and len(o.operands) > 1):
+                        continue
+                    d = _padd(poly.address(o.operands[1]), w, -1)
+                    if not d or not _lane_free(d):
+                        continue
+                    if all(c > 0 for c in d.values()):
+                        up.update(targets)
+                    elif all(c < 0 for c in d.values()):
+                        down.update(targets)
+    n = len(up - down)
+
+    def combines(ins: Instr) -> bool:
+        return bool(_COMBINE.match(ins.op) or _SHFL_REDUCE.match(ins.op))
+
+    for s in warp_filled - up:
+        if any(_feeds(flow, d, uses, combines) for ld in loads.get(s, []) for d in ld.dests):
+            n += 1
+    return n
+
+
+# ------------------------------------------------------------------------------------- coalescing
+_WIDTH = {"8": 1, "16": 2, "32": 4, "64": 8, "128": 16}
+
+
+def _access_width(op: str) -> int:
+    parts = op.split(".")
+    vec = next((int(p[1:]) for p in parts if re.fullmatch(r"v\d", p)), 1)
+    size = next((_WIDTH[p[1:]] for p in reversed(parts) if re.fullmatch(r"[bufs](?:8|16|32|64|128)", p)), 4)
+    return vec * size
+
+
+def _loop_depths(k: Kernel) -> list[int]:
+    """How many loops (a backward branch's range) hold each instruction."""
+    where: dict[str, int] = {}
+    for i, ins in enumerate(k.instrs):
+        for lab in ins.labels:
+            where[lab] = i
+    depth = [0] * (len(k.instrs) + 1)
+    for j, ins in enumerate(k.instrs):
+        if ins.base == "bra" and ins.syms:
+            i = where.get(ins.syms[-1])
+            if i is not None and i <= j:
+                depth[i] += 1
+                depth[j + 1] -= 1
+    out, run = [], 0
+    for i in range(len(k.instrs)):
+        run += depth[i]
+        out.append(run)
+    return out
+
+
+def access_strides(flow: _Flow, poly: _Affine) -> tuple[int, int]:
+    """(coalesced, strided) global accesses of a kernel, each weighed 4^loop depth (capped at 3 loops): the
+    32 lanes' addresses are computed from the address polynomial, and an access is coalesced when the
+    32-byte sectors they touch are fewer than twice what the same bytes would need side by side and at
+    least half the steps from one lane to the next are one element (consecutive lanes on consecutive
+    elements, or groups of lanes on runs of a row; not a permutation of a line), strided otherwise (a
+    stride of two elements or more, a run-time multiple of the index: a row per thread). Accesses whose
+    lanes are an opaque function of the index (a gather) or the same for every lane (a broadcast) are
+    counted in neither."""
+    k = flow.kernel
+    PARAM, G = flow.tags("param"), flow.tags("G")
+    depths = _loop_depths(k)
+    good = bad = 0
+    for i, ins in enumerate(k.instrs):
+        b = ins.base
+        if b == "cp" and ins.op.startswith("cp.async") and "global" in ins.op and len(ins.operands) > 1 \
+                and ins.operands[1].startswith("["):
+            operand = ins.operands[1]
+            width = _imm(ins.operands[2]) if len(ins.operands) > 2 else None
+            if width is None:
+                continue
+        elif (b in ("ld", "st") or b == "ldu") and ins.operands:
+            space = _space(ins.op)
+            if space == "generic":
+                if not _addr_taint(flow, ins) & (PARAM | G):
+                    continue
+            elif space != "global":
+                continue
+            operand = next((o for o in ins.operands if o.startswith("[")), None)
+            if operand is None:
+                continue
+            width = _access_width(ins.op)
+        else:
+            continue
+        lanes = _lane_addresses(poly.address(operand))
+        if lanes is None or len(set(lanes)) == 1:
+            continue                         # a gather, or the same address for the whole warp
+        sectors = {(x + j) // 32 for x in lanes for j in (0, width - 1)}
+        ideal = -(-len(set(lanes)) * width // 32)
+        weight = 4 ** min(depths[i], 3)
+        steps = sum(1 for a, b in zip(lanes, lanes[1:]) if b - a == width)
+        if 2 * ideal > len(sectors) and steps >= 15:
+            good += weight
+        else:
+            bad += weight
+    return good, bad
+
+
+def coalescing(flow: _Flow, poly: _Affine) -> dict[str, int]:
+    """``coalesced``: 1 when a kernel's global accesses are mostly coalesced (at least two thirds of their
+    weight); ``strided``: 1 when they are mostly strided (at least two thirds the other way)."""
+    good, bad = access_strides(flow, poly)
+    return {"coalesced": int(good > 0 and good >= 2 * bad), "strided": int(bad > 0 and bad >= 2 * good)}
+
+
 def kernel_facts(kernel: Kernel, shared: frozenset[str]) -> dict[str, int]:
     flow = analyse(kernel, shared)
+    poly = _Affine(flow)
     return {"shared_tile": shared_tiles(flow), "register_tile": register_tiles(flow),
-            "shared_stages": shared_stages(flow)}
+            "shared_stages": shared_stages(flow), "shared_reduction": shared_reductions(flow, poly),
+            **coalescing(flow, poly)}
 
 
 def flow_facts(ptx: str) -> dict[str, int]:
