@@ -101,6 +101,17 @@ def test_good_kernel_compiles_and_reports_resources(real_builds):
         assert good.sass.opcodes.get("LDG") and not good.sass.uses_tensor_cores
 
 
+def test_a_ptx_the_dataflow_analysis_cannot_read_never_fails_the_build(nvcc_path, tmp_path, monkeypatch):
+    """The facts are for the detectors: an analysis that raises leaves them empty, the build still passes."""
+    def broken(ptx: str) -> dict:
+        raise RecursionError("deep def chain")
+    monkeypatch.setattr(comp, "flow_facts", broken)
+    (res,) = compile_many([GOOD.replace("scale_kernel", "scale_kernel_flow")], arch="sm_90", cache_root=tmp_path)
+    assert res.ok, res.errors
+    if res.sass is not None:
+        assert res.sass.flow == {} and res.sass.opcodes.get("LDG")
+
+
 def test_candidate_shares_the_toolkits_runtime(real_builds):
     """The worker reads launch errors from the runtime the .so uses: it must be the shared one, found by
     the .so's own run path (not only by the loader's search path)."""
