@@ -3,9 +3,8 @@ probe labelled from the definitions in docs/features.md before the detector ran 
 
 from __future__ import annotations
 
-from cuda_llm.feature_db import detect_features, load_catalogue
+from test_detector_rules import found
 
-CATALOGUE = load_catalogue()
 
 # a 4x1 micro-kernel: one loaded B value feeds the four members of a float4 accumulator (column-major tile)
 FLOAT4_MEMBERS = """
@@ -34,12 +33,8 @@ __global__ void sgemm_4x1(int K, const float* A, const float* B, float* C) {
 """
 
 
-def _one(feature: str, source: str) -> bool:
-    return feature in detect_features(source, (), [f for f in CATALOGUE if f.id == feature])
-
-
 def test_float4_members_sharing_a_loaded_operand_are_register_blocking():
-    assert _one("register_blocking", FLOAT4_MEMBERS)
+    assert found("register_blocking", FLOAT4_MEMBERS)
     # near miss: an axpy of float4s by a fixed scale (each loaded value feeds one FMA)
     axpy = """
 __global__ void axpy4(const float4* x, float4* y, float alpha, int n) {
@@ -52,13 +47,13 @@ __global__ void axpy4(const float4* x, float4* y, float alpha, int n) {
     }
 }
 """
-    assert not _one("register_blocking", axpy)
+    assert not found("register_blocking", axpy)
     # near miss: the members take products of different operands (an elementwise product)
     elementwise = FLOAT4_MEMBERS.replace("sa[k * 32 + r + 1] * b", "sa[k * 32 + r + 1] * sb[k]").replace(
         "acc.x += sa[k * 32 + r] * b;", "acc.x += sa[k * 32 + r] * sb[k + 1];").replace(
         "acc.z += sa[k * 32 + r + 2] * b;", "acc.z += sa[k * 32 + r + 2] * sb[k + 2];").replace(
         "acc.w += sa[k * 32 + r + 3] * b;", "acc.w += sa[k * 32 + r + 3] * sb[k + 3];")
-    assert elementwise != FLOAT4_MEMBERS and not _one("register_blocking", elementwise)
+    assert elementwise != FLOAT4_MEMBERS and not found("register_blocking", elementwise)
 
 
 # the same micro-kernel with the B operand in a pair of registers, the next one loaded while this one is used
@@ -80,12 +75,12 @@ __global__ void sgemm_pair(int K, const float* sb, float4* C) {
 
 
 def test_float4_members_sharing_a_register_of_a_pair_are_register_blocking():
-    assert _one("register_blocking", FLOAT4_PAIR)
+    assert found("register_blocking", FLOAT4_PAIR)
     # near miss: each member's product takes its own member of the pair (an elementwise product)
     own = FLOAT4_PAIR.replace("acc[0].y += a.y * bv[k & 1].x;", "acc[0].y += a.y * bv[k & 1].y;").replace(
         "acc[1].y += a.y * bv[k & 1].y;", "acc[1].y += a.y * bv[k & 1].w;").replace(
         "acc[1].x += a.x * bv[k & 1].y;", "acc[1].x += a.x * bv[k & 1].z;")
-    assert own != FLOAT4_PAIR and not _one("register_blocking", own)
+    assert own != FLOAT4_PAIR and not found("register_blocking", own)
 
 
 # a tile stored through a vector cast of the shared array (`((float4*)sa)[tx] = v`) and read by other threads
@@ -108,10 +103,10 @@ __global__ void sgemm_cast(int K, const float* A, const float* B, float* C) {
 
 
 def test_a_tile_stored_through_a_vector_cast_and_read_in_the_tile_loop_is_tiling():
-    assert _one("smem_tiling", CAST_STORE)
+    assert found("smem_tiling", CAST_STORE)
     # near miss: the array is filled the same way but never read in a loop over the tile
     unread = CAST_STORE.replace("acc += sa[(k << 5) + r] * B[k * 32 + col];", "acc += B[k * 32 + col];")
-    assert unread != CAST_STORE and not _one("smem_tiling", unread)
+    assert unread != CAST_STORE and not found("smem_tiling", unread)
 
 
 # the tile read back in the loop over it as whole float4 registers through a cast of an element's address
@@ -136,7 +131,7 @@ __global__ void sgemm_cast_load(int K, const float* A, float* C) {
 
 
 def test_a_tile_read_as_vector_registers_in_the_tile_loop_is_tiling():
-    assert _one("smem_tiling", CAST_LOAD)
+    assert found("smem_tiling", CAST_LOAD)
     # near miss: the thread reads back only the slot it stored, whatever the loop index
     own = CAST_LOAD.replace("&sa[(k << 5) + r]", "&sa[4 * tx]")
-    assert own != CAST_LOAD and not _one("smem_tiling", own)
+    assert own != CAST_LOAD and not found("smem_tiling", own)

@@ -5,14 +5,7 @@ without it)."""
 
 from __future__ import annotations
 
-from cuda_llm.feature_db import detect_features, load_catalogue
-from test_detector_rules import built
-
-CATALOGUE = load_catalogue()
-
-
-def _one(feature: str, source: str, kernels=(), sass=None) -> bool:
-    return feature in detect_features(source, kernels, [f for f in CATALOGUE if f.id == feature], sass=sass)
+from test_detector_rules import built, found
 
 
 # ---------------------------------------------------------------------------------------- reduced_precision
@@ -44,11 +37,11 @@ __global__ void scale_half(const half* x, half* y, float a, int n) {
 
 
 def test_half_named_only_in_a_branch_the_build_never_takes_is_not_reduced_precision(tmp_path):
-    assert _one("reduced_precision", TEMPLATE_BRANCH)          # the source alone: the half2 branch counts
+    assert found("reduced_precision", TEMPLATE_BRANCH)          # the source alone: the half2 branch counts
     kernels, sass = built(tmp_path, TEMPLATE_BRANCH)
-    assert not _one("reduced_precision", TEMPLATE_BRANCH, kernels, sass)
+    assert not found("reduced_precision", TEMPLATE_BRANCH, (kernels, sass))
     kernels, sass = built(tmp_path, HALF_SCALE)
-    assert _one("reduced_precision", HALF_SCALE, kernels, sass)
+    assert found("reduced_precision", HALF_SCALE, (kernels, sass))
 
 
 # ---------------------------------------------------------------------------------------------- vector_loads
@@ -77,11 +70,11 @@ __global__ void sum4(const float* x, float* y, int n4) {
 
 
 def test_a_vector_cast_of_a_shared_address_is_no_vector_load_where_the_build_shows_none(tmp_path):
-    assert _one("vector_loads", SHARED_VECTOR_CAST)            # the source alone cannot tell the space
+    assert found("vector_loads", SHARED_VECTOR_CAST)            # the source alone cannot tell the space
     kernels, sass = built(tmp_path, SHARED_VECTOR_CAST)
-    assert not _one("vector_loads", SHARED_VECTOR_CAST, kernels, sass)
+    assert not found("vector_loads", SHARED_VECTOR_CAST, (kernels, sass))
     kernels, sass = built(tmp_path, GLOBAL_VECTOR_CAST)
-    assert _one("vector_loads", GLOBAL_VECTOR_CAST, kernels, sass)
+    assert found("vector_loads", GLOBAL_VECTOR_CAST, (kernels, sass))
 
 
 # ------------------------------------------------------------------ privatized_atomics, bank_conflict_padding
@@ -111,16 +104,16 @@ __global__ void histogram_columns(unsigned int* out, const unsigned char* in, in
 
 
 def test_per_thread_shared_columns_counted_without_atomics_are_privatized():
-    assert _one("privatized_atomics", PER_THREAD_COLUMNS)
+    assert found("privatized_atomics", PER_THREAD_COLUMNS)
     # near miss: each thread's column accumulates products (a column of partial sums), not counts
     products = PER_THREAD_COLUMNS.replace("c += 1u << 8 * (v & 3);", "c += v * w[row];").replace(
         "unsigned char v) {", "unsigned char v, const unsigned int* w) {").replace(
         "count(h, in[i])", "count(h, in[i], (const unsigned int*)in)")
-    assert products != PER_THREAD_COLUMNS and not _one("privatized_atomics", products)
+    assert products != PER_THREAD_COLUMNS and not found("privatized_atomics", products)
 
 
 def test_a_rotated_column_of_the_threads_own_row_is_a_conflict_free_layout():
-    assert _one("bank_conflict_padding", PER_THREAD_COLUMNS)
+    assert found("bank_conflict_padding", PER_THREAD_COLUMNS)
     # near miss: a 1-D row read round from the thread's position (every lane already on its own bank)
     ring = """
 __global__ void ring(const float* src, float* out) {
@@ -132,7 +125,7 @@ __global__ void ring(const float* src, float* out) {
     out[threadIdx.x] = acc;
 }
 """
-    assert not _one("bank_conflict_padding", ring)
+    assert not found("bank_conflict_padding", ring)
 
 
 # ---------------------------------------------------------------------------------------- bank_conflict_padding
@@ -152,9 +145,9 @@ template __global__ void rows_through_pointer<64, 8>(const float*, float*);
 
 
 def test_a_padded_row_stride_in_a_shared_pointers_address_is_padding():
-    assert _one("bank_conflict_padding", PADDED_STRIDE)
+    assert found("bank_conflict_padding", PADDED_STRIDE)
     # near misses: the padding instantiated as 0; the same stride in a global address only
-    assert not _one("bank_conflict_padding", PADDED_STRIDE.replace("<64, 8>", "<64, 0>"))
+    assert not found("bank_conflict_padding", PADDED_STRIDE.replace("<64, 8>", "<64, 0>"))
     global_only = """
 __global__ void strided_rows(const float* x, float* y) {
     __shared__ float s[256];
@@ -163,7 +156,7 @@ __global__ void strided_rows(const float* x, float* y) {
     y[blockIdx.x * 256 + threadIdx.x] = s[255 - threadIdx.x];
 }
 """
-    assert not _one("bank_conflict_padding", global_only)
+    assert not found("bank_conflict_padding", global_only)
 
 
 # a work-efficient scan's shared indices each moved by one slot per 32 (the bank bits of the index)
@@ -190,11 +183,11 @@ __global__ void scan_up(float* data) {
 
 
 def test_an_index_moved_by_its_own_bank_bits_is_a_conflict_free_layout():
-    assert _one("bank_conflict_padding", CONFLICT_FREE_SCAN)
+    assert found("bank_conflict_padding", CONFLICT_FREE_SCAN)
     # near miss: the index shifted to find a warp's slot, not added to itself
     plain = CONFLICT_FREE_SCAN.replace("int a = threadIdx.x, oa = SKIP(a);", "int a = threadIdx.x, oa = 0;").replace(
         "ai += SKIP(ai);", "").replace("bi += SKIP(bi);", "").replace("1024 + 32", "1024")
-    assert plain != CONFLICT_FREE_SCAN and not _one("bank_conflict_padding", plain)
+    assert plain != CONFLICT_FREE_SCAN and not found("bank_conflict_padding", plain)
     warp_slot = """
 __global__ void warp_sums(const float* x, float* y) {
     __shared__ float ws[32];
@@ -206,7 +199,7 @@ __global__ void warp_sums(const float* x, float* y) {
     if (a < 32) y[blockIdx.x * 32 + a] = ws[a];
 }
 """
-    assert not _one("bank_conflict_padding", warp_slot)
+    assert not found("bank_conflict_padding", warp_slot)
 
 
 # ---------------------------------------------------------------------------------------- persistent_kernel
@@ -225,14 +218,14 @@ __global__ void scale_tiles(const float* a, float* c, int M, int N) {
 
 
 def test_blocks_stepping_over_tile_origins_by_the_grid_are_persistent():
-    assert _one("persistent_kernel", TILE_ORIGINS)
+    assert found("persistent_kernel", TILE_ORIGINS)
     # near miss: a thread-level grid stride (gridDim * blockDim) is grid_stride_loop, not a block loop
     stride = """
 __global__ void scale(const float* a, float* c, int n) {
     for (int i = blockIdx.x * blockDim.x; i < n; i += gridDim.x * blockDim.x) c[i + threadIdx.x] = 2.f * a[i + threadIdx.x];
 }
 """
-    assert not _one("persistent_kernel", stride)
+    assert not found("persistent_kernel", stride)
 
 
 # ---------------------------------------------------------------------------------------------- radix_sort
@@ -275,17 +268,17 @@ __global__ void warp_split_sort(unsigned* keys) {
 
 
 def test_a_digit_at_the_passs_shift_counted_without_atomics_is_radix_sort():
-    assert _one("radix_sort", DIGIT_COUNTS)
+    assert found("radix_sort", DIGIT_COUNTS)
     # near miss: a byte histogram at fixed shifts (fields of a packed value, not a pass's digit)
     fixed = DIGIT_COUNTS.replace(">> shift", ">> 8")
-    assert fixed != DIGIT_COUNTS and not _one("radix_sort", fixed)
+    assert fixed != DIGIT_COUNTS and not found("radix_sort", fixed)
 
 
 def test_a_warp_split_by_a_voted_bit_moving_each_pass_is_radix_sort():
-    assert _one("radix_sort", WARP_SPLIT)
+    assert found("radix_sort", WARP_SPLIT)
     # near miss: a ballot of a fixed flag compacted once per pass (a stream compaction, the bit never moves)
     compaction = WARP_SPLIT.replace("mask <<= 1;", "mask |= 1;")
-    assert compaction != WARP_SPLIT and not _one("radix_sort", compaction)
+    assert compaction != WARP_SPLIT and not found("radix_sort", compaction)
 
 
 # ------------------------------------------------------------------------------------------- loop_unrolling
@@ -327,15 +320,15 @@ __global__ void warp_sums(const float* x, float* out) {
 
 
 def test_halving_steps_written_out_by_hand_are_loop_unrolling():
-    assert _one("loop_unrolling", HAND_UNROLLED_TAIL)
-    assert _one("loop_unrolling", SHUFFLE_TAIL)
+    assert found("loop_unrolling", HAND_UNROLLED_TAIL)
+    assert found("loop_unrolling", SHUFFLE_TAIL)
     # near misses: the same steps as loops (no pragma), and a stencil reading three fixed neighbours
     looped = SHUFFLE_TAIL.replace("""    v += __shfl_xor_sync(0xffffffffu, v, 16);
     v += __shfl_xor_sync(0xffffffffu, v, 8);
     v += __shfl_xor_sync(0xffffffffu, v, 4);
     v += __shfl_xor_sync(0xffffffffu, v, 2);
     v += __shfl_xor_sync(0xffffffffu, v, 1);""", "    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);")
-    assert looped != SHUFFLE_TAIL and not _one("loop_unrolling", looped)
+    assert looped != SHUFFLE_TAIL and not found("loop_unrolling", looped)
     stencil = """
 __global__ void taps(const float* x, float* y) {
     int i = blockIdx.x * blockDim.x + threadIdx.x;
@@ -344,7 +337,7 @@ __global__ void taps(const float* x, float* y) {
     y[i] = a + b + x[i + 2];
 }
 """
-    assert not _one("loop_unrolling", stencil)
+    assert not found("loop_unrolling", stencil)
 
 
 # ----------------------------------------------------------------------------------------- double_buffering
@@ -393,20 +386,20 @@ __global__ void column_sums(const float* w, float* out, int K) {
 
 
 def test_shared_addresses_flipped_by_a_stage_size_are_double_buffering():
-    assert _one("double_buffering", XOR_ADDRESSES)
+    assert found("double_buffering", XOR_ADDRESSES)
     # near miss: one flag toggled with ^= 1 (no stage address)
     flag = XOR_ADDRESSES.replace("sts ^= 0x2000;", "").replace("lds ^= 0x2000;", "acc = -acc; int f = 0; f ^= 1;")
-    assert flag != XOR_ADDRESSES and not _one("double_buffering", flag)
+    assert flag != XOR_ADDRESSES and not found("double_buffering", flag)
 
 
 def test_a_stage_taken_again_from_the_stepped_tile_counter_is_double_buffering():
-    assert _one("double_buffering", PARITY_STAGES)
+    assert found("double_buffering", PARITY_STAGES)
     # near miss: the stage taken once per tile and written and read at the same parity (no other stage filled)
     one_stage = PARITY_STAGES.replace("""        e++;
         b = e & 1;
         if (e * 32 < K) tile[b]""", """        e++;
         if (e * 32 < K) tile[b]""")
-    assert one_stage != PARITY_STAGES and not _one("double_buffering", one_stage)
+    assert one_stage != PARITY_STAGES and not found("double_buffering", one_stage)
 
 
 # ------------------------------------------------------------------------------------------- kernel_fusion
@@ -468,9 +461,9 @@ __global__ void rms_rows4(const float* x, float* out, int n) {
 
 
 def test_a_reduction_then_each_threads_own_output_is_fused():
-    assert _one("kernel_fusion", ONE_PER_THREAD)
-    assert _one("kernel_fusion", STATS_IN_HELPER)
-    assert _one("kernel_fusion", STORE_HELPER)
+    assert found("kernel_fusion", ONE_PER_THREAD)
+    assert found("kernel_fusion", STATS_IN_HELPER)
+    assert found("kernel_fusion", STORE_HELPER)
     # near misses: a block sum written once per block; a warp's sum written at the warp's slot
     per_block = BLOCK_HELPERS + """
 __global__ void sums(const float* x, float* out) {
@@ -478,14 +471,14 @@ __global__ void sums(const float* x, float* out) {
     if (threadIdx.x == 0) out[blockIdx.x] = s;
 }
 """
-    assert not _one("kernel_fusion", per_block)
+    assert not found("kernel_fusion", per_block)
     per_warp = BLOCK_HELPERS + """
 __global__ void warp_sums(const float* x, float* out) {
     float s = warp_sum(x[blockIdx.x * blockDim.x + threadIdx.x]);
     if ((threadIdx.x & 31) == 0) out[blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32] = s;
 }
 """
-    assert not _one("kernel_fusion", per_warp)
+    assert not found("kernel_fusion", per_warp)
 
 
 FLASH_WMMA = """
@@ -516,11 +509,11 @@ __global__ void attend(const half* q, const half* k, const half* v, float* o) {
 
 
 def test_scores_through_exp_into_a_second_product_are_fused():
-    assert _one("kernel_fusion", FLASH_WMMA)
+    assert found("kernel_fusion", FLASH_WMMA)
     # near miss: one product whose scores are scaled and written out (no exponential, no second product)
     single = FLASH_WMMA.split("    __syncwarp();\n    wmma::load_matrix_sync(fp")[0].replace(
         "p[i] = __float2half(__expf(s[i]))", "o[i] = s[i] * 2.f") + "}\n"
-    assert "mma_sync" in single and not _one("kernel_fusion", single)
+    assert "mma_sync" in single and not found("kernel_fusion", single)
 
 
 # ----------------------------------------------------------------------------------------- coalesced_access
@@ -565,30 +558,30 @@ __global__ void sum4(const float* x, float* y) {
 
 def test_lane_groups_on_consecutive_vectors_are_coalesced():
     # (each probe's only global load is the vector one: the store is written so that no older rule sees it)
-    assert _one("coalesced_access", LANE_GROUP_FLOAT4.replace("out[blockIdx.x * 256 + tx]", "out[tx * 64]"))
+    assert found("coalesced_access", LANE_GROUP_FLOAT4.replace("out[blockIdx.x * 256 + tx]", "out[tx * 64]"))
     # near miss: the lane group's float4s 64 floats apart (a stride, not a vector's width)
     spread = LANE_GROUP_FLOAT4.replace("int row = (tx & 7) << 2,", "int row = (tx & 7) << 6,").replace(
         "out[blockIdx.x * 256 + tx]", "out[tx * 64]")
-    assert "<< 6" in spread and not _one("coalesced_access", spread)
+    assert "<< 6" in spread and not found("coalesced_access", spread)
 
 
 def test_the_thread_times_a_named_vector_width_with_copies_of_that_width_is_coalesced():
-    assert _one("coalesced_access", WIDTH_TIMES_THREAD.replace("out[blockIdx.x * 32 + threadIdx.x]", "out[threadIdx.x * 64]"))
+    assert found("coalesced_access", WIDTH_TIMES_THREAD.replace("out[blockIdx.x * 32 + threadIdx.x]", "out[threadIdx.x * 64]"))
     # near miss: the same offset by a row length (a row per thread), copied with the same helper
     rows = WIDTH_TIMES_THREAD.replace("ELEMENTS_PER_LDG * threadIdx.x", "n * threadIdx.x").replace(
         "out[blockIdx.x * 32 + threadIdx.x]", "out[threadIdx.x * 64]")
-    assert rows != WIDTH_TIMES_THREAD and not _one("coalesced_access", rows)
+    assert rows != WIDTH_TIMES_THREAD and not found("coalesced_access", rows)
     # near miss: a blocked arrangement, each thread's ITEMS consecutive items read one by one
     blocked = WIDTH_TIMES_THREAD.replace("ELEMENTS_PER_LDG", "ITEMS_PER_THREAD").replace(
         "out[blockIdx.x * 32 + threadIdx.x]", "out[threadIdx.x * 64]")
-    assert not _one("coalesced_access", blocked)
+    assert not found("coalesced_access", blocked)
 
 
 def test_a_parenthesized_array_at_the_thread_index_is_coalesced():
-    assert _one("coalesced_access", PARENTHESIZED.replace("y[blockIdx.x * 256 + threadIdx.x]", "y[threadIdx.x * 64]"))
+    assert found("coalesced_access", PARENTHESIZED.replace("y[blockIdx.x * 256 + threadIdx.x]", "y[threadIdx.x * 64]"))
     strided = PARENTHESIZED.replace("(blockIdx.x * 256 + threadIdx.x) * 4", "threadIdx.x * 1024").replace(
         "y[blockIdx.x * 256 + threadIdx.x]", "y[threadIdx.x * 64]")
-    assert not _one("coalesced_access", strided)
+    assert not found("coalesced_access", strided)
 
 
 # each thread walks a row of its own whose length is a kernel argument (one query row per thread); only the
@@ -604,11 +597,11 @@ __global__ void rows(const float* Q, float* m, const int N, const int d) {
 
 
 def test_a_row_per_thread_of_an_argument_length_is_not_coalesced_beside_one_coalesced_store():
-    assert not _one("coalesced_access", ROW_PER_THREAD)
+    assert not found("coalesced_access", ROW_PER_THREAD)
     # near miss: the same statistic over a fixed strip per thread (a register tile's columns) keeps the rule
     strip = ROW_PER_THREAD.replace("x < d;", "x < 4;").replace("(threadIdx.x * d) + x", "(threadIdx.x * 4) + x").replace(
         "const int N, const int d", "const int N")
-    assert strip != ROW_PER_THREAD and _one("coalesced_access", strip)
+    assert strip != ROW_PER_THREAD and found("coalesced_access", strip)
 
 
 def test_a_register_sorting_network_by_shuffles_is_no_reduction_before_the_outputs():
@@ -627,13 +620,13 @@ __global__ void warp_sort(const float* x, float* y) {
     y[idx] = v;
 }
 """
-    assert not _one("kernel_fusion", warp_sort)
+    assert not found("kernel_fusion", warp_sort)
     # the same shape with the shuffled values summed is a reduction, and the outputs use it: fused
     summed = warp_sort.replace("""            float p = __shfl_xor_sync(0xffffffffu, v, j);
             bool up = ((threadIdx.x & k) == 0) == ((threadIdx.x & j) == 0);
             v = up ? fminf(v, p) : fmaxf(v, p);""", "            v += __shfl_xor_sync(0xffffffffu, v, j);").replace(
         "y[idx] = v;", "y[idx] = x[idx] / v;")
-    assert summed != warp_sort and _one("kernel_fusion", summed)
+    assert summed != warp_sort and found("kernel_fusion", summed)
 
 
 # ------------------------------------------------------------------------- bank_conflict_padding (swizzles)
@@ -686,10 +679,10 @@ __global__ void bitonic_step(float* v, int j, int k) {
 
 
 def test_xor_swizzles_of_masked_or_shifted_bits_are_bank_conflict_padding():
-    assert _one("bank_conflict_padding", SWIZZLE_ASSIGNED)
-    assert _one("bank_conflict_padding", SWIZZLE_HELPER)
-    assert not _one("bank_conflict_padding", HASH_NO_SHARED)
-    assert not _one("bank_conflict_padding", BITONIC_PARTNER)
+    assert found("bank_conflict_padding", SWIZZLE_ASSIGNED)
+    assert found("bank_conflict_padding", SWIZZLE_HELPER)
+    assert not found("bank_conflict_padding", HASH_NO_SHARED)
+    assert not found("bank_conflict_padding", BITONIC_PARTNER)
 
 
 # ------------------------------------------------------------------------------------- tensor_cores_mma
@@ -738,8 +731,8 @@ __global__ void frags(const unsigned short* a, unsigned* out) {
 
 
 def test_ldmatrix_is_mma_sync_only_outside_a_wmma_kernel():
-    assert not _one("tensor_cores_mma", LDMATRIX_WMMA)
-    assert _one("tensor_cores_mma", LDMATRIX_ALONE)
+    assert not found("tensor_cores_mma", LDMATRIX_WMMA)
+    assert found("tensor_cores_mma", LDMATRIX_ALONE)
 
 
 # ------------------------------------------------------------------------------------------- readonly_cache
@@ -755,5 +748,5 @@ RESTRICT_MACRO_READ = RESTRICT_MACRO_WRITTEN.replace("a[j * n + i] += 1.0;", "")
 
 
 def test_a_restrict_macro_definition_is_not_a_read_only_pointer():
-    assert not _one("readonly_cache", RESTRICT_MACRO_WRITTEN)
-    assert _one("readonly_cache", RESTRICT_MACRO_READ)
+    assert not found("readonly_cache", RESTRICT_MACRO_WRITTEN)
+    assert found("readonly_cache", RESTRICT_MACRO_READ)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 
 from cuda_llm.feature_db import detect_features, load_catalogue
-from test_detector_rules import built
+from test_detector_rules import built, found
 
 OWNED = ("smem_tiling", "register_blocking", "double_buffering", "kernel_fusion", "bank_conflict_padding")
 CATALOGUE = [f for f in load_catalogue() if f.id in OWNED]
@@ -890,27 +890,24 @@ def test_probe_found_with_the_build(name, tmp_path):
 
 
 # ----------------------------------------------------------------- the rules these probes widened, near misses
-def _one(feature: str, source: str) -> bool:
-    return feature in detect_features(source, (), [f for f in CATALOGUE if f.id == feature])
-
 
 def test_a_swapped_shared_pointer_filled_by_copies_is_tiling_only_when_other_threads_read_it():
-    assert _one("smem_tiling", POINTER_SWAP_DOUBLE_BUFFER)
+    assert found("smem_tiling", POINTER_SWAP_DOUBLE_BUFFER)
     # near miss: each thread reads back only its own slot of the copied tile
     own = POINTER_SWAP_DOUBLE_BUFFER.replace("acc += cur[k] * w[k * TILE + threadIdx.x]",
                                              "acc += cur[threadIdx.x] * w[k * TILE + threadIdx.x]")
-    assert own != POINTER_SWAP_DOUBLE_BUFFER and not _one("smem_tiling", own)
+    assert own != POINTER_SWAP_DOUBLE_BUFFER and not found("smem_tiling", own)
 
 
 def test_an_fma_accumulation_stored_through_a_nonlinearity_is_fused():
-    assert _one("kernel_fusion", GEMM_SILU_INLINE)
+    assert found("kernel_fusion", GEMM_SILU_INLINE)
     # near miss: the same product stored as it is
     plain = GEMM_SILU_INLINE.replace("v / (1.0f + __expf(-v))", "v")
-    assert plain != GEMM_SILU_INLINE and not _one("kernel_fusion", plain)
+    assert plain != GEMM_SILU_INLINE and not found("kernel_fusion", plain)
 
 
 def test_vector_accumulators_fed_in_a_nested_loop_are_register_blocking():
-    assert _one("register_blocking", FLOAT4_ACCUMULATORS)
+    assert found("register_blocking", FLOAT4_ACCUMULATORS)
     # near miss: an array of positions, each stepped once by its velocity (coordinates, not accumulators)
     coords = """
 __global__ void step(float4* p, const float4* v, float dt, int n) {
@@ -924,59 +921,59 @@ __global__ void step(float4* p, const float4* v, float dt, int n) {
     for (int i = 0; i < 2; ++i) p[i0 + i] = pos[i];
 }
 """
-    assert not _one("register_blocking", coords)
+    assert not found("register_blocking", coords)
 
 
 def test_an_odd_row_length_is_padding_only_as_an_inner_dimension():
-    assert _one("bank_conflict_padding", "__global__ void k(float* o) { __shared__ float t[32][33];"
+    assert found("bank_conflict_padding", "__global__ void k(float* o) { __shared__ float t[32][33];"
                 " t[threadIdx.y][threadIdx.x] = o[threadIdx.x]; __syncthreads(); o[threadIdx.x] = t[threadIdx.x][threadIdx.y]; }")
     # near miss: a 1-D array of 33 filter taps (the probe's FIR kernel)
-    assert not _one("bank_conflict_padding", CG_MEMCPY_ASYNC_TILE)
+    assert not found("bank_conflict_padding", CG_MEMCPY_ASYNC_TILE)
 
 
 def test_a_helper_that_xors_the_column_with_the_row_inside_the_row_is_a_swizzle():
-    assert _one("bank_conflict_padding", TRANSPOSE_SWIZZLE_HELPER)
+    assert found("bank_conflict_padding", TRANSPOSE_SWIZZLE_HELPER)
     # near miss: a bitonic partner computed by a helper (i ^ j, no row offset)
     partner = BITONIC_SHARED.replace("__global__", "__device__ unsigned partner(unsigned i, unsigned j) { return i ^ j; }\n"
                                      "__global__", 1).replace("t ^ j", "partner(t, j)")
-    assert "partner(t, j)" in partner and not _one("bank_conflict_padding", partner)
+    assert "partner(t, j)" in partner and not found("bank_conflict_padding", partner)
 
 
 def test_a_tile_indexed_through_one_function_with_swapped_arguments_is_a_transpose():
-    assert _one("smem_tiling", TRANSPOSE_SWIZZLE_HELPER)
+    assert found("smem_tiling", TRANSPOSE_SWIZZLE_HELPER)
     # near miss: read back at the same (y, x) the thread wrote
     same = TRANSPOSE_SWIZZLE_HELPER.replace("t[swz(threadIdx.x, threadIdx.y)]", "t[swz(threadIdx.y, threadIdx.x)]")
-    assert same != TRANSPOSE_SWIZZLE_HELPER and not _one("smem_tiling", same)
+    assert same != TRANSPOSE_SWIZZLE_HELPER and not found("smem_tiling", same)
 
 
 def test_stage_pointers_written_at_a_flipped_index_are_double_buffering():
-    assert _one("double_buffering", EXTERN_STAGE_POINTERS)
+    assert found("double_buffering", EXTERN_STAGE_POINTERS)
     # near miss: the same pointer pair, the index never flipped (one stage used, the other idle)
     one = EXTERN_STAGE_POINTERS.replace("stage[cur ^ 1][j]", "stage[cur][j]").replace("cur ^= 1;", "")
-    assert one != EXTERN_STAGE_POINTERS and not _one("double_buffering", one)
+    assert one != EXTERN_STAGE_POINTERS and not found("double_buffering", one)
 
 
 def test_a_product_stored_through_max_is_fused():
-    assert _one("kernel_fusion", GEMM_BIAS_RELU_MAX)
+    assert found("kernel_fusion", GEMM_BIAS_RELU_MAX)
     # near miss: the bias added, no clamp
     plain = GEMM_BIAS_RELU_MAX.replace("max(s + b[j], 0.0f)", "s + b[j]")
-    assert plain != GEMM_BIAS_RELU_MAX and not _one("kernel_fusion", plain)
+    assert plain != GEMM_BIAS_RELU_MAX and not found("kernel_fusion", plain)
 
 
 def test_hand_unrolled_accumulators_sharing_an_operand_are_register_blocking():
-    assert _one("register_blocking", SGEMM_2X2_UNROLLED)
+    assert found("register_blocking", SGEMM_2X2_UNROLLED)
     # near misses: two statistics of one value (the probe), and two accumulators with no operand in common
-    assert not _one("register_blocking", MOMENTS_ARRAY)
+    assert not found("register_blocking", MOMENTS_ARRAY)
     apart = SGEMM_2X2_UNROLLED.replace("c[0][0] += a0 * b0; c[0][1] += a0 * b1;\n            c[1][0] += a1 * b0; c[1][1] += a1 * b1;",
                                        "c[0][0] += a0 * b0; c[1][1] += a1 * b1;")
-    assert apart != SGEMM_2X2_UNROLLED and not _one("register_blocking", apart)
+    assert apart != SGEMM_2X2_UNROLLED and not found("register_blocking", apart)
 
 
 def test_a_product_stored_through_a_nonlinear_functor_parameter_is_fused():
-    assert _one("kernel_fusion", GEMM_FUNCTOR_EPILOGUE)
+    assert found("kernel_fusion", GEMM_FUNCTOR_EPILOGUE)
     # near miss: the functor scales (no nonlinearity)
     linear = GEMM_FUNCTOR_EPILOGUE.replace("0.5f * x * (1.0f + erff(x * 0.70710678f))", "2.0f * x")
-    assert linear != GEMM_FUNCTOR_EPILOGUE and not _one("kernel_fusion", linear)
+    assert linear != GEMM_FUNCTOR_EPILOGUE and not found("kernel_fusion", linear)
 
 
 WMMA_HELPER = """#include <mma.h>
@@ -1008,7 +1005,7 @@ __global__ void hgemm_helper(const half* A, const half* B, float* C, int n) {
 
 
 def test_a_shared_tile_handed_to_a_helper_that_loads_wmma_operands_from_it_is_tiling():
-    assert _one("smem_tiling", WMMA_HELPER)
+    assert found("smem_tiling", WMMA_HELPER)
     # near miss: the helper loads its operands straight from global memory; nothing is staged in shared memory
     direct = """#include <mma.h>
 using namespace nvcuda;
@@ -1026,4 +1023,4 @@ __global__ void hgemm_direct(const half* A, const half* B, float* C, int n) {
     wmma::store_matrix_sync(C + blockIdx.y * 16 * n + blockIdx.x * 16, acc, n, wmma::mem_row_major);
 }
 """
-    assert not _one("smem_tiling", direct)
+    assert not found("smem_tiling", direct)

@@ -313,8 +313,9 @@ def make_select(deps: Deps) -> Callable[[GraphState], dict]:
                 return update
             ok, why = decide(res, best_iv)
             confirm_iv = None
-            clear_win = ok and best_iv is not None and bool(best.hash) and decisive(interval(res.timing), best_iv)
-            if ok and best_iv is not None and best.hash and not clear_win:
+            against_kernel = ok and best_iv is not None and bool(best.hash)
+            clear_win = against_kernel and decisive(interval(res.timing), best_iv)
+            if against_kernel and not clear_win:
                 ok, why, confirm_iv, n = _head_to_head(deps, c, best)    # the best is a kernel: head to head
                 update["evaluations"] = int(state.get("evaluations", 0)) + n
             elif ok:           # nothing timed to compare with, or a decisive win (selection.py): a re-run
