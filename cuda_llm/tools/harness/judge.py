@@ -397,6 +397,11 @@ class Judge:
             elif kind == "post":
                 self._bench_check("post", Path(dirs["post"]), post, timed)
                 self.state.phase = "repeated timings"
+            elif kind == "checks-wait":                # every check is submitted; the repeats wait for them
+                self.state.phase = "the checks of the calls at the benchmark shape"
+                if not self._bench_checks_failed():
+                    self.state.phase = "repeated timings"
+                    self.session.send({"cmd": "repeat"})
             elif kind == "repeat":
                 rs = [float(x) for x in ev.get("samples", [])]
                 if rs:

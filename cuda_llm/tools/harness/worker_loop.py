@@ -249,8 +249,17 @@ class SetStore:
 
 # ------------------------------------------------------------------------------------------ the worker
 class Worker:
-    def __init__(self, dev: Device, loaded: LoadedTask, solve: Any, emit: Events):
+    def __init__(self, dev: Device, loaded: LoadedTask, solve: Any, emit: Events, commands: Any = ()):
         self.dev, self.loaded, self.task, self.solve, self.emit = dev, loaded, loaded.task, solve, emit
+        self.commands = iter(commands)          # the parent's command lines, shared with serve()
+
+    def _repeats_allowed(self) -> bool:
+        """Wait for the parent's word before timing again: it answers once every check of the calls at the
+        benchmark shape is done, and stops this process instead when one failed (a wrong kernel is never
+        timed twice, however fast its repeats would run)."""
+        self.emit("checks-wait")
+        cmd = decode(next(self.commands, b""))
+        return cmd is not None and cmd.get("cmd") == "repeat"
 
     def _checked_call(self, buf: Buffers, call: Callable[[], None], where: str) -> None:
         """One untimed call of solve(), the device synchronized, a failed launch reported as a fault."""
@@ -336,7 +345,8 @@ class Worker:
             buf.hand_back(Path(c.dirs["post"]))
             self.emit("post", set=c.post_set)
 
-            for r in range(c.budget.timing_repeats - 1):
+            repeats = c.budget.timing_repeats - 1 if c.budget.timing_repeats > 1 and self._repeats_allowed() else 0
+            for r in range(repeats):
                 progress(f"timing: repeat {r + 2} of {c.budget.timing_repeats}")
                 t0 = time.perf_counter()
                 rs, _, rstop = self._loop(c, prepare, call, Schedule(c.schedule_seed + 1 + r, c.timed_sets, 0), None,
@@ -450,7 +460,8 @@ def serve(dev: Device, loaded: LoadedTask, so_path: str, events_fd: int, command
         emit("load-error", message=f"{type(exc).__name__}: {exc}")
         return EXIT_OK
     emit("ready", device=dev.name)
-    worker = Worker(dev, loaded, solve, emit)
+    commands = iter(commands)
+    worker = Worker(dev, loaded, solve, emit, commands)
     for line in commands:
         cmd = decode(line)
         if cmd is None:

@@ -11,9 +11,11 @@ which the parent time-stamps with when they were sent (event_channel.py). Arrays
 Commands (parent -> worker):
     {"cmd": "case", "i", "sizes", "held_out", "dir"}       run solve() once on the inputs in dir
     {"cmd": "time", ...TimeCommand}                         the timing loop at the benchmark shape
+    {"cmd": "repeat"}                                       answer to checks-wait: every check passed, time again
     {"cmd": "quit"}
 Events (worker -> parent): ready, calling/returned (around an untimed solve()), case, fault, error,
-sets-ready, first, timing-start, t, b, timing-end, last, snaps, post, repeat, timed, bye. Inside the loop: t (one per timed call) and b (a
+sets-ready, first, timing-start, t, b, timing-end, last, snaps, post, checks-wait (only with timing repeats;
+the worker then waits for "repeat", or is stopped), repeat, timed, bye. Inside the loop: t (one per timed call) and b (a
 blank iteration without solve()).
 """
 
