@@ -279,3 +279,77 @@ def test_the_forms_are_read_apart_and_fast(tmp_path: Path):
         assert got == want, (k.name, got)
         assert fusion_facts(flow, poly)["fused"] == sum(want)
         assert time.perf_counter() - start < 1.0
+
+
+# ---------------------------------------------------------------------------------- online softmax
+ONLINE_REGISTERS = r"""
+__global__ void online_rows(const float* x, float* stats, int cols) {
+    const float* r = x + (size_t)blockIdx.x * cols;
+    float m = -INFINITY, l = 0.f;
+    for (int c = threadIdx.x; c < cols; c += blockDim.x) {
+        float v = r[c], mn = fmaxf(m, v);
+        l = l * __expf(m - mn) + __expf(v - mn);
+        m = mn;
+    }
+    stats[2 * (blockIdx.x * blockDim.x + threadIdx.x)] = m;
+    stats[2 * (blockIdx.x * blockDim.x + threadIdx.x) + 1] = l;
+}
+"""
+
+ONLINE_COMPARED = r"""
+__global__ void online_compare(const float* x, float* stats, int cols) {
+    const float* r = x + (size_t)blockIdx.x * cols;
+    float m = -INFINITY, l = 0.f;
+    for (int c = threadIdx.x; c < cols; c += blockDim.x) {
+        float v = r[c];
+        if (v > m) { l *= expf(m - v); m = v; }        // the maximum kept by a comparison
+        l += expf(v - m);
+    }
+    stats[blockIdx.x * blockDim.x + threadIdx.x] = l;
+}
+"""
+
+ONLINE_THROUGH_MEMORY = r"""
+__global__ void tiles_rescale(const float* s, float* m, float* l, int tiles, int w) {
+    int row = blockIdx.x * blockDim.x + threadIdx.x;
+    for (int t = 0; t < tiles; ++t) {                  // the running state kept in global memory between tiles
+        float mt = -INFINITY, lt = 0.f;
+        for (int j = 0; j < w; ++j) mt = fmaxf(mt, s[(row * tiles + t) * w + j]);
+        for (int j = 0; j < w; ++j) lt += __expf(s[(row * tiles + t) * w + j] - mt);
+        float mp = m[row], mn = fmaxf(mp, mt);
+        l[row] = l[row] * __expf(mp - mn) + lt * __expf(mt - mn);
+        m[row] = mn;
+    }
+}
+"""
+
+TWO_PASS = r"""
+__global__ void two_pass(const float* x, float* y, int cols) {
+    const float* r = x + (size_t)blockIdx.x * cols;
+    float m = -INFINITY, l = 0.f;
+    for (int c = 0; c < cols; ++c) m = fmaxf(m, r[c]);
+    for (int c = 0; c < cols; ++c) l += __expf(r[c] - m);   // the maximum known first: nothing rescaled
+    for (int c = 0; c < cols; ++c) y[(size_t)blockIdx.x * cols + c] = __expf(r[c] - m) / l;
+}
+"""
+
+DECAY = r"""
+__global__ void decay(const float* x, const float* t, float* y, int n) {
+    float s = 0.f, tp = t[0];
+    for (int i = 1; i < n; ++i) {                     // a running value scaled by exp of a difference of times
+        s = s * __expf(tp - t[i]) + x[i];
+        tp = t[i];
+    }
+    y[blockIdx.x] = s;
+}
+"""
+
+
+@pytest.mark.parametrize("source, rescales", [
+    (ONLINE_REGISTERS, True), (ONLINE_COMPARED, True), (ONLINE_THROUGH_MEMORY, True), (FLASH_TILES, True),
+    (TWO_PASS, False), (SOFTMAX_WARP, False), (DECAY, False)],
+    ids=["running_max_in_registers", "running_max_by_comparison", "running_state_in_memory", "flash_attention",
+         "two_pass_softmax", "warp_softmax_two_passes", "decay_by_time_difference"])
+def test_online_rescale(tmp_path: Path, source: str, rescales: bool):
+    _, sass = built(tmp_path, source)
+    assert (sass.flow["online_rescale"] > 0) == rescales, sass.flow

@@ -38,7 +38,8 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-FACTS = ("shared_tile", "register_tile", "shared_stages", "shared_reduction", "coalesced", "strided", "fused")
+FACTS = ("shared_tile", "register_tile", "shared_stages", "shared_reduction", "coalesced", "strided", "fused",
+         "online_rescale")
 
 _COMMENT = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)
 _DEBUG = re.compile(r"^\s*\.(?:loc|file)\b[^\n]*$|^\s*\.section\b[\s\S]*", re.M)   # -lineinfo / -G directives

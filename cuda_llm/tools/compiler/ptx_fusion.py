@@ -14,13 +14,18 @@ b. an epilogue: a loop-carried multiply-accumulate of loaded values stored throu
 c. phases joined in one kernel: a grid-wide barrier (an atomic arrival on a counter, then a spin on an
    acquire or volatile load of that counter; what ``cg::this_grid().sync()`` compiles to), or the last-block
    finish (a fence, then an ``atom.add``/``atom.inc`` ticket whose value decides a branch).
-d. flash attention: a product (MMA or a loop-carried FMA of loaded values) through ``ex2`` into a second
-   product in the same kernel.
+d. flash attention: a product (MMA or a multiply-accumulate chain of loaded values) through ``ex2`` into a
+   second product in the same kernel.
+
+``online_rescale`` (docs/features.md, ``online_softmax``): a running maximum's change through ``ex2`` into a
+factor that scales a running value, ``acc *= exp(m_old - m_new)``, carried in registers or through memory
+between tiles; a two-pass softmax (the maximum first, then the sum of exponentials) rescales nothing.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 from cuda_llm.tools.compiler.ptx_flow import (
     _FLOAT_ACC,
@@ -32,6 +37,7 @@ from cuda_llm.tools.compiler.ptx_flow import (
     _barrier,
     _copy_origin,
     _depends_on,
+    _Exprs,
     _Flow,
     _is_load,
     _is_store,
@@ -43,7 +49,7 @@ from cuda_llm.tools.compiler.ptx_flow import (
     _space,
 )
 
-FUSION_FACTS = ("fused",)
+FUSION_FACTS = ("fused", "online_rescale")
 
 _NONLINEAR = re.compile(r"^(?:ex2|tanh)\.approx\b")
 _FLOAT_MINMAX = re.compile(r"^(?:max|min)\.(?:[a-zA-Z]+\.)*?(?:f16x2|bf16x2|f16|bf16|f32|f64)$")
@@ -127,26 +133,15 @@ def _lane_varying(poly: _Affine, operand: str) -> bool:
 def _chained_shuffles(flow: _Flow, uses: dict[str, list[Instr]]) -> set[str]:
     """Results of ``shfl.down``/``shfl.bfly`` whose shuffled value was itself made from such a result (a
     reduction's steps: a shuffle, a combine, a shuffle of the combined value), or of ``redux``."""
-    shuffles = [i for i in flow.kernel.instrs if _SHFL_REDUCE.match(i.op)]
-    out: set[str] = set()
-    for s in shuffles:
-        if s.base == "redux":
-            out.update(s.dests[:1])
-    if len(shuffles) < 2 and not any(s.base == "shfl" and _values(s) and s.dests and
-                                     _values(s)[0] in _forward(flow, set(s.dests[:1]), uses, through_shared=False)
-                                     for s in shuffles):
-        return out
-    made = {s.dests[0]: _forward(flow, {s.dests[0]}, uses, through_shared=False) for s in shuffles
-            if s.base == "shfl" and s.dests}
-    for s in shuffles:
-        vals = _values(s)
-        if s.base != "shfl" or not vals or not s.dests:
-            continue
-        if any(vals[0] in fwd for fwd in made.values()):
+    shuffles = [i for i in flow.kernel.instrs if _SHFL_REDUCE.match(i.op) and i.dests]
+    out = {s.dests[0] for s in shuffles if s.base == "redux"}
+    shfl = [s for s in shuffles if s.base == "shfl" and _values(s)]
+    made = {s.dests[0]: _forward(flow, {s.dests[0]}, uses, through_shared=False) for s in shfl}
+    for s in shfl:
+        fed = [d for d, fwd in made.items() if _values(s)[0] in fwd]
+        if fed:
             out.add(s.dests[0])
-            for other, fwd in made.items():
-                if vals[0] in fwd:
-                    out.add(other)
+            out.update(fed)
     return out
 
 
@@ -433,11 +428,80 @@ def grid_phases(flow: _Flow, poly: _Affine) -> bool:
     return False
 
 
+# ---------------------------------------------------------------------------------- online softmax
+def _near(flow: _Flow, roots: set[str], uses: dict[str, list[Instr]], steps: int) -> set[str]:
+    """Registers computed from ``roots`` within ``steps`` instructions (the roots included)."""
+    out, todo = set(roots), list(roots)
+    for _ in range(steps):
+        todo = [d for r in todo for u in uses.get(r, []) if not _is_store(u) for d in u.dests if d not in out]
+        out.update(todo)
+    return out
+
+
+def _carried(flow: _Flow, exprs: _Exprs) -> Callable[[str, str], bool]:
+    """Whether a value ``r`` is computed from a result ``d`` of the same loop: through registers (``r`` is
+    ``d`` or made from it), or through memory (``r`` is loaded from where a value made from ``d`` is stored:
+    a running value kept in global or shared memory between tiles)."""
+    stores: dict[tuple, list[Instr]] = {}
+    for ins in flow.kernel.instrs:
+        if _is_store(ins) and ins.base == "st" and _space(ins.op) in ("global", "shared", "generic"):
+            stores.setdefault(exprs.address(ins), []).append(ins)
+
+    def carried(r: str, d: str) -> bool:
+        if r == d or _depends_on(flow, r, d):
+            return True
+        for ld in _origin_ins(flow, r):
+            if _is_load(ld) and ld.base == "ld":
+                for st in stores.get(exprs.address(ld), []):
+                    if any(v == d or _depends_on(flow, v, d) for v in _values(st)):
+                        return True
+        return False
+
+    return carried
+
+
+def online_rescale(flow: _Flow, uses: dict[str, list[Instr]]) -> bool:
+    """A running maximum (a float ``max`` or a compared value carried around a loop, ``m_new = max(m, x)``)
+    whose difference goes through ``ex2`` into a factor that scales a running value: ``acc *= exp(m_old -
+    m_new)`` (docs/features.md, online_softmax). Carried in registers, or through memory between tiles."""
+    k = flow.kernel
+    if not any(i.op.startswith("ex2") for i in k.instrs):
+        return False
+    recurrent = _recurrent(flow)
+    carried = _carried(flow, _Exprs(k, flow.defs))
+    running = {i.dests[0] for i in k.instrs if _FLOAT_MINMAX.match(i.op) and i.op.startswith("max") and len(i.dests) == 1
+               and (i.dests[0] in recurrent or any(carried(r, i.dests[0]) for r in _values(i)))}
+    # ... or kept by a comparison: ``if (v > m) m = v``
+    running |= {r for i in k.instrs if i.base == "setp" and ".f" in i.op for r in _values(i)
+                if len(flow.defs.get(r, [])) > 1}
+    running = _near(flow, running, {r: [u for u in us if u.base in ("mov", "cvt")] for r, us in uses.items()}, 4)
+    if not running:
+        return False
+    diffs = {d for i in k.instrs if i.base == "sub" and ".f" in i.op and any(r in running for r in _values(i))
+             for d in i.dests}
+    near_diff = _near(flow, diffs, uses, 3)
+    exps = {d for i in k.instrs if i.op.startswith("ex2") and any(r in near_diff for r in _values(i)) for d in i.dests}
+    factors = _near(flow, exps, {r: [u for u in us if u.base in ("mov", "cvt", "mul", "fma", "shl", "add")
+                                     or _FLOAT_MUL.match(u.op)] for r, us in uses.items()}, 4)
+    for i in k.instrs:
+        if not (_FLOAT_ACC.match(i.op) or _FLOAT_MUL.match(i.op)) or len(i.dests) != 1:
+            continue
+        ms = [r for o in i.operands[1:3] for r in _regs(o)]
+        if len(ms) != 2:
+            continue
+        for f, r in (ms, ms[::-1]):
+            # the scaled value is computed from the product's result: a running value rescaled
+            if f in factors and f != r and carried(r, i.dests[0]):
+                return True
+    return False
+
+
 # ------------------------------------------------------------------------------------------- fact
 def fusion_facts(flow: _Flow, poly: _Affine) -> dict[str, int]:
-    """``fused``: how many of the four forms (module doc) a kernel shows."""
+    """``fused``: how many of the four forms (module doc) a kernel shows; ``online_rescale``: 1 where a
+    running value is rescaled by the exponential of a running maximum's change."""
     uses = _uses(flow)
     fma, mma = _accumulators(flow)
     forms = (statistics_and_outputs(flow, poly), epilogue(flow, fma | mma, uses), grid_phases(flow, poly),
              attention(flow, fma, mma, uses))
-    return {"fused": sum(forms)}
+    return {"fused": sum(forms), "online_rescale": int(online_rescale(flow, uses))}
