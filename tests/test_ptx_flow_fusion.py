@@ -128,6 +128,102 @@ GEMM_GELU = GEMM % "0.5f * acc * (1.f + tanhf(0.7978845608f * (acc + 0.044715f *
 GEMM_ALPHA_BETA = GEMM % "alpha * acc + beta * C[row * n + col]"
 GEMM_BIAS = GEMM % "acc + bias[col]"
 
+GEMM_ERF_GELU = GEMM % "0.5f * acc * (1.f + erff(acc * 0.70710678f))"
+
+WMMA = r"""
+#include <mma.h>
+using namespace nvcuda;
+__global__ void wmma_gemm(const half* A, const half* B, float* C, int n) {
+    wmma::fragment<wmma::matrix_a, 16, 16, 16, half, wmma::row_major> a;
+    wmma::fragment<wmma::matrix_b, 16, 16, 16, half, wmma::col_major> b;
+    wmma::fragment<wmma::accumulator, 16, 16, 16, float> c;
+    wmma::fill_fragment(c, 0.f);
+    int tm = blockIdx.y * 16, tn = blockIdx.x * 16;
+    for (int k = 0; k < n; k += 16) {
+        wmma::load_matrix_sync(a, A + tm * n + k, n);
+        wmma::load_matrix_sync(b, B + tn * n + k, n);
+        wmma::mma_sync(c, a, b, c);
+    }
+    %s
+    wmma::store_matrix_sync(C + tm * n + tn, c, n, wmma::mem_row_major);
+}
+"""
+WMMA_RELU = WMMA % "for (int i = 0; i < c.num_elements; ++i) c.x[i] = fmaxf(c.x[i], 0.f);"
+WMMA_PLAIN = WMMA % ""
+
+CUB_SOFTMAX = r"""
+#include <cub/block/block_reduce.cuh>
+__global__ void softmax_cub(const float* x, float* y, int cols) {
+    typedef cub::BlockReduce<float, 256> BR;
+    __shared__ typename BR::TempStorage tmp;
+    __shared__ float s_max, s_sum;
+    const float* r = x + (size_t)blockIdx.x * cols;
+    float m = -INFINITY;
+    for (int c = threadIdx.x; c < cols; c += 256) m = fmaxf(m, r[c]);
+    m = BR(tmp).Reduce(m, ::cuda::maximum<>());
+    if (threadIdx.x == 0) s_max = m;
+    __syncthreads();
+    float s = 0.f;
+    for (int c = threadIdx.x; c < cols; c += 256) s += expf(r[c] - s_max);
+    s = BR(tmp).Sum(s);
+    if (threadIdx.x == 0) s_sum = s;
+    __syncthreads();
+    for (int c = threadIdx.x; c < cols; c += 256) y[(size_t)blockIdx.x * cols + c] = expf(r[c] - s_max) / s_sum;
+}
+"""
+
+CG_RMSNORM = r"""
+#include <cooperative_groups.h>
+#include <cooperative_groups/reduce.h>
+namespace cg = cooperative_groups;
+__global__ void rms_cg(const float* x, const float* w, float* y, int cols) {
+    auto warp = cg::tiled_partition<32>(cg::this_thread_block());
+    int row = blockIdx.x * (blockDim.x / 32) + warp.meta_group_rank();
+    const float* r = x + (size_t)row * cols;
+    float ss = 0.f;
+    for (int c = warp.thread_rank(); c < cols; c += 32) ss += r[c] * r[c];
+    ss = cg::reduce(warp, ss, cg::plus<float>());
+    float inv = rsqrtf(ss / cols + 1e-5f);
+    for (int c = warp.thread_rank(); c < cols; c += 32) y[(size_t)row * cols + c] = r[c] * inv * w[c];
+}
+"""
+
+SHUFFLE_BROADCAST = r"""
+__global__ void share_of_warp_sum(const float* x, float* y, int n) {
+    int i = blockIdx.x * 32 + threadIdx.x;
+    float v = i < n ? x[i] : 0.f, s = v;
+    for (int o = 16; o > 0; o >>= 1) s += __shfl_down_sync(0xffffffff, s, o);
+    s = __shfl_sync(0xffffffff, s, 0);               // lane 0's total to every lane
+    if (i < n) y[i] = v / s;
+}
+"""
+
+SHARED_ATOMIC_SUM = r"""
+__global__ void share_of_block_sum(const float* x, float* y, int n) {
+    __shared__ float total;
+    if (threadIdx.x == 0) total = 0.f;
+    __syncthreads();
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    float v = i < n ? x[i] : 0.f;
+    atomicAdd(&total, v);                             // the block's sum by shared atomics
+    __syncthreads();
+    if (i < n) y[i] = v / total;
+}
+"""
+
+SHARED_HISTOGRAM = r"""
+__global__ void histogram_then_copy(const int* keys, int* counts, float* y, const float* x, int n) {
+    __shared__ int bins[256];
+    bins[threadIdx.x] = 0;
+    __syncthreads();
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) atomicAdd(&bins[keys[i] & 255], 1);
+    __syncthreads();
+    atomicAdd(&counts[threadIdx.x], bins[threadIdx.x]);
+    if (i < n) y[i] = 2.f * x[i];                     // an elementwise copy beside a histogram: nothing combined
+}
+"""
+
 # ------------------------------------------------------------------------------------ c. phases
 GRID_SYNC = r"""
 #include <cooperative_groups.h>
@@ -228,6 +324,14 @@ CASES = {
     "gemm_gelu_epilogue": (GEMM_GELU, 1),
     "gemm_alpha_beta": (GEMM_ALPHA_BETA, 0),
     "gemm_bias": (GEMM_BIAS, 0),
+    "gemm_erf_gelu_epilogue": (GEMM_ERF_GELU, 1),
+    "wmma_relu_epilogue": (WMMA_RELU, 1),
+    "wmma_plain": (WMMA_PLAIN, 0),
+    "cub_block_reduce_softmax": (CUB_SOFTMAX, 1),
+    "cg_reduce_rmsnorm": (CG_RMSNORM, 1),
+    "warp_total_broadcast_by_shuffle": (SHUFFLE_BROADCAST, 1),
+    "block_sum_by_shared_atomics": (SHARED_ATOMIC_SUM, 1),
+    "shared_histogram_beside_a_copy": (SHARED_HISTOGRAM, 0),
     "grid_sync": (GRID_SYNC, 1),
     "last_block_finish": (LAST_BLOCK, 1),
     "atomic_partials": (ATOMIC_PARTIALS, 0),

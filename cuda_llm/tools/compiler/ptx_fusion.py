@@ -4,13 +4,14 @@ The source rules recognise a fused kernel by how it is spelled; the build shows 
 the values it computes. ``fused`` counts, per kernel, the forms of fusion found (0 to 4):
 
 a. statistics and the elementwise step in one kernel: a cross-thread reduction's result (a chain of
-   ``shfl.down``/``shfl.bfly`` combines, or a broadcast read of a shared reduction tree or of a slot it was
-   put in) and an input element (a global load, or a shared or local copy of one) meet in the value of a
+   ``shfl.down``/``shfl.bfly`` combines, or a broadcast read of a shared reduction tree, of a shared slot
+   every thread adds to atomically, or of a slot such a result was put in) and an input element (a global load, or a shared or local copy of one) meet in the value of a
    global store whose address differs between the lanes of a warp (one output per thread). A reduction that
    stores one value per block or per warp, or whose stored value is the reduction alone, is not one.
-b. an epilogue: a loop-carried multiply-accumulate of loaded values stored through a nonlinearity
-   (``ex2.approx``, ``tanh.approx``, a float ``max``/``min`` with zero); a GEMM scaled by alpha and beta or
-   with a bias added is not one.
+b. an epilogue: a multiply-accumulate of loaded values (carried around a loop or unrolled) or an MMA's
+   result stored through a nonlinearity (``ex2.approx``, ``tanh.approx``, a float ``max``/``min`` with
+   zero), not through another value carried around a loop; a GEMM scaled by alpha and beta or with a bias
+   added is not one.
 c. phases joined in one kernel: a grid-wide barrier (an atomic arrival on a counter, then a spin on an
    acquire or volatile load of that counter; what ``cg::this_grid().sync()`` compiles to), or the last-block
    finish (a fence, then an ``atom.add``/``atom.inc`` ticket whose value decides a branch).
@@ -33,6 +34,7 @@ from cuda_llm.tools.compiler.ptx_flow import (
     _FLOAT_MUL,
     _SHFL_REDUCE,
     Instr,
+    Kernel,
     _Affine,
     _barrier,
     _copy_origin,
@@ -109,8 +111,9 @@ def _forward(flow: _Flow, roots: set[str], uses: dict[str, list[Instr]], *, thro
 
 
 def _global_store(flow: _Flow, ins: Instr) -> bool:
-    """A store to global memory (or a generic one through a kernel parameter's pointer); not an atomic."""
-    if not (_is_store(ins) and ins.base == "st"):
+    """A store to global memory (or a generic one through a kernel parameter's pointer; a WMMA fragment's
+    store too); not an atomic."""
+    if not (_is_store(ins) and ins.base in ("st", "wmma")):
         return False
     space = _space(ins.op)
     if space == "global":
@@ -197,6 +200,9 @@ def statistics_and_outputs(flow: _Flow, poly: _Affine) -> bool:
                 chained.add(ins.dests[0])
                 todo.append(ins.dests[0])
     trees = _tree_arrays(flow, poly) if _barrier(k) else set()
+    if _barrier(k):                       # ... or updated by every thread's atomic (``atomicAdd(&s_sum, v)``)
+        trees |= {s for i in k.instrs if i.base in ("atom", "red") and re.search(r"\.(?:add|max|min)\.", i.op)
+                  and _space(i.op) in ("shared", "generic") for s in flow.addr_shared(i)}
     if not chained and not trees:
         return False
     raw = flow.tags("RAW")
@@ -341,9 +347,31 @@ def _zero_registers(flow: _Flow) -> set[str]:
     return out
 
 
+def _loops(kernel: Kernel) -> list[tuple[int, int]]:
+    """(first, last) instruction of every backward branch's range."""
+    where = {lab: i for i, ins in enumerate(kernel.instrs) for lab in ins.labels}
+    return [(where[ins.syms[-1]], j) for j, ins in enumerate(kernel.instrs)
+            if ins.base == "bra" and ins.syms and where.get(ins.syms[-1], j + 1) <= j]
+
+
 def _recurrent(flow: _Flow) -> frozenset[str]:
-    """Registers carried around a loop and computed from themselves (a running sum, a rescaled output)."""
-    return frozenset(r for r, ds in flow.defs.items() if len(ds) > 1 and _depends_on(flow, r, r))
+    """Registers carried around a loop and computed from themselves (a running sum, a rescaled output): one
+    of their definitions inside a loop that reads them at or before it. (A value redefined from itself in
+    straight-line code, ``erff``'s branch for large arguments, is not carried.)"""
+    loops = _loops(flow.kernel)
+    if not loops:
+        return frozenset()
+    read_at: dict[str, list[int]] = {}
+    for i, ins in enumerate(flow.kernel.instrs):
+        for r in ins.srcs:
+            read_at.setdefault(r, []).append(i)
+    out = set()
+    for r, ds in flow.defs.items():
+        if len(ds) < 2 or not any(lo <= u <= j <= hi for lo, hi in loops for j in ds for u in read_at.get(r, ())):
+            continue
+        if _depends_on(flow, r, r):
+            out.add(r)
+    return frozenset(out)
 
 
 def epilogue(flow: _Flow, accs: set[str], uses: dict[str, list[Instr]]) -> bool:
@@ -404,11 +432,7 @@ def grid_phases(flow: _Flow, poly: _Affine) -> bool:
              and not flow.addr_shared(ins) and ".cta" not in ins.op]     # (a tile barrier of a block is .cta)
     if not atoms:
         return False
-    where = {lab: i for i, ins in enumerate(k.instrs) for lab in ins.labels}
-    loops = []                            # (start, end) of every backward branch's range
-    for j, ins in enumerate(k.instrs):
-        if ins.base == "bra" and ins.syms and where.get(ins.syms[-1], j + 1) <= j:
-            loops.append((where[ins.syms[-1]], j))
+    loops = _loops(k)
     for i, a in atoms:
         addr = poly.address(a.operands[1]) if len(a.operands) > 1 and a.operands[1].startswith("[") else None
         if addr is None or not _lane_free(addr):
