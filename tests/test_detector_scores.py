@@ -216,6 +216,10 @@ TUNE_BUILD_DISAGREES = {
     # the exponentials) and no MMA call to name: the build's dataflow (ptx_fusion's fused, form d) follows
     # the unrolled FMA chain through ex2 into the second chain
     ("attention_tfa_flash_v1", "kernel_fusion"): "build",
+    # the running maximum and denominator kept in global memory and copied to shared arrays each step, rescaled
+    # by exp(old max - new max) and stored back: no source rule follows the state through memory; the build's
+    # dataflow (ptx_fusion's online_rescale) does
+    ("attention_tfa_flash_v1", "online_softmax"): "build",
 }
 
 

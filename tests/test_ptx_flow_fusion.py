@@ -263,6 +263,60 @@ __global__ void sum_last_block(const float* x, float* partial, float* out, int n
 }
 """
 
+GRID_BARRIER_BY_HAND = r"""
+__device__ unsigned int arrived = 0;
+__global__ void two_phases(const float* x, float* partial, float* y, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    float v = i < n ? x[i] : 0.f;
+    if (threadIdx.x == 0) partial[blockIdx.x] = v;
+    __syncthreads();
+    if (threadIdx.x == 0) {                           // every block arrives, then waits for the others
+        __threadfence();
+        atomicAdd(&arrived, 1u);
+        while (%s < gridDim.x) {}
+    }
+    __syncthreads();
+    float t = 0.f;
+    for (int b = 0; b < gridDim.x; ++b) t += partial[b];
+    if (i < n) y[i] = v / t;
+}
+"""
+GRID_BARRIER_VOLATILE = GRID_BARRIER_BY_HAND % "*(volatile unsigned int*)&arrived"
+GRID_BARRIER_ATOMIC_READ = GRID_BARRIER_BY_HAND % "atomicAdd(&arrived, 0u)"
+
+SPIN_LOCK = r"""
+__global__ void locked_add(const float* x, float* total, int* lock, int n) {
+    __shared__ float red[256];
+    int i = blockIdx.x * 256 + threadIdx.x;
+    red[threadIdx.x] = i < n ? x[i] : 0.f;
+    __syncthreads();
+    for (int k = 128; k > 0; k >>= 1) {
+        if (threadIdx.x < k) red[threadIdx.x] += red[threadIdx.x + k];
+        __syncthreads();
+    }
+    if (threadIdx.x == 0) {                           // a lock around one update: no phase waits for the grid
+        while (atomicCAS(lock, 0, 1) != 0) {}
+        *total += red[0];
+        __threadfence();
+        atomicExch(lock, 0);
+    }
+}
+"""
+
+WORK_QUEUE = r"""
+__global__ void persistent_rows(const float* x, float* y, unsigned int* next, int rows, int cols) {
+    __shared__ unsigned int row;
+    if (threadIdx.x == 0) row = atomicAdd(next, 1u);
+    __syncthreads();
+    while (row < rows) {                              // rows taken from an atomic queue: one phase
+        for (int c = threadIdx.x; c < cols; c += blockDim.x) y[row * cols + c] = 2.f * x[row * cols + c];
+        __syncthreads();
+        if (threadIdx.x == 0) row = atomicAdd(next, 1u);
+        __syncthreads();
+    }
+}
+"""
+
 ATOMIC_PARTIALS = r"""
 __global__ void sum_atomic(const float* x, float* out, int n) {
     float s = 0.f;
@@ -334,7 +388,11 @@ CASES = {
     "shared_histogram_beside_a_copy": (SHARED_HISTOGRAM, 0),
     "grid_sync": (GRID_SYNC, 1),
     "last_block_finish": (LAST_BLOCK, 1),
+    "grid_barrier_volatile_spin": (GRID_BARRIER_VOLATILE, 1),
+    "grid_barrier_atomic_spin": (GRID_BARRIER_ATOMIC_READ, 1),
     "atomic_partials": (ATOMIC_PARTIALS, 0),
+    "spin_lock_around_an_update": (SPIN_LOCK, 0),
+    "atomic_work_queue": (WORK_QUEUE, 0),
     "flash_attention_tiles": (FLASH_TILES, 1),
     "scores_through_exp_stored": (SCORES_THROUGH_EXP, 1),
 }
@@ -427,6 +485,25 @@ __global__ void tiles_rescale(const float* s, float* m, float* l, int tiles, int
 }
 """
 
+ONLINE_THROUGH_GLOBAL_AND_SHARED = r"""
+__global__ void tiles_rescale_staged(const float* s, float* m, float* l, int tiles, int w) {
+    __shared__ float sm[32], sl[32];
+    int r = threadIdx.x, row = blockIdx.x * 32 + r;
+    for (int t = 0; t < tiles; ++t) {                  // the running state copied to shared memory each tile
+        sm[r] = m[row];
+        sl[r] = l[row];
+        __syncthreads();
+        float mt = -INFINITY, lt = 0.f;
+        for (int j = 0; j < w; ++j) mt = fmaxf(mt, s[(row * tiles + t) * w + j]);
+        for (int j = 0; j < w; ++j) lt += __expf(s[(row * tiles + t) * w + j] - mt);
+        float mn = fmaxf(sm[r], mt);
+        l[row] = sl[r] * __expf(sm[r] - mn) + lt * __expf(mt - mn);
+        m[row] = mn;
+        __syncthreads();
+    }
+}
+"""
+
 TWO_PASS = r"""
 __global__ void two_pass(const float* x, float* y, int cols) {
     const float* r = x + (size_t)blockIdx.x * cols;
@@ -450,9 +527,11 @@ __global__ void decay(const float* x, const float* t, float* y, int n) {
 
 
 @pytest.mark.parametrize("source, rescales", [
-    (ONLINE_REGISTERS, True), (ONLINE_COMPARED, True), (ONLINE_THROUGH_MEMORY, True), (FLASH_TILES, True),
+    (ONLINE_REGISTERS, True), (ONLINE_COMPARED, True), (ONLINE_THROUGH_MEMORY, True),
+    (ONLINE_THROUGH_GLOBAL_AND_SHARED, True), (FLASH_TILES, True),
     (TWO_PASS, False), (SOFTMAX_WARP, False), (DECAY, False)],
-    ids=["running_max_in_registers", "running_max_by_comparison", "running_state_in_memory", "flash_attention",
+    ids=["running_max_in_registers", "running_max_by_comparison", "running_state_in_memory",
+         "running_state_through_global_and_shared", "flash_attention",
          "two_pass_softmax", "warp_softmax_two_passes", "decay_by_time_difference"])
 def test_online_rescale(tmp_path: Path, source: str, rescales: bool):
     _, sass = built(tmp_path, source)

@@ -59,6 +59,7 @@ _ZERO = re.compile(r"^(?:0[fF][08]0000000|0[dD][08]000000000000000|0)$")
 _UNROLLED = 8                     # steps of an unrolled dot product (a fixed head dimension)
 _MMA = ("mma", "wmma", "wgmma", "tcgen05")
 _FENCE = re.compile(r"^(?:membar\.(?:gl|sys)|fence\.(?:sc|acq_rel)(?:\.\w+)*?\.(?:gpu|sys))\b")
+_SPIN_LENGTH = 16                 # instructions of a spin loop at most
 _SPIN_LOAD = re.compile(r"^ld\.(?:[a-z:]+\.)*?(?:acquire|volatile|relaxed)\b")
 
 
@@ -437,10 +438,14 @@ def grid_phases(flow: _Flow, poly: _Affine) -> bool:
         addr = poly.address(a.operands[1]) if len(a.operands) > 1 and a.operands[1].startswith("[") else None
         if addr is None or not _lane_free(addr):
             continue
-        # a grid barrier: after the arrival, a loop spinning on a load of the same counter
+        # a grid barrier: after the arrival, a short loop spinning on a load of the same counter, or on an
+        # atomic that reads it unchanged (``atomicAdd(&c, 0)``; a work queue's next ``atomicAdd(&c, 1)`` is
+        # no wait)
         for lo, hi in loops:
-            if i < lo and any(_SPIN_LOAD.match(x.op) and ".cta" not in x.op and len(x.operands) > 1 and poly.address(x.operands[1]) == addr
-                              for x in k.instrs[lo:hi + 1]):
+            if i < lo and hi - lo <= _SPIN_LENGTH and any(
+                    (_SPIN_LOAD.match(x.op) or (x.base == "atom" and x.operands[-1].strip() == "0"))
+                    and ".cta" not in x.op and len(x.operands) > 1 and poly.address(x.operands[1]) == addr
+                    for x in k.instrs[lo:hi + 1]):
                 return True
         # the last block: a fence just before a ticket whose value decides a branch
         if re.match(r"^atom\.(?:[a-z:]+\.)*?(?:add|inc)\.", a.op) and a.dests and any(
@@ -465,19 +470,20 @@ def _near(flow: _Flow, roots: set[str], uses: dict[str, list[Instr]], steps: int
 def _carried(flow: _Flow, exprs: _Exprs) -> Callable[[str, str], bool]:
     """Whether a value ``r`` is computed from a result ``d`` of the same loop: through registers (``r`` is
     ``d`` or made from it), or through memory (``r`` is loaded from where a value made from ``d`` is stored:
-    a running value kept in global or shared memory between tiles)."""
+    a running value kept in global or shared memory between tiles, also copied from one to the other on its
+    way back: two stores and loads at most)."""
     stores: dict[tuple, list[Instr]] = {}
     for ins in flow.kernel.instrs:
         if _is_store(ins) and ins.base == "st" and _space(ins.op) in ("global", "shared", "generic"):
             stores.setdefault(exprs.address(ins), []).append(ins)
 
-    def carried(r: str, d: str) -> bool:
+    def carried(r: str, d: str, hops: int = 2) -> bool:
         if r == d or _depends_on(flow, r, d):
             return True
-        for ld in _origin_ins(flow, r):
+        for ld in _origin_ins(flow, r) if hops else ():
             if _is_load(ld) and ld.base == "ld":
                 for st in stores.get(exprs.address(ld), []):
-                    if any(v == d or _depends_on(flow, v, d) for v in _values(st)):
+                    if any(carried(v, d, hops - 1) for v in _values(st)):
                         return True
         return False
 
