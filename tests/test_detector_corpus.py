@@ -81,6 +81,11 @@ BUILD_DISAGREES = {
     # a producer warp's cp.async stages read back reversed by the consumer warps: the build's dataflow shows the
     # copies into the shared array and the reads at other threads' slots; no source rule follows the warp roles
     ("warp_specialized_mbarrier", "smem_tiling"): "build",
+    # attention in one kernel on CUDA cores: the build's dataflow shows the scores' FMA chain through ex2 into
+    # the product with V (a thread per query, its scores in registers); the source rule for attention wants an
+    # MMA call, and no source rule follows a loop of scores into a second loop of products
+    ("attention_flash_online", "kernel_fusion"): "build",
+    ("attention_naive_two_pass", "kernel_fusion"): "build",
 }
 
 

@@ -32,7 +32,7 @@ PROJECT_FLOOR = (0.99, 0.99)
 TUNE_FLOOR = (0.98, 0.96)
 TUNE_FEATURE_RECALL = 0.9            # every tuning feature with support >= 3, but for those below, held where measured:
 TUNE_KNOWN_LOW = {"persistent_kernel": 0.7, "radix_sort": 0.4, "single_pass_row": 0.87,
-                  "bank_conflict_padding": 0.83, "kernel_fusion": 0.84, "privatized_atomics": 0.87}
+                  "bank_conflict_padding": 0.83, "privatized_atomics": 0.87}
 # The held-out readings (precision, recall) of each group of batches still held out, as first measured for the
 # rules they were read with (tests/detector_corpus_public/README.md); a rule change must not fall below them.
 # Batches 2-4 were read and retired into the tuning data; batches 5 (first reading 0.95 / 0.92, second 0.95 / 0.96)
@@ -212,6 +212,14 @@ TUNE_BUILD_DISAGREES = {
     # unrolled, the compiler keeps them in registers with each loaded P value feeding several of them (the label
     # follows the source: a shared accumulator is not a per-thread register array)
     ("attention_tfa_flash_v1", "register_blocking"): "build",
+    # scores through exp into the product with V in one kernel, every step through a shared array (the scores,
+    # the exponentials) and no MMA call to name: the build's dataflow (ptx_fusion's fused, form d) follows
+    # the unrolled FMA chain through ex2 into the second chain
+    ("attention_tfa_flash_v1", "kernel_fusion"): "build",
+    # the running maximum and denominator kept in global memory and copied to shared arrays each step, rescaled
+    # by exp(old max - new max) and stored back: no source rule follows the state through memory; the build's
+    # dataflow (ptx_fusion's online_rescale) does
+    ("attention_tfa_flash_v1", "online_softmax"): "build",
 }
 
 

@@ -93,11 +93,13 @@ class FlowRule(BaseModel):
     ``shared_stages`` (waits that leave the newest copies in flight, or an mbarrier ring), ``shared_reduction``
     (a shared array combined from itself at a uniform positive offset, or warp shuffle results met in one),
     ``coalesced`` / ``strided`` (kernels whose global accesses are mostly coalesced / mostly strided, lane by
-    lane in 32-byte sectors). Never matches
-    without a build: what the source says then decides."""
+    lane in 32-byte sectors), ``fused`` (the forms of kernel fusion, tools/compiler/ptx_fusion.py),
+    ``online_rescale`` (a running value rescaled by the exponential of a running maximum's change). Never
+    matches without a build: what the source says then decides."""
 
     model_config = ConfigDict(extra="forbid")
-    flow: Literal["shared_tile", "register_tile", "shared_stages", "shared_reduction", "coalesced", "strided"]
+    flow: Literal["shared_tile", "register_tile", "shared_stages", "shared_reduction", "coalesced", "strided",
+                  "fused", "online_rescale"]
     min_count: int = Field(default=1, ge=1)
 
 

@@ -1,5 +1,5 @@
-// features: online_softmax, smem_tiling, register_blocking, fast_math_intrinsics, loop_unrolling
-// case: flash-attention style: K/V tiles in shared memory, running max and sum with rescaled accumulators.
+// features: online_softmax, smem_tiling, register_blocking, fast_math_intrinsics, loop_unrolling, kernel_fusion
+// case: flash-attention style: K/V tiles in shared memory, running max and sum with rescaled accumulators. Scores through exp into the next product in one kernel: kernel_fusion (labelling decision).
 #define D 64
 #define BK 64
 __global__ void flash_attn(const float* Q, const float* K, const float* V, float* O, int S) {
