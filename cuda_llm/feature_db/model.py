@@ -93,11 +93,14 @@ class FlowRule(BaseModel):
     ``shared_stages`` (waits that leave the newest copies in flight, or an mbarrier ring), ``shared_reduction``
     (a shared array combined from itself at a uniform positive offset, or warp shuffle results met in one),
     ``coalesced`` / ``strided`` (kernels whose global accesses are mostly coalesced / mostly strided, lane by
-    lane in 32-byte sectors). Never matches
+    lane in 32-byte sectors), ``grid_stride`` (loops stepping by grid size x block size), ``shared_padding``
+    (a padded row pitch across a warp's lanes), ``shared_swizzle`` (a shared address XOR-ed from two indices, a
+    wgmma descriptor's swizzle mode). Never matches
     without a build: what the source says then decides."""
 
     model_config = ConfigDict(extra="forbid")
-    flow: Literal["shared_tile", "register_tile", "shared_stages", "shared_reduction", "coalesced", "strided"]
+    flow: Literal["shared_tile", "register_tile", "shared_stages", "shared_reduction", "coalesced", "strided",
+                  "grid_stride", "shared_padding", "shared_swizzle"]
     min_count: int = Field(default=1, ge=1)
 
 

@@ -38,7 +38,8 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-FACTS = ("shared_tile", "register_tile", "shared_stages", "shared_reduction", "coalesced", "strided")
+FACTS = ("shared_tile", "register_tile", "shared_stages", "shared_reduction", "coalesced", "strided",
+         "grid_stride", "shared_padding", "shared_swizzle")
 
 _COMMENT = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)
 _DEBUG = re.compile(r"^\s*\.(?:loc|file)\b[^\n]*$|^\s*\.section\b[\s\S]*", re.M)   # -lineinfo / -G directives
@@ -1114,11 +1115,13 @@ def coalescing(flow: _Flow, poly: _Affine) -> dict[str, int]:
 
 
 def kernel_facts(kernel: Kernel, shared: frozenset[str]) -> dict[str, int]:
+    from cuda_llm.tools.compiler.ptx_layout_loops import layout_loop_facts   # (it imports this module)
+
     flow = analyse(kernel, shared)
     poly = _Affine(flow)
     return {"shared_tile": shared_tiles(flow), "register_tile": register_tiles(flow),
             "shared_stages": shared_stages(flow), "shared_reduction": shared_reductions(flow, poly),
-            **coalescing(flow, poly)}
+            **coalescing(flow, poly), **layout_loop_facts(flow)}
 
 
 def flow_facts(ptx: str) -> dict[str, int]:
