@@ -322,6 +322,19 @@ __global__ void bitonic_bits(float* data, int logn) {
 }
 """
 
+PARTNER_AT_A_GIVEN_STRIDE = r"""
+__global__ void merge_step(float* data, unsigned stride) {
+    __shared__ float s[1024];
+    unsigned tid = threadIdx.x;
+    s[tid] = data[blockIdx.x * 1024 + tid];
+    __syncthreads();
+    unsigned p = tid ^ stride;                                       // the partner at a stride the host gives
+    if (p > tid) { float a = s[tid], b = s[p]; if (a > b) { s[tid] = b; s[p] = a; } }
+    __syncthreads();
+    data[blockIdx.x * 1024 + tid] = s[tid];
+}
+"""
+
 STAGE_FLIP = r"""
 __global__ void two_stage(const float* in, float* out, int tiles) {
     __shared__ float s[2][256];
@@ -352,9 +365,10 @@ __global__ void count_keys(const unsigned* keys, unsigned* counts, int n) {
 
 
 @pytest.mark.parametrize("source, swizzled", [
-    (XOR_TRANSPOSE, True), (XOR_ROW_BITS, True), (BITONIC, False), (BITONIC_BIT_PARTNER, False), (STAGE_FLIP, False),
-    (HASHED_KEYS, False),
-], ids=["xor_transpose", "xor_row_bits", "bitonic_partner", "bitonic_bit_partner", "stage_flip", "hashed_keys"])
+    (XOR_TRANSPOSE, True), (XOR_ROW_BITS, True), (BITONIC, False), (BITONIC_BIT_PARTNER, False),
+    (PARTNER_AT_A_GIVEN_STRIDE, False), (STAGE_FLIP, False), (HASHED_KEYS, False),
+], ids=["xor_transpose", "xor_row_bits", "bitonic_partner", "bitonic_bit_partner", "partner_at_a_given_stride",
+        "stage_flip", "hashed_keys"])
 def test_shared_swizzle(tmp_path: Path, source: str, swizzled: bool):
     _, sass = built(tmp_path, source)
     assert (sass.flow["shared_swizzle"] > 0) == swizzled, sass.flow

@@ -21,9 +21,10 @@ built on its parser, taint and affine address evaluator). Pure logic.
   thread stored is a stencil's halo.
 - ``shared_swizzle``: shared arrays addressed through an XOR of two indices computed from neither loaded
   data nor constants (``col ^ row``, ``col ^ ((row & 3) << 3)``, an address XOR-ed with its own higher bits),
-  and wgmma descriptors that set a swizzle mode (bits 62-63). Not a sorting network's or a butterfly's
-  partner ``i ^ j`` (``j`` one bit: a loop stride halved or doubled each step, or ``1 << s``), a stage flip
-  ``s ^ 1`` (a constant), nor a hash of a key (loaded data). A TMA tensor map's swizzle is set on the host:
+  and wgmma descriptors that set a swizzle mode (bits 62-63); one side is a field of bits (masked, shifted,
+  a remainder) or both are thread indexes. Not a sorting network's or a butterfly's partner ``i ^ j`` (``j``
+  one bit: a loop stride halved or doubled each step, or ``1 << s``; or a stride the kernel is given), a
+  stage flip ``s ^ 1`` (a constant), nor a hash of a key (loaded data). A TMA tensor map's swizzle is set on the host:
   the PTX does not show it.
 """
 
@@ -340,6 +341,8 @@ def shared_swizzles(flow: _Flow) -> int:
             strides = _partner_distances(flow, poly)
         if a in strides or b in strides:
             continue
+        if not (_bit_field(flow, a) or _bit_field(flow, b) or (_thread_index(flow, a) and _thread_index(flow, b))):
+            continue          # (an index XOR-ed with a stride it was given, a parameter: a partner, not row bits)
         xors.append(ins.dests[0])
     n = _descriptor_swizzles(flow)
     if not xors:
@@ -376,6 +379,39 @@ def _descriptor_swizzles(flow: _Flow) -> int:
                         seen.add(r)
                         todo.append(r)
     return len(found)
+
+
+_FIELD_OPS = ("and", "shr", "shl", "bfe", "rem")
+
+
+def _through_copies(flow: _Flow, reg: str) -> Instr | None:
+    """The instruction a register's value comes from, through moves and conversions (one definition each)."""
+    for _ in range(6):
+        ds = flow.defs.get(reg, [])
+        if len(ds) != 1:
+            return None
+        ins = flow.kernel.instrs[ds[0]]
+        if ins.base in ("mov", "cvt") and len(ins.operands) == 2 and ins.operands[1].startswith("%") \
+                and ins.operands[1] in flow.defs:
+            reg = ins.operands[1]
+            continue
+        return ins
+    return None
+
+
+def _bit_field(flow: _Flow, reg: str) -> bool:
+    """Whether a value is a field of bits cut from an index: masked, shifted or a remainder by a constant
+    (``row & 7``, ``(row & 3) << 3``, ``addr >> 7``)."""
+    ins = _through_copies(flow, reg)
+    return ins is not None and ins.base in _FIELD_OPS and len(ins.operands) >= 3 \
+        and any(_imm(o) is not None for o in ins.operands[2:])
+
+
+def _thread_index(flow: _Flow, reg: str) -> bool:
+    """Whether a value is a thread index as read (``threadIdx.x``, ``threadIdx.y``, the lane)."""
+    ins = _through_copies(flow, reg)
+    return ins is not None and ins.base == "mov" and len(ins.operands) == 2 \
+        and ins.operands[1].startswith(("%tid.", "%laneid"))
 
 
 def _varies(p: Poly) -> bool:
