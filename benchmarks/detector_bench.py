@@ -129,7 +129,9 @@ def table(title: str, kernels, catalogue, builds: bool, names: bool = True):
 # the build's dataflow facts (tools/compiler/ptx_flow.py) and the feature each is evidence of
 FLOW_FEATURES = {"shared_tile": "smem_tiling", "register_tile": "register_blocking", "shared_stages": "double_buffering",
                  "shared_reduction": "block_reduction_tree", "coalesced": "coalesced_access",
-                 "fused": "kernel_fusion", "online_rescale": "online_softmax"}
+                 "fused": "kernel_fusion", "online_rescale": "online_softmax",
+                 "grid_stride": "grid_stride_loop", "shared_padding": "bank_conflict_padding",
+                 "shared_swizzle": "bank_conflict_padding"}
 
 
 def flow_alone_table(kernels, names: bool = True):

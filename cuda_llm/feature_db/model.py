@@ -94,12 +94,14 @@ class FlowRule(BaseModel):
     (a shared array combined from itself at a uniform positive offset, or warp shuffle results met in one),
     ``coalesced`` / ``strided`` (kernels whose global accesses are mostly coalesced / mostly strided, lane by
     lane in 32-byte sectors), ``fused`` (the forms of kernel fusion, tools/compiler/ptx_fusion.py),
-    ``online_rescale`` (a running value rescaled by the exponential of a running maximum's change). Never
-    matches without a build: what the source says then decides."""
+    ``online_rescale`` (a running value rescaled by the exponential of a running maximum's change),
+    ``grid_stride`` (loops stepping by grid size x block size), ``shared_padding`` (a padded row pitch across a
+    warp's lanes), ``shared_swizzle`` (a shared address XOR-ed from two indices, a wgmma descriptor's swizzle
+    mode; tools/compiler/ptx_layout_loops.py). Never matches without a build: what the source says then decides."""
 
     model_config = ConfigDict(extra="forbid")
     flow: Literal["shared_tile", "register_tile", "shared_stages", "shared_reduction", "coalesced", "strided",
-                  "fused", "online_rescale"]
+                  "fused", "online_rescale", "grid_stride", "shared_padding", "shared_swizzle"]
     min_count: int = Field(default=1, ge=1)
 
 

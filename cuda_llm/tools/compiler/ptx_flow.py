@@ -39,7 +39,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 FACTS = ("shared_tile", "register_tile", "shared_stages", "shared_reduction", "coalesced", "strided", "fused",
-         "online_rescale")
+         "online_rescale", "grid_stride", "shared_padding", "shared_swizzle")
 
 _COMMENT = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)
 _DEBUG = re.compile(r"^\s*\.(?:loc|file)\b[^\n]*$|^\s*\.section\b[\s\S]*", re.M)   # -lineinfo / -G directives
@@ -1115,13 +1115,16 @@ def coalescing(flow: _Flow, poly: _Affine) -> dict[str, int]:
 
 
 def kernel_facts(kernel: Kernel, shared: frozenset[str]) -> dict[str, int]:
+    # the facts of the other modules, which import this module's helpers
+    from cuda_llm.tools.compiler.ptx_fusion import fusion_facts
+    from cuda_llm.tools.compiler.ptx_layout_loops import layout_loop_facts
+
     flow = analyse(kernel, shared)
     poly = _Affine(flow)
-    from cuda_llm.tools.compiler.ptx_fusion import fusion_facts     # (it imports this module's helpers)
-
     return {"shared_tile": shared_tiles(flow), "register_tile": register_tiles(flow),
             "shared_stages": shared_stages(flow), "shared_reduction": shared_reductions(flow, poly),
-            **coalescing(flow, poly), **fusion_facts(flow, poly)}
+            **coalescing(flow, poly), **fusion_facts(flow, poly),
+            **layout_loop_facts(flow)}
 
 
 def flow_facts(ptx: str) -> dict[str, int]:
