@@ -26,17 +26,16 @@ PUBLIC = TESTS / "detector_corpus_public"
 CATALOGUE = load_catalogue()
 IDS = {f.id for f in CATALOGUE}
 
-# Floors a rule change must not fall below (measured: project 1.00 / 1.00; tuning data, batches 1-4 whole since
-# the held-out halves of batches 2-4 were retired into it, 0.99 / 0.97 with the build's dataflow facts).
+# Floors a rule change must not fall below (measured: project 1.00 / 1.00; tuning data, batches 1-6 whole since
+# the held-out halves of batches 2-6 were retired into it, and batch 7's tune half, 0.98 / 0.98).
 PROJECT_FLOOR = (0.99, 0.99)
-TUNE_FLOOR = (0.98, 0.96)
+TUNE_FLOOR = (0.98, 0.98)
 TUNE_FEATURE_RECALL = 0.9            # every tuning feature with support >= 3, but for those below, held where measured:
-TUNE_KNOWN_LOW = {"persistent_kernel": 0.7, "radix_sort": 0.4, "single_pass_row": 0.87,
-                  "bank_conflict_padding": 0.83, "privatized_atomics": 0.87}
+TUNE_KNOWN_LOW = {"persistent_kernel": 0.9, "single_pass_row": 0.8, "privatized_atomics": 0.88}
 # The held-out readings (precision, recall) of each group of batches still held out, as first measured for the
 # rules they were read with (tests/detector_corpus_public/README.md); a rule change must not fall below them.
-# Batches 2-4 were read and retired into the tuning data; batches 5 (first reading 0.95 / 0.92, second 0.95 / 0.96)
-# and 6 (first reading 0.94 / 0.86: the issue's targets are not met there) are held out.
+# Batches 2-6 were read and retired into the tuning data (batch 5 read twice, 0.95 / 0.92 then 0.95 / 0.96;
+# batch 6 first 0.94 / 0.86; the two together a last time before retiring, 0.95 / 0.94); batch 7 is held out.
 HELD_OUT_READINGS: dict[tuple[int, ...], tuple[float, float]] = {(5,): (0.95, 0.96), (6,): (0.94, 0.86)}
 
 
@@ -220,6 +219,78 @@ TUNE_BUILD_DISAGREES = {
     # by exp(old max - new max) and stored back: no source rule follows the state through memory; the build's
     # dataflow (ptx_fusion's online_rescale) does
     ("attention_tfa_flash_v1", "online_softmax"): "build",
+    ("attention_tfa_flash_v2", "kernel_fusion"): "build",
+    ("attention_tfa_flash_v2", "online_softmax"): "build",
+    # (batches 5 and 6 whole since their held-out halves were retired, and batch 7's tune half) a build's facts
+    # where the source's spellings fall short: tiles filled by cp.async helpers, inline PTX, swizzle functions,
+    # ldmatrix / WMMA reads, pointer offsets (shared_tile); pipelines waited through helpers (shared_stages);
+    # register tiles through float4 members (register_tile); lanes on consecutive elements through indexes no
+    # source rule parses (coalesced); half conversions through operators (F2F / HADD2 / F2FP); 16-byte copies
+    # through typedefs and cp.async sizes (LDG.128 / LDGSTS.128); CUB's shuffles (SHFL.UP / DOWN)
+    ("gemm_exl2_h_gemm_tall", "coalesced_access"): "build",
+    ("gemm_magma_sgemm_nn", "smem_tiling"): "build",
+    ("gemm_mmt_v02_wmma_cp_async_4stage", "double_buffering"): "build",
+    ("gemm_mmt_v02_wmma_cp_async_4stage", "reduced_precision"): "build",
+    ("gemm_mmt_v02_wmma_cp_async_4stage", "smem_tiling"): "build",
+    ("gemm_mmt_v02_wmma_cp_async_4stage", "vector_loads"): "build",
+    ("gemm_mmt_v09_swizzled_wordfrag_pipeline", "coalesced_access"): "build",
+    ("gemm_mmt_v09_swizzled_wordfrag_pipeline", "double_buffering"): "build",
+    ("gemm_mmt_v09_swizzled_wordfrag_pipeline", "reduced_precision"): "build",
+    ("gemm_mmt_v09_swizzled_wordfrag_pipeline", "smem_tiling"): "build",
+    ("gemm_mmt_v09_swizzled_wordfrag_pipeline", "vector_loads"): "build",
+    ("gemm_swz_ptx_mma_ldmatrix", "coalesced_access"): "build",
+    ("gemm_swz_ptx_mma_ldmatrix", "smem_tiling"): "build",
+    ("gemm_swz_x4_xor_swizzle", "coalesced_access"): "build",
+    ("gemm_swz_x4_xor_swizzle", "smem_tiling"): "build",
+    ("gemm_sy_128x256x8_cp_async", "register_blocking"): "build",
+    ("gemm_sy_128x256x8_cp_async", "smem_tiling"): "build",
+    ("gemm_tpo_mmult12_register_pingpong", "smem_tiling"): "build",
+    ("reduction_cub_block_reduce_example", "coalesced_access"): "build",
+    ("scan_kl_cmvn_stats", "warp_shuffle"): "build",
+    ("scan_shoc_bottom_scan_float4", "vector_loads"): "build",
+    ("sort_cub_block_radix_sort_example", "coalesced_access"): "build",
+    ("stencil_mmcv_carafe_forward", "smem_tiling"): "build",
+    ("stencil_rod_hotspot", "smem_tiling"): "build",
+    ("transpose_magma_ztranspose", "coalesced_access"): "build",
+    # block reductions the source rules do not follow (a tree over a pointer into shared memory, a tree in a
+    # grid-stride reduction): ptx_flow's shared_reduction
+    ("reduction_pz_sum_values", "block_reduction_tree"): "build",
+    ("reduction_rod_backprop_layerforward", "block_reduction_tree"): "build",
+    # padded tiles (a pitch of BLK + 1 through macros and inline PTX): ptx_layout_loops' shared_padding with a
+    # tile; and a grid-stride loop whose stride is held in a variable of another name
+    ("gemm_magma_sgemm_nn", "bank_conflict_padding"): "build",
+    ("gemm_tpo_mmult11_smem_pingpong", "bank_conflict_padding"): "build",
+    ("gemm_tpo_mmult12_register_pingpong", "bank_conflict_padding"): "build",
+    ("reduction_pz_sum_values", "grid_stride_loop"): "build",
+    # statistics and output in one kernel where the reduction is a helper the source rules do not name: the
+    # build's fused (form a)
+    ("softmax_norm_exl2_head_norm", "kernel_fusion"): "build",
+    ("softmax_norm_kl_diff_normalize_per_row", "kernel_fusion"): "build",
+    # the build overrules the source where there is one, rightly: a restrict pointer written through an alias
+    # (`int4* b4 = (int4*) buffer`, `half2* x2 = (half2*)(x + i)`: plain loads, or none, and no .CONSTANT); a
+    # reduction and an output loop the definition leaves out of fusion (a LayerNorm backward's per-column partial
+    # sums, trace partials finished by atomics); a block-level loop `r += gridDim.x` spelled like a stride of
+    # threads; a half2 cast of a shared address (no 128-bit global access)
+    ("elementwise_exl2_h_softcap", "readonly_cache"): "source",
+    ("elementwise_omm_clear_buffer", "readonly_cache"): "source",
+    ("reduction_ds_layernorm_backward1", "kernel_fusion"): "source",
+    ("reduction_kl_trace_mat_mat", "kernel_fusion"): "source",
+    ("reduction_kl_trace_mat_mat_trans", "kernel_fusion"): "source",
+    ("reduction_mmcv_chamfer_distance", "grid_stride_loop"): "source",
+    ("reduction_ls_dropout_bias_bwd_half2", "vector_loads"): "source",
+    # ... and wrongly: a fused RMS norm + GEMV whose stored value is one reduction scaled by another, with no
+    # input element in it (fused's form a wants one); the source rule found it
+    ("rmsnorm_calm_output_gemv_fused", "kernel_fusion"): "source",
+    # label questions where the build sees what the labels leave out: column sums of partials transposed through
+    # a shared tile and finished by shuffles (labelled a tile, not a block reduction, like batch 5's DeepSpeed
+    # column sum), CUB's radix sort shuffling inside its block scan, a complex-double transpose's 16-byte
+    # elements; and one false positive of the padded-tile rule: Needleman-Wunsch's [B + 1][B + 1] wavefront
+    # array, whose extra row and column are the recurrence's boundary, not a padding
+    ("reduction_ls_dropout_act_bias_bwd", "block_reduction_tree"): "build",
+    ("reduction_ls_dropout_bias_bwd_half2", "block_reduction_tree"): "build",
+    ("sort_cub_block_radix_sort_example", "warp_shuffle"): "build",
+    ("transpose_magma_ztranspose", "vector_loads"): "build",
+    ("stencil_rod_needle", "bank_conflict_padding"): "build",
 }
 
 
