@@ -35,8 +35,9 @@ TUNE_KNOWN_LOW = {"persistent_kernel": 0.9, "single_pass_row": 0.8, "privatized_
 # The held-out readings (precision, recall) of each group of batches still held out, as first measured for the
 # rules they were read with (tests/detector_corpus_public/README.md); a rule change must not fall below them.
 # Batches 2-6 were read and retired into the tuning data (batch 5 read twice, 0.95 / 0.92 then 0.95 / 0.96;
-# batch 6 first 0.94 / 0.86; the two together a last time before retiring, 0.95 / 0.94); batch 7 is held out.
-HELD_OUT_READINGS: dict[tuple[int, ...], tuple[float, float]] = {(5,): (0.95, 0.96), (6,): (0.94, 0.86)}
+# batch 6 first 0.94 / 0.86; the two together a last time before retiring, 0.95 / 0.94); batch 7 is held out
+# (its first reading, 2026-11-26: 0.95 / 0.95, every feature with support >= 3 at recall >= 0.8).
+HELD_OUT_READINGS: dict[tuple[int, ...], tuple[float, float]] = {(7,): (0.95, 0.95)}
 
 
 def _project() -> list[CorpusKernel]:

@@ -22,8 +22,8 @@ from pydantic import BaseModel
 HERE = Path(__file__).parent
 HALVES = ("tune", "heldout")
 # Each held-out half is retired into the tuning data once read and tuned on: batch 1's after one scoring,
-# batches 2-4's after their readings of 2026-11-25 (README.md); the held-out set is the heldout half of the
-# batches from this one on.
+# batches 2-4's after their readings of 2026-11-25, batches 5 and 6's after theirs of 2026-11-26 (README.md); the
+# held-out set is the heldout half of the batches from this one on.
 FIRST_HELD_OUT_BATCH = 7
 
 
