@@ -126,7 +126,7 @@ def table(title: str, kernels, catalogue, builds: bool, names: bool = True):
             scores, tot)
 
 
-# the build's dataflow facts (tools/compiler/ptx_flow.py) and the feature each is evidence of
+# the build's dataflow facts (tools/compiler/ptx/) and the feature each is evidence of
 FLOW_FEATURES = {"shared_tile": "smem_tiling", "register_tile": "register_blocking", "shared_stages": "double_buffering",
                  "shared_reduction": "block_reduction_tree", "coalesced": "coalesced_access",
                  "fused": "kernel_fusion", "online_rescale": "online_softmax",

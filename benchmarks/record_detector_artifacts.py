@@ -10,7 +10,7 @@ after adding or changing corpus kernels:
 
 Writes tests/fixtures/detector_artifacts/<corpus folder>/<kernel>.json: {"arch", "nvcc", "kernels",
 "ops", "flow"} where ops counts full SASS opcodes (``LDG.E.128.CONSTANT``: 12) and flow the facts of the
-PTX's dataflow (tools/compiler/ptx_flow.py: ``shared_tile``: 2). A kernel that does not build is
+PTX's dataflow (tools/compiler/ptx/: ``shared_tile``: 2). A kernel that does not build is
 named on stderr and gets no file (its build rules then see nothing, as in a run without SASS).
 """
 

@@ -64,7 +64,7 @@ class SassSummary(BaseModel):
     tensor: dict[str, int] = Field(default_factory=dict)    # tensor-core input type (fp16, bf16, tf32, fp8, int8, fp64...) -> count
     packed_half: int = 0           # HFMA2/HMUL2/HADD2 arithmetic (twice the fp32 rate), not moves or conversions
     global_widths: dict[int, int] = Field(default_factory=dict)  # bytes per thread -> global LDG/STG/LDGSTS count
-    # facts of the PTX's dataflow (tools/compiler/ptx_flow.py: shared_tile, register_tile, shared_stages) -> instances,
+    # facts of the PTX's dataflow (tools/compiler/ptx/: shared_tile, register_tile, shared_stages) -> instances,
     # summed over the kernels; empty where the PTX was not read (old results, a build without it)
     flow: dict[str, int] = Field(default_factory=dict)
 

@@ -148,7 +148,7 @@ TUNE_BUILD_DISAGREES = {
     ("sort_hb_radix_bottom_scan_scatter", "vector_loads"): "build",
     # SGEMM tiles filled through float4 casts, inline-asm cp.async or ld/st wrappers, register prefetches or
     # pointer offsets and read through pointers into them: spellings no source rule follows; the build's
-    # dataflow (ptx_flow.shared_tile) shows global data stored to shared arrays as loaded and read back at
+    # dataflow (ptx/tiles.py's shared_tile) shows global data stored to shared arrays as loaded and read back at
     # other threads' slots
     ("gemm_lcu_sgemm_t8x8_f32x4", "smem_tiling"): "build",
     ("gemm_lm03_1d_thread_tiling", "smem_tiling"): "build",
@@ -164,7 +164,7 @@ TUNE_BUILD_DISAGREES = {
     ("transpose_lcu_smem_swizzle", "smem_tiling"): "build",
     ("rmsnorm_calm_output_gemv_fused", "smem_tiling"): "build",
     # thread tiles whose fragments are loaded by inline asm or float4 members and accumulated through spellings
-    # no source rule follows: the build (ptx_flow.register_tile) shows four or more loop-carried FMA
+    # no source rule follows: the build (ptx/tiles.py's register_tile) shows four or more loop-carried FMA
     # accumulators, each loaded value feeding several
     ("gemm_lm03_1d_thread_tiling", "register_blocking"): "build",
     ("gemm_lx_sgemm_register_prefetch_double_buffer", "register_blocking"): "build",
@@ -200,7 +200,7 @@ TUNE_BUILD_DISAGREES = {
     ("gemm_swz_wmma_16x16", "reduced_precision"): "build",
     # lanes on consecutive elements through an index the source rules do not parse (8 halves per lane at
     # `8 * tx` through a 128-bit helper; `threadIdx.x + i * 32` in a warp per row): the PTX's addresses
-    # (ptx_flow's coalesced) show it
+    # (ptx/coalescing.py's coalesced) show it
     ("gemm_swz_wmma_16x16", "coalesced_access"): "build",
     ("softmax_norm_ds_softmax_backward_warp", "coalesced_access"): "build",
     # batch 6's tune half, first seen after the facts were written: a register-prefetched 8x8 SGEMM and a
@@ -213,12 +213,12 @@ TUNE_BUILD_DISAGREES = {
     # follows the source: a shared accumulator is not a per-thread register array)
     ("attention_tfa_flash_v1", "register_blocking"): "build",
     # scores through exp into the product with V in one kernel, every step through a shared array (the scores,
-    # the exponentials) and no MMA call to name: the build's dataflow (ptx_fusion's fused, form d) follows
+    # the exponentials) and no MMA call to name: the build's dataflow (ptx/fusion.py's fused, form d) follows
     # the unrolled FMA chain through ex2 into the second chain
     ("attention_tfa_flash_v1", "kernel_fusion"): "build",
     # the running maximum and denominator kept in global memory and copied to shared arrays each step, rescaled
     # by exp(old max - new max) and stored back: no source rule follows the state through memory; the build's
-    # dataflow (ptx_fusion's online_rescale) does
+    # dataflow (ptx/fusion.py's online_rescale) does
     ("attention_tfa_flash_v1", "online_softmax"): "build",
     ("attention_tfa_flash_v2", "kernel_fusion"): "build",
     ("attention_tfa_flash_v2", "online_softmax"): "build",
@@ -254,10 +254,10 @@ TUNE_BUILD_DISAGREES = {
     ("stencil_rod_hotspot", "smem_tiling"): "build",
     ("transpose_magma_ztranspose", "coalesced_access"): "build",
     # block reductions the source rules do not follow (a tree over a pointer into shared memory, a tree in a
-    # grid-stride reduction): ptx_flow's shared_reduction
+    # grid-stride reduction): ptx/reduction.py's shared_reduction
     ("reduction_pz_sum_values", "block_reduction_tree"): "build",
     ("reduction_rod_backprop_layerforward", "block_reduction_tree"): "build",
-    # padded tiles (a pitch of BLK + 1 through macros and inline PTX): ptx_layout_loops' shared_padding with a
+    # padded tiles (a pitch of BLK + 1 through macros and inline PTX): ptx/layout_loops.py's shared_padding with a
     # tile; and a grid-stride loop whose stride is held in a variable of another name
     ("gemm_magma_sgemm_nn", "bank_conflict_padding"): "build",
     ("gemm_tpo_mmult11_smem_pingpong", "bank_conflict_padding"): "build",

@@ -1,4 +1,4 @@
-"""The PTX dataflow facts (tools/compiler/ptx_flow.py): the parser on tiny PTX texts, and each fact on what
+"""The PTX dataflow facts (tools/compiler/ptx/): the parser on tiny PTX texts, and each fact on what
 the real nvcc builds from small kernels written for it, where the definition says it holds and on the near
 misses where it must not (skipped without nvcc)."""
 
@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 from test_detector_rules import built
 
-from cuda_llm.tools.compiler.ptx_flow import FACTS, flow_facts, parse_instruction, parse_ptx
+from cuda_llm.tools.compiler.ptx import FACTS, flow_facts
+from cuda_llm.tools.compiler.ptx.parse import parse_instruction, parse_ptx
 
 # ------------------------------------------------------------------------------------------ parser
 TINY = """

@@ -1,4 +1,4 @@
-"""The ``fused`` dataflow fact (tools/compiler/ptx_fusion.py) on what the real nvcc builds from small kernels
+"""The ``fused`` dataflow fact (tools/compiler/ptx/fusion.py) on what the real nvcc builds from small kernels
 written for it: each form of kernel fusion in docs/features.md, and a near miss for each (skipped without
 nvcc)."""
 
@@ -10,8 +10,10 @@ from pathlib import Path
 import pytest
 from test_detector_rules import built
 
-from cuda_llm.tools.compiler.ptx_flow import FACTS, analyse, parse_ptx
-from cuda_llm.tools.compiler.ptx_fusion import fusion_facts
+from cuda_llm.tools.compiler.ptx import FACTS
+from cuda_llm.tools.compiler.ptx.dataflow import analyse
+from cuda_llm.tools.compiler.ptx.fusion import fusion_facts
+from cuda_llm.tools.compiler.ptx.parse import parse_ptx
 
 # ------------------------------------------------------------------- a. statistics and outputs
 SOFTMAX_WARP = r"""
@@ -424,8 +426,8 @@ def _ptx(tmp_path: Path, source: str) -> str:
 def test_the_forms_are_read_apart_and_fast(tmp_path: Path):
     """Flash attention is form d (its exponentials summed into the output are no epilogue); the scores
     stored through exp are form b only; each kernel's analysis takes well under a second."""
-    from cuda_llm.tools.compiler import ptx_fusion as pf
-    from cuda_llm.tools.compiler.ptx_flow import _Affine
+    from cuda_llm.tools.compiler.ptx import fusion as pf
+    from cuda_llm.tools.compiler.ptx.affine import Affine
 
     for source, want in ((FLASH_TILES, (False, False, False, True)), (SCORES_THROUGH_EXP, (False, True, False, False)),
                          (LAST_BLOCK, (False, False, True, False))):
@@ -433,7 +435,7 @@ def test_the_forms_are_read_apart_and_fast(tmp_path: Path):
         [k] = mod.kernels
         start = time.perf_counter()
         flow = analyse(k, mod.shared)
-        poly = _Affine(flow)
+        poly = Affine(flow)
         uses = pf._uses(flow)
         fma, mma = pf._accumulators(flow)
         got = (pf.statistics_and_outputs(flow, poly), pf.epilogue(flow, fma | mma, uses), pf.grid_phases(flow, poly),

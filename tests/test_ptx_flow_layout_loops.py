@@ -1,4 +1,4 @@
-"""The loop-stride and shared-layout facts (tools/compiler/ptx_layout_loops.py) on what the real nvcc builds
+"""The loop-stride and shared-layout facts (tools/compiler/ptx/layout_loops.py) on what the real nvcc builds
 from small kernels written for them: each form the definition counts and the near misses it must not count
 (skipped without nvcc)."""
 
@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from test_ptx_flow import built
 
-from cuda_llm.tools.compiler.ptx_flow import flow_facts
+from cuda_llm.tools.compiler.ptx import flow_facts
 
 # ------------------------------------------------------------------------------------------- grid_stride
 GRID_STRIDE = r"""

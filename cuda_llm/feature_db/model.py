@@ -87,17 +87,17 @@ class SassRule(BaseModel):
 
 
 class FlowRule(BaseModel):
-    """Matches when the build's PTX dataflow (tools/compiler/ptx_flow.py) shows at least ``min_count``
+    """Matches when the build's PTX dataflow (tools/compiler/ptx/) shows at least ``min_count``
     instances of a fact: ``shared_tile`` (global data staged in a shared array and read back at another
     thread's slot), ``register_tile`` (accumulators fed by loaded values each reused by several of them),
     ``shared_stages`` (waits that leave the newest copies in flight, or an mbarrier ring), ``shared_reduction``
     (a shared array combined from itself at a uniform positive offset, or warp shuffle results met in one),
     ``coalesced`` / ``strided`` (kernels whose global accesses are mostly coalesced / mostly strided, lane by
-    lane in 32-byte sectors), ``fused`` (the forms of kernel fusion, tools/compiler/ptx_fusion.py),
+    lane in 32-byte sectors), ``fused`` (the forms of kernel fusion, tools/compiler/ptx/fusion.py),
     ``online_rescale`` (a running value rescaled by the exponential of a running maximum's change),
     ``grid_stride`` (loops stepping by grid size x block size), ``shared_padding`` (a padded row pitch across a
     warp's lanes), ``shared_swizzle`` (a shared address XOR-ed from two indices, a wgmma descriptor's swizzle
-    mode; tools/compiler/ptx_layout_loops.py). Never matches without a build: what the source says then decides."""
+    mode; tools/compiler/ptx/layout_loops.py). Never matches without a build: what the source says then decides."""
 
     model_config = ConfigDict(extra="forbid")
     flow: Literal["shared_tile", "register_tile", "shared_stages", "shared_reduction", "coalesced", "strided",

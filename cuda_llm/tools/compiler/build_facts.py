@@ -12,7 +12,7 @@ from pathlib import Path
 
 from cuda_llm.results import KernelResources, SassSummary
 from cuda_llm.tools.compiler.compile import nvcc_path
-from cuda_llm.tools.compiler.ptx_flow import flow_facts
+from cuda_llm.tools.compiler.ptx import flow_facts
 from cuda_llm.tools.compiler.ptxas import parse_ptxas
 from cuda_llm.tools.compiler.sass import dump_sass, summarize_sass
 

@@ -42,10 +42,10 @@ from cuda_llm.paths import cache_dir
 from cuda_llm.tools.compiler.condense import condense_errors, extract_warnings
 from cuda_llm.tools.compiler.ptxas import parse_ptxas
 from cuda_llm.results import CompileResult
-from cuda_llm.tools.compiler import ptx_flow, sass, static_check, symbols
+from cuda_llm.tools.compiler import ptx, sass, static_check, symbols
 from cuda_llm.tools.compiler.libraries import link_flags
 from cuda_llm.tools.compiler.process_group import run_group
-from cuda_llm.tools.compiler.ptx_flow import flow_facts
+from cuda_llm.tools.compiler.ptx import flow_facts
 from cuda_llm.tools.compiler.sass import read_sass
 from cuda_llm.tools.compiler.static_check import check_preprocessed
 from cuda_llm.tools.compiler.symbols import undefined_symbols
@@ -437,8 +437,9 @@ def _renamed(result: CompileResult, filename: str) -> CompileResult:
 def _checks_fingerprint() -> str:
     """The code of the checks whose findings a cached build stores: a new rule invalidates old entries."""
     h = hashlib.sha256()
-    for mod in (static_check, symbols, sass, ptx_flow):
-        h.update(Path(mod.__file__).read_bytes())
+    files = [Path(mod.__file__) for mod in (static_check, symbols, sass)]
+    for path in files + sorted(Path(ptx.__file__).parent.glob("*.py")):
+        h.update(path.read_bytes())
     return h.hexdigest()[:12]
 
 

@@ -28,28 +28,10 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
-from cuda_llm.tools.compiler.ptx_flow import (
-    _FLOAT_ACC,
-    _FLOAT_ADD,
-    _FLOAT_MUL,
-    _SHFL_REDUCE,
-    Instr,
-    Kernel,
-    _Affine,
-    _barrier,
-    _copy_origin,
-    _depends_on,
-    _Exprs,
-    _Flow,
-    _is_load,
-    _is_store,
-    _lane_addresses,
-    _lane_free,
-    _origin_ins,
-    _padd,
-    _regs,
-    _space,
-)
+from cuda_llm.tools.compiler.ptx.affine import Affine, lane_addresses, lane_free, padd
+from cuda_llm.tools.compiler.ptx.dataflow import (FLOAT_ACC, FLOAT_ADD, FLOAT_MUL, SHFL_REDUCE, Exprs, Flow, barrier,
+                                                  copy_origin, depends_on, is_load, is_store, origin_ins, state_space)
+from cuda_llm.tools.compiler.ptx.parse import Instr, Kernel, registers
 
 FUSION_FACTS = ("fused", "online_rescale")
 
@@ -67,16 +49,16 @@ _SPIN_LOAD = re.compile(r"^ld\.(?:[a-z:]+\.)*?(?:acquire|volatile|relaxed)\b")
 def _values(ins: Instr) -> list[str]:
     """The registers whose values an instruction's result is made of: a store's stored operands, a
     shuffle's shuffled value, every other operand of the rest (not a guard predicate, not an address)."""
-    if _is_store(ins):
-        return [r for o in ins.operands[1:] for r in _regs(o)]
+    if is_store(ins):
+        return [r for o in ins.operands[1:] for r in registers(o)]
     if ins.base == "shfl":
-        return _regs(ins.operands[1]) if len(ins.operands) > 1 else []
-    if _is_load(ins) or ins.base in ("atom", "red"):
+        return registers(ins.operands[1]) if len(ins.operands) > 1 else []
+    if is_load(ins) or ins.base in ("atom", "red"):
         return []
-    return [r for o in ins.operands[(1 if ins.dests else 0):] if not o.startswith("[") for r in _regs(o)]
+    return [r for o in ins.operands[(1 if ins.dests else 0):] if not o.startswith("[") for r in registers(o)]
 
 
-def _uses(flow: _Flow) -> dict[str, list[Instr]]:
+def _uses(flow: Flow) -> dict[str, list[Instr]]:
     out: dict[str, list[Instr]] = {}
     for ins in flow.kernel.instrs:
         for r in _values(ins):
@@ -84,7 +66,7 @@ def _uses(flow: _Flow) -> dict[str, list[Instr]]:
     return out
 
 
-def _forward(flow: _Flow, roots: set[str], uses: dict[str, list[Instr]], *, through_shared: bool = True,
+def _forward(flow: Flow, roots: set[str], uses: dict[str, list[Instr]], *, through_shared: bool = True,
              blocked: frozenset[str] = frozenset()) -> set[str]:
     """Every register computed from ``roots`` (the roots included), through arithmetic, moves and shuffles,
     and through a shared array: what is stored into it is in whatever is loaded from it; never into a
@@ -94,13 +76,13 @@ def _forward(flow: _Flow, roots: set[str], uses: dict[str, list[Instr]], *, thro
     loads: dict[str, list[Instr]] = {}
     if through_shared:
         for ins in flow.kernel.instrs:
-            if _is_load(ins) and _space(ins.op) in ("shared", "generic"):
+            if is_load(ins) and state_space(ins.op) in ("shared", "generic"):
                 for s in flow.addr_shared(ins):
                     loads.setdefault(s, []).append(ins)
     while todo:
         for ins in uses.get(todo.pop(), []):
             new = list(ins.dests)
-            if through_shared and _is_store(ins) and _space(ins.op) in ("shared", "generic"):
+            if through_shared and is_store(ins) and state_space(ins.op) in ("shared", "generic"):
                 for s in flow.addr_shared(ins) - arrays:
                     arrays.add(s)
                     new += [d for ld in loads.get(s, []) for d in ld.dests]
@@ -111,12 +93,12 @@ def _forward(flow: _Flow, roots: set[str], uses: dict[str, list[Instr]], *, thro
     return out
 
 
-def _global_store(flow: _Flow, ins: Instr) -> bool:
+def _global_store(flow: Flow, ins: Instr) -> bool:
     """A store to global memory (or a generic one through a kernel parameter's pointer; a WMMA fragment's
     store too); not an atomic."""
-    if not (_is_store(ins) and ins.base in ("st", "wmma")):
+    if not (is_store(ins) and ins.base in ("st", "wmma")):
         return False
-    space = _space(ins.op)
+    space = state_space(ins.op)
     if space == "global":
         return True
     if space != "generic" or flow.addr_shared(ins):
@@ -127,17 +109,17 @@ def _global_store(flow: _Flow, ins: Instr) -> bool:
     return bool(mask & (flow.tags("param") | flow.tags("G")))
 
 
-def _lane_varying(poly: _Affine, operand: str) -> bool:
+def _lane_varying(poly: Affine, operand: str) -> bool:
     """Whether an address differs between the lanes of a warp (one element per thread)."""
-    lanes = _lane_addresses(poly.address(operand))
+    lanes = lane_addresses(poly.address(operand))
     return lanes is None or len(set(lanes)) > 1
 
 
 # --------------------------------------------------------------------------- a. reduction -> outputs
-def _chained_shuffles(flow: _Flow, uses: dict[str, list[Instr]]) -> set[str]:
+def _chained_shuffles(flow: Flow, uses: dict[str, list[Instr]]) -> set[str]:
     """Results of ``shfl.down``/``shfl.bfly`` whose shuffled value was itself made from such a result (a
     reduction's steps: a shuffle, a combine, a shuffle of the combined value), or of ``redux``."""
-    shuffles = [i for i in flow.kernel.instrs if _SHFL_REDUCE.match(i.op) and i.dests]
+    shuffles = [i for i in flow.kernel.instrs if SHFL_REDUCE.match(i.op) and i.dests]
     out = {s.dests[0] for s in shuffles if s.base == "redux"}
     shfl = [s for s in shuffles if s.base == "shfl" and _values(s)]
     made = {s.dests[0]: _forward(flow, {s.dests[0]}, uses, through_shared=False) for s in shfl}
@@ -149,33 +131,33 @@ def _chained_shuffles(flow: _Flow, uses: dict[str, list[Instr]]) -> set[str]:
     return out
 
 
-def _tree_arrays(flow: _Flow, poly: _Affine) -> set[str]:
+def _tree_arrays(flow: Flow, poly: Affine) -> set[str]:
     """Shared arrays combined from themselves at a positive uniform offset (``s[i] += s[i + stride]``) and
     never copied from another of their slots (a scan's down-sweep) nor read at a negative one (a scan):
-    the arrays ptx_flow's ``shared_reductions`` counts in their tree form."""
+    the arrays reduction.py's ``shared_reductions`` counts in their tree form."""
     up: set[str] = set()
     down: set[str] = set()
     for ins in flow.kernel.instrs:
-        if not (_is_store(ins) and ins.base == "st" and _space(ins.op) in ("shared", "generic")):
+        if not (is_store(ins) and ins.base == "st" and state_space(ins.op) in ("shared", "generic")):
             continue
         targets = flow.addr_shared(ins)
-        vals = _regs(ins.operands[-1]) if ins.operands else []
+        vals = registers(ins.operands[-1]) if ins.operands else []
         if not targets or len(vals) != 1:
             continue
         w = poly.address(ins.operands[0])
-        for src in _origin_ins(flow, vals[0]):
-            if _is_load(src) and flow.addr_shared(src) & targets:
-                if len(src.operands) > 1 and _padd(poly.address(src.operands[1]), w, -1):
+        for src in origin_ins(flow, vals[0]):
+            if is_load(src) and flow.addr_shared(src) & targets:
+                if len(src.operands) > 1 and padd(poly.address(src.operands[1]), w, -1):
                     down.update(targets)
                 continue
             if not re.match(r"^(?:add|max|min)\.", src.op):
                 continue
             for operand in src.srcs:
-                for o in _origin_ins(flow, operand):
-                    if not (_is_load(o) and flow.addr_shared(o) & targets and len(o.operands) > 1):
+                for o in origin_ins(flow, operand):
+                    if not (is_load(o) and flow.addr_shared(o) & targets and len(o.operands) > 1):
                         continue
-                    d = _padd(poly.address(o.operands[1]), w, -1)
-                    if not d or not _lane_free(d):
+                    d = padd(poly.address(o.operands[1]), w, -1)
+                    if not d or not lane_free(d):
                         continue
                     if all(c > 0 for c in d.values()):
                         up.update(targets)
@@ -187,7 +169,7 @@ def _tree_arrays(flow: _Flow, poly: _Affine) -> set[str]:
 _RED, _INPUT = 1, 2
 
 
-def statistics_and_outputs(flow: _Flow, poly: _Affine) -> bool:
+def statistics_and_outputs(flow: Flow, poly: Affine) -> bool:
     """Form a: a reduction's result and an input element in the value of a per-thread global store."""
     k = flow.kernel
     if any(i.op.startswith(("shfl.sync.up", "shfl.up")) for i in k.instrs):
@@ -200,17 +182,17 @@ def statistics_and_outputs(flow: _Flow, poly: _Affine) -> bool:
             if ins.base in ("mov", "cvt") and len(ins.dests) == 1 and ins.dests[0] not in chained:
                 chained.add(ins.dests[0])
                 todo.append(ins.dests[0])
-    trees = _tree_arrays(flow, poly) if _barrier(k) else set()
-    if _barrier(k):                       # ... or updated by every thread's atomic (``atomicAdd(&s_sum, v)``)
+    trees = _tree_arrays(flow, poly) if barrier(k) else set()
+    if barrier(k):                       # ... or updated by every thread's atomic (``atomicAdd(&s_sum, v)``)
         trees |= {s for i in k.instrs if i.base in ("atom", "red") and re.search(r"\.(?:add|max|min)\.", i.op)
-                  and _space(i.op) in ("shared", "generic") for s in flow.addr_shared(i)}
+                  and state_space(i.op) in ("shared", "generic") for s in flow.addr_shared(i)}
     if not chained and not trees:
         return False
     raw = flow.tags("RAW")
-    local_vals = [r for i in k.instrs if _is_store(i) and _space(i.op) == "local" for r in _values(i)]
+    local_vals = [r for i in k.instrs if is_store(i) and state_space(i.op) == "local" for r in _values(i)]
     stores_of: dict[str, list[Instr]] = {}
     for ins in k.instrs:
-        if _is_store(ins) and _space(ins.op) in ("shared", "generic"):
+        if is_store(ins) and state_space(ins.op) in ("shared", "generic"):
             for s in flow.addr_shared(ins):
                 stores_of.setdefault(s, []).append(ins)
     # what each register is made of, to a fixpoint: _RED a reduction's result, _INPUT an input element;
@@ -221,13 +203,13 @@ def statistics_and_outputs(flow: _Flow, poly: _Affine) -> bool:
         """The summary of a definition that ends the walk, or None to go on through its operands."""
         if any(r in chained for r in _values(ins)) and ins.base != "shfl":
             return _RED
-        if ins.base == "shfl" and _SHFL_REDUCE.match(ins.op):
+        if ins.base == "shfl" and SHFL_REDUCE.match(ins.op):
             return _RED if ins.dests and ins.dests[0] in chained else 0
         if ins.base == "redux":
             return _RED
-        if not _is_load(ins):
+        if not is_load(ins):
             return None
-        space = _space(ins.op)
+        space = state_space(ins.op)
         arrays = flow.addr_shared(ins) if space in ("shared", "generic") else set()
         if arrays:
             lane_free = len(ins.operands) > 1 and not _lane_varying(poly, ins.operands[1])
@@ -253,10 +235,10 @@ def statistics_and_outputs(flow: _Flow, poly: _Affine) -> bool:
         for ins, fixed in defs:
             if fixed is None:
                 val = 0
-                srcs = local_vals if _is_load(ins) else _values(ins)
+                srcs = local_vals if is_load(ins) else _values(ins)
                 for r in srcs:
                     val |= summary.get(r, 0)
-            elif _is_load(ins) and flow.addr_shared(ins):
+            elif is_load(ins) and flow.addr_shared(ins):
                 val = leaf(ins) or 0          # a broadcast slot's stores may have become reductions since
             else:
                 val = fixed
@@ -276,7 +258,7 @@ def statistics_and_outputs(flow: _Flow, poly: _Affine) -> bool:
 
 
 # ---------------------------------------------------------------------------- b, d. accumulations
-def _accumulators(flow: _Flow) -> tuple[set[str], set[str]]:
+def _accumulators(flow: Flow) -> tuple[set[str], set[str]]:
     """(registers of multiply-accumulate chains with a loaded multiplicand, carried around a loop or
     unrolled (``_UNROLLED`` steps or more), registers MMA results are written to): products summed over
     an inner dimension."""
@@ -296,7 +278,7 @@ def _accumulators(flow: _Flow) -> tuple[set[str], set[str]]:
 
     mul_of: dict[str, list[str]] = {}
     for ins in k.instrs:
-        if _FLOAT_MUL.match(ins.op) and len(ins.dests) == 1 and len(ins.srcs) >= 2:
+        if FLOAT_MUL.match(ins.op) and len(ins.dests) == 1 and len(ins.srcs) >= 2:
             mul_of[ins.dests[0]] = list(ins.srcs[:2])
     members: set[str] = set()
     steps: list[tuple[str, list[str]]] = []
@@ -304,14 +286,14 @@ def _accumulators(flow: _Flow) -> tuple[set[str], set[str]]:
         if len(ins.dests) != 1:
             continue
         d = ins.dests[0]
-        if _FLOAT_ACC.match(ins.op) and len(ins.operands) == 4:
-            c = _regs(ins.operands[3])
+        if FLOAT_ACC.match(ins.op) and len(ins.operands) == 4:
+            c = registers(ins.operands[3])
             members.add(d)
             if c:
                 members.add(c[0])
                 union(d, c[0])
-            steps.append((d, [r for o in ins.operands[1:3] for r in _regs(o)]))
-        elif _FLOAT_ADD.match(ins.op) and len(ins.srcs) == 2:
+            steps.append((d, [r for o in ins.operands[1:3] for r in registers(o)]))
+        elif FLOAT_ADD.match(ins.op) and len(ins.srcs) == 2:
             a, b = ins.srcs
             for m, other in ((a, b), (b, a)):
                 if m in mul_of and len(flow.defs.get(m, [])) == 1:
@@ -322,7 +304,7 @@ def _accumulators(flow: _Flow) -> tuple[set[str], set[str]]:
     carried = {find(r) for r in members if len(flow.defs.get(r, [])) > 1}
     fed: dict[str, int] = {}
     for d, ms in steps:
-        if any(_copy_origin(flow, m) is not None for m in ms):
+        if any(copy_origin(flow, m) is not None for m in ms):
             fed[find(d)] = fed.get(find(d), 0) + 1
     loaded = {acc for acc, n in fed.items() if acc in carried or n >= _UNROLLED}
     fma = {r for r in members if find(r) in loaded}
@@ -338,7 +320,7 @@ def _nonlinear(ins: Instr, zeros: set[str]) -> bool:
     return False
 
 
-def _zero_registers(flow: _Flow) -> set[str]:
+def _zero_registers(flow: Flow) -> set[str]:
     """Registers only ever set to zero (``mov.f32 %f1, 0f00000000``)."""
     out = set()
     for r, ds in flow.defs.items():
@@ -355,7 +337,7 @@ def _loops(kernel: Kernel) -> list[tuple[int, int]]:
             if ins.base == "bra" and ins.syms and where.get(ins.syms[-1], j + 1) <= j]
 
 
-def _recurrent(flow: _Flow) -> frozenset[str]:
+def _recurrent(flow: Flow) -> frozenset[str]:
     """Registers carried around a loop and computed from themselves (a running sum, a rescaled output): one
     of their definitions inside a loop that reads them at or before it. (A value redefined from itself in
     straight-line code, ``erff``'s branch for large arguments, is not carried.)"""
@@ -370,12 +352,12 @@ def _recurrent(flow: _Flow) -> frozenset[str]:
     for r, ds in flow.defs.items():
         if len(ds) < 2 or not any(lo <= u <= j <= hi for lo, hi in loops for j in ds for u in read_at.get(r, ())):
             continue
-        if _depends_on(flow, r, r):
+        if depends_on(flow, r, r):
             out.add(r)
     return frozenset(out)
 
 
-def epilogue(flow: _Flow, accs: set[str], uses: dict[str, list[Instr]]) -> bool:
+def epilogue(flow: Flow, accs: set[str], uses: dict[str, list[Instr]]) -> bool:
     """Form b: an accumulator's value through a nonlinearity into a global store, not through another
     running value (attention's exponentials are summed into its output: that is form d)."""
     if not accs:
@@ -390,7 +372,7 @@ def epilogue(flow: _Flow, accs: set[str], uses: dict[str, list[Instr]]) -> bool:
     return any(_global_store(flow, ins) and any(r in reach for r in _values(ins)) for ins in flow.kernel.instrs)
 
 
-def attention(flow: _Flow, fma: set[str], mma: set[str], uses: dict[str, list[Instr]]) -> bool:
+def attention(flow: Flow, fma: set[str], mma: set[str], uses: dict[str, list[Instr]]) -> bool:
     """Form d: a product's result through ``ex2`` into another product: an MMA's operand, or a loaded
     value's multiplier summed into a running register (an unrolled chain or one carried around a loop)."""
     products = fma | mma
@@ -408,14 +390,14 @@ def attention(flow: _Flow, fma: set[str], mma: set[str], uses: dict[str, list[In
             if any(r in probs for r in _values(ins) if r not in ins.dests):
                 return True
             continue
-        if not (_FLOAT_ACC.match(ins.op) or _FLOAT_MUL.match(ins.op)) or len(ins.dests) != 1:
+        if not (FLOAT_ACC.match(ins.op) or FLOAT_MUL.match(ins.op)) or len(ins.dests) != 1:
             continue
-        ms = [r for o in ins.operands[1:3] for r in _regs(o)]
-        if not (any(r in probs for r in ms) and any(r not in probs and _copy_origin(flow, r) is not None for r in ms)):
+        ms = [r for o in ins.operands[1:3] for r in registers(o)]
+        if not (any(r in probs for r in ms) and any(r not in probs and copy_origin(flow, r) is not None for r in ms)):
             continue
         into, todo = {ins.dests[0]}, [ins.dests[0]]
         for _ in range(3):                # the product summed within a step or two
-            todo = [d for r in todo for u in uses.get(r, []) if _FLOAT_ACC.match(u.op) or _FLOAT_ADD.match(u.op)
+            todo = [d for r in todo for u in uses.get(r, []) if FLOAT_ACC.match(u.op) or FLOAT_ADD.match(u.op)
                     for d in u.dests if d not in into]
             into.update(todo)
         if into & sums:
@@ -424,19 +406,19 @@ def attention(flow: _Flow, fma: set[str], mma: set[str], uses: dict[str, list[In
 
 
 # ------------------------------------------------------------------------------------- c. phases
-def grid_phases(flow: _Flow, poly: _Affine) -> bool:
+def grid_phases(flow: Flow, poly: Affine) -> bool:
     """Form c: a grid-wide barrier or a last-block finish."""
     k = flow.kernel
-    if not _barrier(k):
+    if not barrier(k):
         return False
-    atoms = [(i, ins) for i, ins in enumerate(k.instrs) if ins.base == "atom" and _space(ins.op) in ("global", "generic")
+    atoms = [(i, ins) for i, ins in enumerate(k.instrs) if ins.base == "atom" and state_space(ins.op) in ("global", "generic")
              and not flow.addr_shared(ins) and ".cta" not in ins.op]     # (a tile barrier of a block is .cta)
     if not atoms:
         return False
     loops = _loops(k)
     for i, a in atoms:
         addr = poly.address(a.operands[1]) if len(a.operands) > 1 and a.operands[1].startswith("[") else None
-        if addr is None or not _lane_free(addr):
+        if addr is None or not lane_free(addr):
             continue
         # a grid barrier: after the arrival, a short loop spinning on a load of the same counter, or on an
         # atomic that reads it unchanged (``atomicAdd(&c, 0)``; a work queue's next ``atomicAdd(&c, 1)`` is
@@ -458,30 +440,30 @@ def grid_phases(flow: _Flow, poly: _Affine) -> bool:
 
 
 # ---------------------------------------------------------------------------------- online softmax
-def _near(flow: _Flow, roots: set[str], uses: dict[str, list[Instr]], steps: int) -> set[str]:
+def _near(flow: Flow, roots: set[str], uses: dict[str, list[Instr]], steps: int) -> set[str]:
     """Registers computed from ``roots`` within ``steps`` instructions (the roots included)."""
     out, todo = set(roots), list(roots)
     for _ in range(steps):
-        todo = [d for r in todo for u in uses.get(r, []) if not _is_store(u) for d in u.dests if d not in out]
+        todo = [d for r in todo for u in uses.get(r, []) if not is_store(u) for d in u.dests if d not in out]
         out.update(todo)
     return out
 
 
-def _carried(flow: _Flow, exprs: _Exprs) -> Callable[[str, str], bool]:
+def _carried(flow: Flow, exprs: Exprs) -> Callable[[str, str], bool]:
     """Whether a value ``r`` is computed from a result ``d`` of the same loop: through registers (``r`` is
     ``d`` or made from it), or through memory (``r`` is loaded from where a value made from ``d`` is stored:
     a running value kept in global or shared memory between tiles, also copied from one to the other on its
     way back: two stores and loads at most)."""
     stores: dict[tuple, list[Instr]] = {}
     for ins in flow.kernel.instrs:
-        if _is_store(ins) and ins.base == "st" and _space(ins.op) in ("global", "shared", "generic"):
+        if is_store(ins) and ins.base == "st" and state_space(ins.op) in ("global", "shared", "generic"):
             stores.setdefault(exprs.address(ins), []).append(ins)
 
     def carried(r: str, d: str, hops: int = 2) -> bool:
-        if r == d or _depends_on(flow, r, d):
+        if r == d or depends_on(flow, r, d):
             return True
-        for ld in _origin_ins(flow, r) if hops else ():
-            if _is_load(ld) and ld.base == "ld":
+        for ld in origin_ins(flow, r) if hops else ():
+            if is_load(ld) and ld.base == "ld":
                 for st in stores.get(exprs.address(ld), []):
                     if any(carried(v, d, hops - 1) for v in _values(st)):
                         return True
@@ -490,7 +472,7 @@ def _carried(flow: _Flow, exprs: _Exprs) -> Callable[[str, str], bool]:
     return carried
 
 
-def online_rescale(flow: _Flow, uses: dict[str, list[Instr]]) -> bool:
+def online_rescale(flow: Flow, uses: dict[str, list[Instr]]) -> bool:
     """A running maximum (a float ``max`` or a compared value carried around a loop, ``m_new = max(m, x)``)
     whose difference goes through ``ex2`` into a factor that scales a running value: ``acc *= exp(m_old -
     m_new)`` (docs/features.md, online_softmax). Carried in registers, or through memory between tiles."""
@@ -498,7 +480,7 @@ def online_rescale(flow: _Flow, uses: dict[str, list[Instr]]) -> bool:
     if not any(i.op.startswith("ex2") for i in k.instrs):
         return False
     recurrent = _recurrent(flow)
-    carried = _carried(flow, _Exprs(k, flow.defs))
+    carried = _carried(flow, Exprs(k, flow.defs))
     running = {i.dests[0] for i in k.instrs if _FLOAT_MINMAX.match(i.op) and i.op.startswith("max") and len(i.dests) == 1
                and (i.dests[0] in recurrent or any(carried(r, i.dests[0]) for r in _values(i)))}
     # ... or kept by a comparison: ``if (v > m) m = v``
@@ -512,11 +494,11 @@ def online_rescale(flow: _Flow, uses: dict[str, list[Instr]]) -> bool:
     near_diff = _near(flow, diffs, uses, 3)
     exps = {d for i in k.instrs if i.op.startswith("ex2") and any(r in near_diff for r in _values(i)) for d in i.dests}
     factors = _near(flow, exps, {r: [u for u in us if u.base in ("mov", "cvt", "mul", "fma", "shl", "add")
-                                     or _FLOAT_MUL.match(u.op)] for r, us in uses.items()}, 4)
+                                     or FLOAT_MUL.match(u.op)] for r, us in uses.items()}, 4)
     for i in k.instrs:
-        if not (_FLOAT_ACC.match(i.op) or _FLOAT_MUL.match(i.op)) or len(i.dests) != 1:
+        if not (FLOAT_ACC.match(i.op) or FLOAT_MUL.match(i.op)) or len(i.dests) != 1:
             continue
-        ms = [r for o in i.operands[1:3] for r in _regs(o)]
+        ms = [r for o in i.operands[1:3] for r in registers(o)]
         if len(ms) != 2:
             continue
         for f, r in (ms, ms[::-1]):
@@ -527,7 +509,7 @@ def online_rescale(flow: _Flow, uses: dict[str, list[Instr]]) -> bool:
 
 
 # ------------------------------------------------------------------------------------------- fact
-def fusion_facts(flow: _Flow, poly: _Affine) -> dict[str, int]:
+def fusion_facts(flow: Flow, poly: Affine) -> dict[str, int]:
     """``fused``: how many of the four forms (module doc) a kernel shows; ``online_rescale``: 1 where a
     running value is rescaled by the exponential of a running maximum's change."""
     uses = _uses(flow)

@@ -1,5 +1,5 @@
-"""Loop strides and shared-memory layouts read from a kernel's PTX dataflow (facts beside ptx_flow.py's,
-built on its parser, taint and affine address evaluator). Pure logic.
+"""Loop strides and shared-memory layouts read from a kernel's PTX dataflow (facts beside tiles.py's,
+built on parse.py, dataflow.py and affine.py). Pure logic.
 
 - ``grid_stride``: thread-level loops (a backward branch) with a loop-carried register that starts at a
   value computed from the thread and the block index and steps by a product of a grid size and a block size
@@ -32,8 +32,9 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from cuda_llm.tools.compiler.ptx_flow import (Instr, Kernel, Poly, _Affine, _depends_on, _derived, _Flow, _imm, _is_load,
-                                              _is_store, _padd, _space)
+from cuda_llm.tools.compiler.ptx.affine import Affine, Poly, padd
+from cuda_llm.tools.compiler.ptx.dataflow import Flow, depends_on, derived, is_load, is_store, state_space
+from cuda_llm.tools.compiler.ptx.parse import Instr, Kernel, imm
 
 _GRID = ("%nctaid.x", "%nctaid.y", "%nctaid.z")
 _BLOCK_SIZE = ("%ntid.x", "%ntid.y", "%ntid.z")
@@ -55,7 +56,7 @@ def _loops(k: Kernel) -> list[tuple[int, int]]:
     return out
 
 
-def _carried(flow: _Flow, lo: int, hi: int) -> list[tuple[str, int, list[int]]]:
+def _carried(flow: Flow, lo: int, hi: int) -> list[tuple[str, int, list[int]]]:
     """Loop-carried registers of the loop [lo, hi]: defined inside it and also before it (its start), each
     with the definition before the loop nearest to it and its definitions inside."""
     out = []
@@ -79,7 +80,7 @@ def _grid_step(p: Poly) -> bool:
     return True
 
 
-def grid_strides(flow: _Flow) -> int:
+def grid_strides(flow: Flow) -> int:
     """Loops with an induction variable started from the thread and block index and stepped by
     grid size x block size (module doc)."""
     k = flow.kernel
@@ -107,7 +108,7 @@ def grid_strides(flow: _Flow) -> int:
                     mask |= block
             if not (mask & tid and mask & block):
                 continue
-            poly = _Affine(flow)
+            poly = Affine(flow)
             poly.memo[reg] = {(_SELF,): 1}
             begin = poly._eval(start, reg) or {}
             if any(_stride(poly, k.instrs[u], reg, begin, u) for u in updates):
@@ -116,7 +117,7 @@ def grid_strides(flow: _Flow) -> int:
     return n
 
 
-def _stride(poly: _Affine, ins: Instr, reg: str, start: Poly, at: int) -> bool:
+def _stride(poly: Affine, ins: Instr, reg: str, start: Poly, at: int) -> bool:
     """Whether one update of a loop-carried register adds a grid stride to its own value: a product of a
     grid size and a block size (times a constant), or along x a constant times the grid size where the
     start is that constant times the block index plus the thread index (a block size fixed at compile time:
@@ -126,7 +127,7 @@ def _stride(poly: _Affine, ins: Instr, reg: str, start: Poly, at: int) -> bool:
     got = poly._eval(ins, reg)
     if got is None or got.get((_SELF,)) != 1:
         return False
-    step = _padd(got, {(_SELF,): 1}, -1)
+    step = padd(got, {(_SELF,): 1}, -1)
     if _grid_step(step):
         return True
     if len(step) == 1:
@@ -140,7 +141,7 @@ def _stride(poly: _Affine, ins: Instr, reg: str, start: Poly, at: int) -> bool:
     return False
 
 
-def _grid_product(flow: _Flow, reg: str, at: int) -> bool:
+def _grid_product(flow: Flow, reg: str, at: int) -> bool:
     """Whether a register, as read at instruction ``at``, is computed from grid and block sizes alone by
     products, shifts and quotients (``gridDim.x * blockDim.x * gridDim.y * blockDim.y``, cooperative groups'
     ``grid.size()``, ``gridDim.x * blockDim.x / 32``), both kinds present. A register defined more than once is
@@ -158,7 +159,7 @@ def _grid_product(flow: _Flow, reg: str, at: int) -> bool:
         for o in ins.operands[1:]:
             if o in _GRID or o in _BLOCK_SIZE:
                 leaves.add(o[:-2])
-            elif _imm(o) is not None or o == "WARP_SZ":
+            elif imm(o) is not None or o == "WARP_SZ":
                 continue
             elif not (o.startswith("%") and walk(o, at, d + 1)):
                 return False
@@ -167,8 +168,8 @@ def _grid_product(flow: _Flow, reg: str, at: int) -> bool:
     return walk(reg, at, 0) and leaves == {"%nctaid", "%ntid"}
 
 
-class _LoopAffine(_Affine):
-    """``_Affine`` with each register defined more than once (a loop variable, a value a branch sets) kept
+class _LoopAffine(Affine):
+    """``Affine`` with each register defined more than once (a loop variable, a value a branch sets) kept
     as its own symbol ``L%r`` instead of its first definition, so a loop's row index keeps its coefficient."""
 
     def of(self, reg: str) -> Poly:
@@ -178,13 +179,13 @@ class _LoopAffine(_Affine):
         return super().of(reg)
 
 
-def _shared_accesses(flow: _Flow) -> Iterator[tuple[Instr, set[str], str]]:
+def _shared_accesses(flow: Flow) -> Iterator[tuple[Instr, set[str], str]]:
     """(instruction, shared arrays, address operand) of every shared-memory access: loads, stores, ldmatrix,
     stmatrix and the destination of cp.async."""
     for ins in flow.kernel.instrs:
         if ins.op.startswith("cp.async") and "shared" in ins.op and ins.operands and ins.operands[0].startswith("["):
             operand = ins.operands[0]
-        elif (_is_load(ins) or _is_store(ins)) and _space(ins.op) in ("shared", "generic"):
+        elif (is_load(ins) or is_store(ins)) and state_space(ins.op) in ("shared", "generic"):
             operand = next((o for o in ins.operands if o.startswith("[")), None)
             if operand is None:
                 continue
@@ -209,7 +210,7 @@ def _pitch_kind(c: int) -> str | None:
     return "skew" if a >= 8 and 0 < p <= min(16, a // 2) else None
 
 
-def shared_paddings(flow: _Flow) -> int:
+def shared_paddings(flow: Flow) -> int:
     """Shared arrays addressed with a padded row pitch (module doc)."""
     poly = _LoopAffine(flow)
     stores: dict[str, list[Poly]] = {}
@@ -220,7 +221,7 @@ def shared_paddings(flow: _Flow) -> int:
     for ins, targets, operand in _shared_accesses(flow):
         p = poly.address(operand)
         for s in targets:
-            (stores if _is_store(ins) or ins.base == "cp" else loads).setdefault(s, []).append(p)
+            (stores if is_store(ins) or ins.base == "cp" else loads).setdefault(s, []).append(p)
         if ins.base == "wmma":          # a fragment's rows are the warp's lanes, its stride operand their pitch
             pitch = _wmma_pitch(poly, ins)
             if pitch is not None and _pitch_kind(pitch):
@@ -256,7 +257,7 @@ def shared_paddings(flow: _Flow) -> int:
             if not here:
                 continue
             for st in stores.get(s, []):
-                d = _padd(ld, st, -1)     # or read a row or a column before the slot the thread stored
+                d = padd(ld, st, -1)     # or read a row or a column before the slot the thread stored
                 if d and set(d) == {()} and -4 * max(here) < d[()] < 0:
                     halo.add(s)
     return len(odd | (set(skew) - halo))
@@ -265,7 +266,7 @@ def shared_paddings(flow: _Flow) -> int:
 _WMMA_ELEMENT = {"f16": 2, "bf16": 2, "tf32": 4, "f32": 4, "s32": 4, "f64": 8, "s8": 1, "u8": 1}
 
 
-def _wmma_pitch(poly: _Affine, ins: Instr) -> int | None:
+def _wmma_pitch(poly: Affine, ins: Instr) -> int | None:
     """The row pitch in bytes of a ``wmma.load`` / ``wmma.store``: its stride operand (in elements, a
     constant) times the element size of its type."""
     size = next((_WMMA_ELEMENT[p] for p in reversed(ins.op.split(".")) if p in _WMMA_ELEMENT), None)
@@ -288,7 +289,7 @@ def _lane_varying(m: tuple[str, ...]) -> bool:
     return any(x.startswith(("tid.", "~")) for x in m)
 
 
-def _partner_distances(flow: _Flow, poly: _Affine) -> set[str]:
+def _partner_distances(flow: Flow, poly: Affine) -> set[str]:
     """Registers holding one bit, the distance to a partner element: a loop's halving or doubling stride
     (``j >>= 1``, ``k <<= 1``), a power of two shifted by a loop counter (``1 << s``), and their copies. A
     sorting network or a butterfly XORs an index with one (``i ^ j``); a swizzle XORs a field of row bits."""
@@ -299,11 +300,11 @@ def _partner_distances(flow: _Flow, poly: _Affine) -> set[str]:
             ins = k.instrs[i]
             if ins.base not in ("shl", "shr") or len(ins.operands) != 3:
                 continue
-            one, amount = poly.operand(ins.operands[1]), _imm(ins.operands[2])
+            one, amount = poly.operand(ins.operands[1]), imm(ins.operands[2])
             value = one.get(()) if set(one) == {()} else None
             if value is not None and value > 0 and value & (value - 1) == 0 and amount is None:
                 out.add(reg)                                  # 1 << s
-            elif len(ds) > 1 and amount is not None and _depends_on(flow, ins.operands[1], reg):
+            elif len(ds) > 1 and amount is not None and depends_on(flow, ins.operands[1], reg):
                 out.add(reg)                                  # j >>= 1 in a loop
     changed = True
     while changed:
@@ -316,7 +317,7 @@ def _partner_distances(flow: _Flow, poly: _Affine) -> set[str]:
     return out
 
 
-def shared_swizzles(flow: _Flow) -> int:
+def shared_swizzles(flow: Flow) -> int:
     """Shared addresses computed through an XOR of two indices (module doc)."""
     k = flow.kernel
     data = flow.tags.bits.get("G", 0)
@@ -324,7 +325,7 @@ def shared_swizzles(flow: _Flow) -> int:
         if n.startswith(("S:", "U:")):
             data |= b
     strides = None
-    poly = _Affine(flow)
+    poly = Affine(flow)
     xors = []
     for ins in k.instrs:
         if ins.base != "xor" or len(ins.dests) != 1 or len(ins.operands) != 3 or ins.op.endswith(".pred"):
@@ -347,7 +348,7 @@ def shared_swizzles(flow: _Flow) -> int:
     n = _descriptor_swizzles(flow)
     if not xors:
         return n
-    reach = _derived(flow, set(xors))
+    reach = derived(flow, set(xors))
     arrays: set[str] = set()
     for ins, targets, _operand in _shared_accesses(flow):
         if any(r in reach for r in ins.addr_regs):
@@ -358,7 +359,7 @@ def shared_swizzles(flow: _Flow) -> int:
 _SWIZZLE_BITS = 3 << 62           # a wgmma shared-memory descriptor's layout type: 128, 64 or 32-byte swizzle
 
 
-def _descriptor_swizzles(flow: _Flow) -> int:
+def _descriptor_swizzles(flow: Flow) -> int:
     """wgmma operands whose shared-memory descriptor sets a swizzle mode (bits 62-63, OR-ed or added in as a
     constant), counted per instruction form."""
     k = flow.kernel
@@ -371,8 +372,8 @@ def _descriptor_swizzles(flow: _Flow) -> int:
         while todo and len(seen) < 64:
             for i in flow.defs.get(todo.pop(), []):
                 d = k.instrs[i]
-                if d.base in ("or", "add", "mov") and any((_imm(o) or 0) & _SWIZZLE_BITS
-                                                          for o in d.operands[1:] if _imm(o) is not None):
+                if d.base in ("or", "add", "mov") and any((imm(o) or 0) & _SWIZZLE_BITS
+                                                          for o in d.operands[1:] if imm(o) is not None):
                     found.add(ins.op)
                 for r in d.srcs:
                     if r not in seen:
@@ -384,7 +385,7 @@ def _descriptor_swizzles(flow: _Flow) -> int:
 _FIELD_OPS = ("and", "shr", "shl", "bfe", "rem")
 
 
-def _through_copies(flow: _Flow, reg: str) -> Instr | None:
+def _through_copies(flow: Flow, reg: str) -> Instr | None:
     """The instruction a register's value comes from, through moves and conversions (one definition each)."""
     for _ in range(6):
         ds = flow.defs.get(reg, [])
@@ -399,15 +400,15 @@ def _through_copies(flow: _Flow, reg: str) -> Instr | None:
     return None
 
 
-def _bit_field(flow: _Flow, reg: str) -> bool:
+def _bit_field(flow: Flow, reg: str) -> bool:
     """Whether a value is a field of bits cut from an index: masked, shifted or a remainder by a constant
     (``row & 7``, ``(row & 3) << 3``, ``addr >> 7``)."""
     ins = _through_copies(flow, reg)
     return ins is not None and ins.base in _FIELD_OPS and len(ins.operands) >= 3 \
-        and any(_imm(o) is not None for o in ins.operands[2:])
+        and any(imm(o) is not None for o in ins.operands[2:])
 
 
-def _thread_index(flow: _Flow, reg: str) -> bool:
+def _thread_index(flow: Flow, reg: str) -> bool:
     """Whether a value is a thread index as read (``threadIdx.x``, ``threadIdx.y``, the lane)."""
     ins = _through_copies(flow, reg)
     return ins is not None and ins.base == "mov" and len(ins.operands) == 2 \
@@ -419,7 +420,7 @@ def _varies(p: Poly) -> bool:
     return any(m for m in p)
 
 
-def layout_loop_facts(flow: _Flow) -> dict[str, int]:
+def layout_loop_facts(flow: Flow) -> dict[str, int]:
     """This module's facts of one analysed kernel."""
     return {"grid_stride": grid_strides(flow), "shared_padding": shared_paddings(flow),
             "shared_swizzle": shared_swizzles(flow)}
