@@ -9,13 +9,14 @@ and derives named facts per kernel (``FACTS``), each a count of instances. Its m
 - ``parse``: PTX text into ``Module``, ``Kernel`` and ``Instr``.
 - ``dataflow``: the taint analysis (``analyse`` -> ``Flow``) and the def-use walks the facts share.
 - ``affine``: addresses as polynomials over the x thread index (``Affine``), lane by lane.
+- ``trees``: shared arrays classified by what their stores combine (trees, scans, warp results).
 - ``tiles``: ``shared_tile``, ``register_tile``, ``shared_stages``.
 - ``reduction``: ``shared_reduction``.
 - ``coalescing``: ``coalesced``, ``strided``.
 - ``fusion``: ``fused``, ``online_rescale``.
 - ``layout_loops``: ``grid_stride``, ``shared_padding``, ``shared_swizzle``.
 
-The fact modules import ``parse``, ``dataflow`` and ``affine``, never each other nor this module.
+The fact modules import ``parse``, ``dataflow``, ``affine`` and ``trees``, never each other nor this module.
 """
 
 from __future__ import annotations

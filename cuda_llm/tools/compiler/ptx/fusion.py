@@ -28,10 +28,11 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
-from cuda_llm.tools.compiler.ptx.affine import Affine, lane_addresses, lane_free, padd
+from cuda_llm.tools.compiler.ptx.affine import Affine, lane_addresses, lane_free
 from cuda_llm.tools.compiler.ptx.dataflow import (FLOAT_ACC, FLOAT_ADD, FLOAT_MUL, SHFL_REDUCE, Exprs, Flow, barrier,
                                                   copy_origin, depends_on, is_load, is_store, origin_ins, state_space)
 from cuda_llm.tools.compiler.ptx.parse import Instr, Kernel, registers
+from cuda_llm.tools.compiler.ptx.trees import shared_trees
 
 FUSION_FACTS = ("fused", "online_rescale")
 
@@ -131,41 +132,6 @@ def _chained_shuffles(flow: Flow, uses: dict[str, list[Instr]]) -> set[str]:
     return out
 
 
-def _tree_arrays(flow: Flow, poly: Affine) -> set[str]:
-    """Shared arrays combined from themselves at a positive uniform offset (``s[i] += s[i + stride]``) and
-    never copied from another of their slots (a scan's down-sweep) nor read at a negative one (a scan):
-    the arrays reduction.py's ``shared_reductions`` counts in their tree form."""
-    up: set[str] = set()
-    down: set[str] = set()
-    for ins in flow.kernel.instrs:
-        if not (is_store(ins) and ins.base == "st" and state_space(ins.op) in ("shared", "generic")):
-            continue
-        targets = flow.addr_shared(ins)
-        vals = registers(ins.operands[-1]) if ins.operands else []
-        if not targets or len(vals) != 1:
-            continue
-        w = poly.address(ins.operands[0])
-        for src in origin_ins(flow, vals[0]):
-            if is_load(src) and flow.addr_shared(src) & targets:
-                if len(src.operands) > 1 and padd(poly.address(src.operands[1]), w, -1):
-                    down.update(targets)
-                continue
-            if not re.match(r"^(?:add|max|min)\.", src.op):
-                continue
-            for operand in src.srcs:
-                for o in origin_ins(flow, operand):
-                    if not (is_load(o) and flow.addr_shared(o) & targets and len(o.operands) > 1):
-                        continue
-                    d = padd(poly.address(o.operands[1]), w, -1)
-                    if not d or not lane_free(d):
-                        continue
-                    if all(c > 0 for c in d.values()):
-                        up.update(targets)
-                    elif all(c < 0 for c in d.values()):
-                        down.update(targets)
-    return up - down
-
-
 _RED, _INPUT = 1, 2
 
 
@@ -182,7 +148,7 @@ def statistics_and_outputs(flow: Flow, poly: Affine) -> bool:
             if ins.base in ("mov", "cvt") and len(ins.dests) == 1 and ins.dests[0] not in chained:
                 chained.add(ins.dests[0])
                 todo.append(ins.dests[0])
-    trees = _tree_arrays(flow, poly) if barrier(k) else set()
+    trees = shared_trees(flow, poly).trees if barrier(k) else set()
     if barrier(k):                       # ... or updated by every thread's atomic (``atomicAdd(&s_sum, v)``)
         trees |= {s for i in k.instrs if i.base in ("atom", "red") and re.search(r"\.(?:add|max|min)\.", i.op)
                   and state_space(i.op) in ("shared", "generic") for s in flow.addr_shared(i)}

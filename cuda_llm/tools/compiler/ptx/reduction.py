@@ -7,14 +7,10 @@
 
 from __future__ import annotations
 
-import re
-
-from cuda_llm.tools.compiler.ptx.affine import Affine, lane_free, padd
-from cuda_llm.tools.compiler.ptx.dataflow import SHFL_REDUCE, Flow, barrier, is_load, is_store, origin_ins, state_space
-from cuda_llm.tools.compiler.ptx.parse import Instr, registers
-
-_COMBINE = re.compile(r"^(?:add|max|min)\.(?:[a-z]+\.)*?(?:f16x2|bf16x2|f16|bf16|f32|f64|[sub]\d+)$")
-
+from cuda_llm.tools.compiler.ptx.affine import Affine
+from cuda_llm.tools.compiler.ptx.dataflow import SHFL_REDUCE, Flow, barrier
+from cuda_llm.tools.compiler.ptx.parse import Instr
+from cuda_llm.tools.compiler.ptx.trees import COMBINE, shared_trees
 
 def _feeds(flow: Flow, reg: str, uses: dict[str, list[Instr]], want, limit: int = 64) -> bool:
     """Whether a value reaches an instruction ``want`` accepts, through moves, conversions and selects."""
@@ -46,46 +42,12 @@ def shared_reductions(flow: Flow, poly: Affine) -> int:
     for ins in k.instrs:
         for r in ins.srcs:
             uses.setdefault(r, []).append(ins)
-    up: set[str] = set()
-    down: set[str] = set()
-    warp_filled: set[str] = set()
-    loads: dict[str, list[Instr]] = {}
-    for ins in k.instrs:
-        if is_load(ins) and ins.base == "ld" and state_space(ins.op) in ("shared", "generic"):
-            for s in flow.addr_shared(ins):
-                loads.setdefault(s, []).append(ins)
-        if not (is_store(ins) and ins.base == "st" and state_space(ins.op) in ("shared", "generic")):
-            continue
-        targets = flow.addr_shared(ins)
-        vals = registers(ins.operands[-1]) if ins.operands else []
-        if not targets or len(vals) != 1:
-            continue
-        w = poly.address(ins.operands[0])
-        for src in origin_ins(flow, vals[0]):
-            if is_load(src) and set(flow.addr_shared(src)) & targets:
-                d = padd(poly.address(src.operands[1]), w, -1) if len(src.operands) > 1 else {}
-                if d:
-                    down.update(targets)          # a slot copied to another: a scan's down-sweep, a sort
-                continue
-            if not _COMBINE.match(src.op):
-                continue
-            for operand in src.srcs:
-                for o in origin_ins(flow, operand):
-                    if SHFL_REDUCE.match(o.op):
-                        warp_filled.update(targets)
-                    if not (is_load(o) and set(flow.addr_shared(o)) & targets and len(o.operands) > 1):
-                        continue
-                    d = padd(poly.address(o.operands[1]), w, -1)
-                    if not d or not lane_free(d):
-                        continue
-                    if all(c > 0 for c in d.values()):
-                        up.update(targets)
-                    elif all(c < 0 for c in d.values()):
-                        down.update(targets)
+    t = shared_trees(flow, poly)
+    up, down, warp_filled, loads = t.up, t.down, t.warp_filled, t.loads
     n = len(up - down)
 
     def combines(ins: Instr) -> bool:
-        return bool(_COMBINE.match(ins.op) or SHFL_REDUCE.match(ins.op))
+        return bool(COMBINE.match(ins.op) or SHFL_REDUCE.match(ins.op))
 
     for s in warp_filled - up:
         if any(_feeds(flow, d, uses, combines) for ld in loads.get(s, []) for d in ld.dests):
