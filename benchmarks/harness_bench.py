@@ -132,6 +132,8 @@ def main() -> int:
     ap.add_argument("--eval-time", dest="time_budget", type=float, default=2.0, help="timing budget per evaluation (s)")
     ap.add_argument("--ncu-tasks", default=DEFAULT_NCU)
     ap.add_argument("--out", type=Path, default=ROOT / "bench-out")
+    ap.add_argument("--against", type=Path, help="an earlier harness.json (another version of the judge, same GPU): "
+                    "writes harness-cost.md, evaluation time and timed calls per second before and after")
     args = ap.parse_args()
     args.ncu_tasks = set(filter(None, args.ncu_tasks.split(",")))
     names = [n.strip() for n in args.tasks.split(",") if n.strip()] if args.tasks else list_task_names()
@@ -162,7 +164,37 @@ def main() -> int:
         write_reports(rows, dev, args, t0)   # after every task: a run cut short still leaves its table
     write_reports(rows, dev, args, t0)
     print(harness_table(rows))
+    if args.against is not None:
+        before = json.loads(args.against.read_text())["rows"]
+        text = cost_table(before, rows)
+        (args.out / "harness-cost.md").write_text(text)
+        print(text)
     return 0
+
+
+def cost_table(before: list[dict], after: list[dict]) -> str:
+    """Per task: the second evaluation's seconds, the timing loop's calls per second and the median, before
+    and after (a change of the judge measured on one GPU), and the totals."""
+    old = {r["task"]: r for r in before}
+    lines = ["| task | eval s before | eval s after | change | calls/s before | calls/s after | median ms before | "
+             "median ms after |", "|---|---:|---:|---:|---:|---:|---:|---:|"]
+    tot_b = tot_a = 0.0
+
+    def rate(r: dict) -> float | None:
+        return r["reps"] / r["timing_s"] if r.get("reps") and r.get("timing_s") else None
+
+    def f(x: float | None, digits: int = 2) -> str:
+        return "-" if x is None else f"{x:.{digits}f}"
+    for r in after:
+        b = old.get(r["task"])
+        if b is None or b.get("eval_s") is None or r.get("eval_s") is None:
+            continue
+        tot_b, tot_a = tot_b + b["eval_s"], tot_a + r["eval_s"]
+        lines.append(f"| {r['task']} | {f(b['eval_s'])} | {f(r['eval_s'])} | {100 * (r['eval_s'] / b['eval_s'] - 1):+.1f}% "
+                     f"| {f(rate(b), 0)} | {f(rate(r), 0)} | {f(b.get('median_ms'), 4)} | {f(r.get('median_ms'), 4)} |")
+    if tot_b:
+        lines.append(f"| **all** | {tot_b:.2f} | {tot_a:.2f} | {100 * (tot_a / tot_b - 1):+.1f}% | | | | |")
+    return "\n".join(lines) + "\n"
 
 
 if __name__ == "__main__":

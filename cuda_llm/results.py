@@ -113,6 +113,7 @@ class CaseResult(BaseModel):
     expected: float | None = None  # values at the first bad index
     got: float | None = None
     seconds: float = 0.0
+    scale: str | None = None       # a case of scaled inputs: the scale it was drawn at (named in its failure)
 
 
 class ValidationResult(BaseModel):
@@ -148,6 +149,7 @@ class TimingResult(BaseModel):
     suspect_reason: str | None = None
     doubts: list[str] = Field(default_factory=list)   # what made it suspect: "speed_of_light", "hidden_work", "clock"
     retimed_because: str | None = None   # an earlier timing was doubted by the judge's clock alone: why
+    every_call_checked: bool | None = None   # every timed call's outputs were compared with their set's reference
     seconds: float = 0.0
 
 

@@ -23,7 +23,7 @@ from typing import Any, Callable
 import numpy as np
 
 from cuda_llm.tasks import load_task_folder
-from cuda_llm.tools.harness import worker_loop
+from cuda_llm.tools.harness import validate, worker_loop
 from cuda_llm.tools.harness.worker_loop import DeviceFault
 from cuda_llm.tools.harness.worker_protocol import ServeRequest
 
@@ -102,6 +102,16 @@ class NumpyDevice:
 
     def launch_error(self) -> str | None:
         return None
+
+    # the harness's comparison of every timed call (device_compare.py's rule, on host memory) -----------------
+    def load_compare(self, lib: str | None) -> None:
+        self.compares = 0
+
+    def compare(self, got: int, got_dtype: str, want: int, want_dtype: str, count: int, atol: float, rtol: float,
+                exact: bool) -> int:
+        self.compares += 1
+        return validate.count_outside(self.view(got, got_dtype, count), self.view(want, want_dtype, count), atol, rtol,
+                                      exact=exact)
 
     # the candidate -----------------------------------------------------------------------------------
     def load(self, so_path: str, entry: str) -> Any:

@@ -454,13 +454,14 @@ def test_a_large_failed_check_reports_the_same_counts_block_by_block_and_over_th
             assert serial["max_abs_err"] == pytest.approx(float(np.abs(got[finite].astype(np.float64) - exp[finite]).max()))
 
 
-def test_the_limit_of_one_call_is_max_2_s_and_50x_the_naive_kernel():
+def test_the_limit_of_one_call_is_max_1_s_and_20x_the_naive_kernel():
     from cuda_llm.tools.harness.timing_budget import call_limit_s, call_limit_text
 
     assert call_limit_s(None) is None and call_limit_s(0.0) is None        # unknown: only the evaluation's limit
-    assert call_limit_s(0.5) == 2.0                                       # 25 ms: the floor
-    assert call_limit_s(100.0) == pytest.approx(5.0)                      # 50 x 100 ms
-    assert call_limit_text(5.0, 100.0) == "5 s, max(2 s, 50x the naive kernel's 100 ms at the benchmark shape)"
+    assert call_limit_s(0.5) == 1.0                                       # 10 ms: the floor
+    assert call_limit_s(100.0) == pytest.approx(2.0)                      # 20 x 100 ms
+    assert call_limit_s(100.0) > 10 * 100.0 / 1e3                         # a kernel 10x slower than naive is timed
+    assert call_limit_text(2.0, 100.0) == "2 s, max(1 s, 20x the naive kernel's 100 ms at the benchmark shape)"
 
 
 def test_the_limit_of_one_call_comes_from_the_cached_naive_baseline_of_this_device(tmp_path, monkeypatch):
@@ -481,9 +482,9 @@ def test_the_limit_of_one_call_comes_from_the_cached_naive_baseline_of_this_devi
     path.write_text(naive.model_dump_json())
     given = EvalOptions(budget=TimingBudget(time_budget_s=3.0, min_reps=7))
     got = with_call_limit(loaded, given, dev)
-    assert got.budget.call_limit_s == pytest.approx(4.0) and got.budget.naive_ms == 80.0
+    assert got.budget.call_limit_s == pytest.approx(1.6) and got.budget.naive_ms == 80.0
     assert got.budget.model_copy(update={"call_limit_s": None, "naive_ms": None}) == given.budget   # the rest kept
     assert with_call_limit(loaded, EvalOptions(), other).budget.call_limit_s is None   # another GPU's time: not used
     own = EvalOptions(budget=TimingBudget(call_limit_s=9.0))
     assert with_call_limit(loaded, own, dev).budget.call_limit_s == 9.0                # a caller's own
-    assert with_call_limit(loaded, EvalOptions(budget=TimingBudget(naive_ms=1.0)), None).budget.call_limit_s == 2.0
+    assert with_call_limit(loaded, EvalOptions(budget=TimingBudget(naive_ms=1.0)), None).budget.call_limit_s == 1.0

@@ -18,6 +18,7 @@ from pydantic import BaseModel, Field
 from cuda_llm.agents.budget import MAX_SOURCE_CHARS, cap
 from cuda_llm.agents.device_facts import render_sm_limits
 from cuda_llm.results import NAIVE_BASELINE, DeviceInfo, KernelResources
+from cuda_llm.tasks import scale_cases
 
 MAX_SHAPES_SHOWN = 6
 MAX_HISTORY_ITEMS = 12
@@ -46,6 +47,7 @@ class TaskBrief(BaseModel):
     bytes_formula: str = ""
     flops_formula: str = ""
     tolerance: list[str] = Field(default_factory=list)
+    magnitudes: str = ""      # the one line on the input magnitudes a correct kernel must handle (scale_cases)
     notes: str = ""
 
     @classmethod
@@ -74,6 +76,7 @@ class TaskBrief(BaseModel):
             inputs=[_input_line(p, make_inputs) for p in task.inputs],
             shapes_sample=shapes, benchmark=dict(task.benchmark), bytes_formula=str(task.bytes),
             flops_formula=str(task.flops), tolerance=tolerance, notes=_without_file_pointers(task.notes.strip()),
+            magnitudes=scale_cases.range_text(task) or "",
         )
 
     def render(self) -> str:
@@ -97,6 +100,8 @@ class TaskBrief(BaseModel):
             f"Minimum DRAM traffic: {self.bytes_formula} bytes; work: {self.flops_formula} operations",
             "Tolerance: " + "; ".join(self.tolerance),
         ]
+        if self.magnitudes:
+            lines.append(self.magnitudes)
         if self.notes:
             lines.append(f"Notes: {self.notes}")
         return "\n".join(lines)

@@ -67,6 +67,47 @@ class Generator(BaseModel):
     high: Expr = 1  # exclusive for randint
 
 
+class Magnitude(BaseModel):
+    """The magnitudes a correct kernel must handle for one float input (the dtype's contract, not the test
+    draw's): held-out cases scale the usual draw so that its largest |value| reaches ``high`` and ``low``.
+    In task.toml ``magnitude = 1e4`` means 1e-4 to 1e4, ``magnitude = [1e-3, 1e2]`` gives both ends, and
+    ``magnitude = false`` exempts an input whose values mean something at their scale (bin edges, angles)."""
+
+    model_config = ConfigDict(extra="forbid")
+    low: float = Field(gt=0)
+    high: float = Field(gt=0)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _short_forms(cls, v: object) -> object:
+        if isinstance(v, bool):
+            raise ValueError("magnitude: true is not a range; give a number (1e4), [low, high], or false")
+        if isinstance(v, (int, float)):
+            if v <= 1:
+                raise ValueError(f"magnitude = {v}: one number is the largest magnitude, above 1 (its inverse is the smallest)")
+            return {"low": 1.0 / float(v), "high": float(v)}
+        if isinstance(v, (list, tuple)):
+            if len(v) != 2:
+                raise ValueError(f"magnitude = {list(v)}: give [low, high]")
+            return {"low": float(v[0]), "high": float(v[1])}
+        return v
+
+    @model_validator(mode="after")
+    def _ordered(self) -> "Magnitude":
+        if not self.low < self.high:
+            raise ValueError(f"magnitude: low {self.low:g} must be below high {self.high:g}")
+        return self
+
+
+# The range every float input must handle unless its task says otherwise: a float32 GEMM, reduction or
+# normalization is expected to be right for data from 1e-4 to 1e4 (an fp16 split without scaling, a softmax
+# without the max subtracted, a sum in fp16 are not); float16 holds only up to 65504, so its default is narrower.
+DEFAULT_MAGNITUDES: dict[str, Magnitude] = {
+    "float32": Magnitude(low=1e-4, high=1e4),
+    "float16": Magnitude(low=1e-2, high=1e2),
+}
+
+
 class Param(BaseModel):
     """One parameter of the entry point, in order."""
 
@@ -83,6 +124,13 @@ class Param(BaseModel):
     # whole rows (first axis) from elsewhere in the same array, for rows that must stay valid against
     # other inputs (points near fixed centroids); "fixed" never changes (CSR row pointers, indices).
     vary: Literal["replace", "shuffle_rows", "fixed"] = "replace"
+    # float inputs: the magnitudes a correct kernel must handle (None: the dtype's default; False: exempt)
+    magnitude: Magnitude | Literal[False] | None = None
+
+    @field_validator("magnitude", mode="before")
+    @classmethod
+    def _magnitude(cls, v: object) -> object:
+        return v if v is False or v is None or isinstance(v, Magnitude) else Magnitude.model_validate(v)
 
     @field_validator("name")
     @classmethod
@@ -95,11 +143,16 @@ class Param(BaseModel):
     def _consistent(self) -> "Param":
         if self.kind == "pointer" and not self.shape:
             raise ValueError(f"pointer parameter {self.name!r} needs a shape")
+        if self.magnitude and (self.role != "input" or not self.dtype.is_float):
+            raise ValueError(f"parameter {self.name!r}: magnitude is for float inputs (integer inputs state their "
+                             f"bounds in the generator)")
         if self.kind == "scalar":
             if self.role != "input":
                 raise ValueError(f"scalar parameter {self.name!r} must be an input")
             if self.shape:
                 raise ValueError(f"scalar parameter {self.name!r} cannot have a shape")
+            if self.magnitude:
+                raise ValueError(f"scalar parameter {self.name!r}: magnitude is for pointer inputs")
             if self.dtype not in SCALAR_DTYPES:
                 raise ValueError(f"scalar parameter {self.name!r}: dtype {self.dtype.value} cannot be passed by value "
                                  f"(ctypes has no such type); scalars are "
@@ -263,6 +316,13 @@ class Task(BaseModel):
     @property
     def outputs(self) -> list[Param]:
         return [p for p in self.params if p.role == "output"]
+
+    def magnitude_for(self, p: Param) -> Magnitude | None:
+        """The range of magnitudes input ``p`` must be handled at: its own, else the dtype's default; None for
+        integer inputs, outputs and exempt inputs."""
+        if p.kind != "pointer" or p.role != "input" or not p.dtype.is_float or p.magnitude is False:
+            return None
+        return p.magnitude or DEFAULT_MAGNITUDES.get(p.dtype.value)
 
     def tolerance_for(self, output: Param) -> Tolerance:
         return self.tolerance.get(output.name) or self.tolerance.get(output.dtype.value) or DEFAULT_TOLERANCES[output.dtype]

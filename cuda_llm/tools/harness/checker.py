@@ -59,6 +59,7 @@ class Expectation:
     rel_slack: float = 0.0                                       # added to rtol (rounded references)
     others: list[tuple[str, dict[str, np.ndarray], float]] = field(default_factory=list)  # (label, refs, slack)
     label: str = ""                                              # e.g. "input set S1", for a replay's reason
+    atol_factor: dict[str, float] = field(default_factory=dict)  # per output: atol times this (scaled inputs)
 
 
 def _first_change(before: np.ndarray, after: np.ndarray, chunks: Any = None) -> list[int] | None:
@@ -131,6 +132,7 @@ def check_call(task: Task, exp: Expectation, raw: RawCall, *, seconds: float = 0
         if known is not None and validate.unchanged(known, got):
             continue
         atol, rtol = tolerance(task, p, exp.sizes)
+        atol *= exp.atol_factor.get(p.name, 1.0)
         fields = validate.compare_output(p.name, got, exp.expected[p.name], (atol, rtol + exp.rel_slack),
                                          is_float=p.dtype.is_float, pool=pool)
         if not fields["passed"]:

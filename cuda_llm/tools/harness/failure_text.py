@@ -39,7 +39,8 @@ def case_failure(case: CaseResult, *, detail: bool = True) -> str:
     """One failing case in words. Held out: the kind only. Shown: sizes, reason and, with ``detail``,
     the first bad element."""
     if case.held_out:
-        return f"{HELD_OUT}: {KIND_TEXT.get(case.kind or '', 'wrong result')}"
+        scale = f" with {case.scale}" if case.scale else ""
+        return f"{HELD_OUT}{scale}: {KIND_TEXT.get(case.kind or '', 'wrong result')}"
     text = f"{case_where(case)}: {case.reason or KIND_TEXT.get(case.kind or '', 'wrong result')}"
     if detail and case.first_bad_index is not None and case.expected is not None:
         text += (f" (first bad element at index {case.first_bad_index}: expected {_num(case.expected)}, "

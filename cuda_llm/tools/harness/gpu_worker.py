@@ -33,8 +33,8 @@ from cuda_llm.tasks.inputs import make_case_inputs
 from cuda_llm.results import DeviceInfo
 from cuda_llm.tools.harness import worker_loop
 from cuda_llm.tools.harness.worker_loop import Buffers, DeviceFault
-from cuda_llm.tools.harness.worker_protocol import (EXIT_CUDA_FAULT, EXIT_OK, DeviceInfoResponse, RunOnceRequest,
-                                            ServeRequest, dump_json)
+from cuda_llm.tools.harness.worker_protocol import (COMPARE_TYPES, EXIT_CUDA_FAULT, EXIT_OK, DeviceInfoResponse,
+                                            RunOnceRequest, ServeRequest, dump_json)
 
 CU_LIMIT_PERSISTING_L2_CACHE_SIZE = 0x06
 FLUSH_MIN_BYTES = 64 << 20
@@ -173,6 +173,21 @@ class PycudaDevice:
             except OSError as exc:   # ctypes turns a host-side access violation into OSError on some systems
                 raise DeviceFault(f"solve() crashed on the host: {exc}") from exc
         return call
+
+    def load_compare(self, lib: str | None) -> None:
+        """device_compare.py's build, loaded once (its kernels run on the legacy default stream)."""
+        if lib is None:
+            raise RuntimeError("the GPU worker needs the comparison library to check every timed call")
+        fn = ctypes.CDLL(str(Path(lib).resolve())).cuda_llm_count_bad
+        fn.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p, ctypes.c_int, ctypes.c_longlong,
+                       ctypes.c_double, ctypes.c_double, ctypes.c_int]
+        fn.restype = ctypes.c_longlong
+        self._compare = fn
+
+    def compare(self, got: int, got_dtype: str, want: int, want_dtype: str, count: int, atol: float, rtol: float,
+                exact: bool) -> int:
+        return int(self._compare(got, COMPARE_TYPES[got_dtype], want, COMPARE_TYPES[want_dtype], count, atol, rtol,
+                                 int(exact)))
 
     def timed(self, call: Callable[[], None]) -> tuple[float, float, float]:
         """(event ms, host ms of call + whole-device sync, ms the device stayed busy after the stop event)."""

@@ -33,13 +33,15 @@ import numpy as np
 from cuda_llm.paths import cache_dir
 from cuda_llm.results import CaseResult, Status, TimingResult, ValidationResult
 from cuda_llm.tasks.inputs import dims, make_case_inputs, reference_outputs
+from cuda_llm.tasks import scale_cases
 from cuda_llm.tasks.loader import LoadedTask
-from cuda_llm.tools.harness import bench_data, timing_plan, timing_stats, transport
+from cuda_llm.tools.harness import bench_data, device_compare, timing_plan, timing_stats, transport
 from cuda_llm.tools.harness.checker import Checker, Expectation, check_call
 from cuda_llm.tools.harness.timing_budget import call_limit_text
 from cuda_llm.tools.harness.runner import Event, WorkerGone, WorkerSession, describe_exit, device_lock, pinned_device
-from cuda_llm.tools.harness.worker_protocol import (EXIT_CUDA_FAULT, EXIT_HARNESS, ClockCheck, EvaluateResponse, ServeRequest,
-                                            TimeCommand, WorkerError)
+from cuda_llm.tools.harness.checker import tolerance
+from cuda_llm.tools.harness.worker_protocol import (EXIT_CUDA_FAULT, EXIT_HARNESS, CallCheck, ClockCheck, EvaluateResponse,
+                                            OutputCheck, ServeRequest, TimeCommand, WorkerError)
 
 if TYPE_CHECKING:
     from cuda_llm.tools.harness.eval_options import EvalOptions
@@ -65,9 +67,15 @@ class _Case:
     folder: Path
     inputs: dict[str, np.ndarray]
     expected: Future
+    end: str | None = None                         # a scaled case: which end of the inputs' magnitudes
+    ready: Future | None = None                    # a scaled case: its inputs written (None: no scale fits)
+    atol_factor: dict[str, float] = field(default_factory=dict)
+    scale: scale_cases.ScaleCase | None = None
 
     def where(self) -> str:
-        return "a held-out case" if self.held_out else "the case at sizes " + ", ".join(f"{k}={v}" for k, v in self.sizes.items())
+        if self.held_out:
+            return "a held-out case" + (f" at the {self.end} end of the input magnitudes" if self.end else "")
+        return "the case at sizes " + ", ".join(f"{k}={v}" for k, v in self.sizes.items())
 
 
 @dataclass
@@ -92,15 +100,25 @@ def _bytes(loaded: LoadedTask, sizes: dict[str, int], outputs_times: int, inputs
     return sum(size(p) for p in t.outputs) * outputs_times + sum(size(p) for p in t.inputs) * inputs_times
 
 
-def validation_cases(loaded: LoadedTask, held_out: bool) -> list[tuple[dict[str, int], bool]]:
-    return [(s, h) for s, h in loaded.task.all_cases() if held_out or not h]
+CaseSpec = tuple[dict[str, int], bool, "str | None"]      # (sizes, held out, scaled to which end or None)
 
 
-def revalidation_cases(loaded: LoadedTask, held_out: bool) -> list[tuple[dict[str, int], bool]]:
+def validation_cases(loaded: LoadedTask, held_out: bool) -> list[CaseSpec]:
+    """Every shown case, the held-out ones, and (held out too) the usual draw scaled to both ends of the
+    inputs' magnitudes at the smallest held-out shape (the smallest shown one where none is held out)."""
+    task = loaded.task
+    cases: list[CaseSpec] = [(s, h, None) for s, h in task.all_cases() if held_out or not h]
+    if held_out and scale_cases.scalable(task):
+        at = min(task.held_out or task.shapes, key=lambda s: sum(s.values()))
+        cases += [(at, True, end) for end in scale_cases.ENDS]
+    return cases
+
+
+def revalidation_cases(loaded: LoadedTask, held_out: bool) -> list[CaseSpec]:
     """Fresh inputs after timing: the largest and a middle shown shape, and the held-out ones."""
     shown = sorted(loaded.task.shapes, key=lambda s: sum(s.values()))
-    again = [(shown[-1], False), (shown[len(shown) // 2], False)]
-    return again + ([(s, True) for s in loaded.task.held_out] if held_out else [])
+    again: list[CaseSpec] = [(shown[-1], False, None), (shown[len(shown) // 2], False, None)]
+    return again + ([(s, True, None) for s in loaded.task.held_out] if held_out else [])
 
 
 class Judge:
@@ -127,21 +145,50 @@ class Judge:
         # the same passes without the float check again (same set, same reference, same tolerance)
         self._verified: dict[int, dict[str, np.ndarray]] = {}
         self._verified_lock = threading.Lock()
+        self._compare_lib: Future | None = None
+        self._wrong_call: tuple[int, str, CaseResult] | None = None   # (call, where, failure) by the device check
 
     # ------------------------------------------------------------------------------------- helpers
-    def _cases(self, cases: list[tuple[dict[str, int], bool]], rng: np.random.Generator, label: str) -> list[_Case]:
-        """Inputs drawn here, in order (the seed decides them), written for the worker; references in threads."""
+    def _cases(self, cases: list[CaseSpec], rng: np.random.Generator, label: str) -> list[_Case]:
+        """Inputs drawn here, in order (the seed decides them), written for the worker; references in threads.
+        A scaled case needs its references before its inputs are final (the scale steps down until the
+        reference fits the output dtype), so it is made whole in a thread and waited for when it is sent."""
         assert self.exchange is not None
         out = []
-        for i, (sizes, held) in enumerate(cases):
+        for i, (sizes, held, end) in enumerate(cases):
             inputs = make_case_inputs(self.loaded, sizes, rng)
             folder = self.exchange / f"{label}{i}"
             folder.mkdir()
-            for n, a in inputs.items():
-                transport.write_array(folder / f"in_{n}.npy", a)
-            fut = self.pool.submit(reference_outputs, self.loaded, inputs, sizes)
-            out.append(_Case(i, dict(sizes), held, folder, inputs, fut))
+            if end is None:
+                for n, a in inputs.items():
+                    transport.write_array(folder / f"in_{n}.npy", a)
+                fut = self.pool.submit(reference_outputs, self.loaded, inputs, sizes)
+                out.append(_Case(i, dict(sizes), held, folder, inputs, fut))
+            else:
+                expected: Future = Future()
+                case = _Case(i, dict(sizes), held, folder, inputs, expected, end=end)
+                case.ready = self.pool.submit(self._scaled_case, case)
+                out.append(case)
         return out
+
+    def _scaled_case(self, c: _Case) -> bool:
+        """The scaled inputs, their reference and tolerance factors, written for the worker (False: no scale
+        at this end fits the output dtype, the case is dropped)."""
+        assert c.end is not None
+        run = lambda inputs: reference_outputs(self.loaded, inputs, c.sizes)  # noqa: E731
+        try:
+            made = scale_cases.make(self.task, c.inputs, run(c.inputs), c.end, run)
+        except BaseException as exc:
+            c.expected.set_exception(exc)
+            raise
+        if made is None:
+            c.expected.set_result({})
+            return False
+        c.inputs, c.scale, c.atol_factor = made.inputs, made.case, made.atol_factor
+        for n, a in made.inputs.items():
+            transport.write_array(c.folder / f"in_{n}.npy", a)
+        c.expected.set_result(made.expected)
+        return True
 
     def _call_left(self) -> float | None:
         """Time left to the calls of solve() in flight (opts.budget.call_limit_s each), None when none is or no limit."""
@@ -187,7 +234,7 @@ class Judge:
         device = pinned_device(opts.gpu)
         cases = validation_cases(loaded, opts.held_out)
         bench_sizes = dict(self.task.benchmark)
-        need = sum(_bytes(loaded, s, 1, 2) for s, _ in cases)
+        need = sum(_bytes(loaded, s, 1, 2) for s, _, _ in cases)
         if opts.timing:
             need += _bytes(loaded, bench_sizes, 3 + 3 * SLOTS_PER_SET, 3)
         bench_future: Future | None = None
@@ -199,6 +246,7 @@ class Judge:
                 self.state.costs["lock_wait_s"] = waited
                 if opts.timing:    # in the background: from the cache in a moment, or made once per task and shape
                     bench_future = self.pool.submit(bench_data.prepare, loaded, bench_sizes, cache_dir(), _progress)
+                    self._compare_lib = self.pool.submit(device_compare.build, opts.arch)
                 req = self.work / "serve_request.json"
                 # absolute paths: the worker runs in a fresh folder of its own
                 req.write_text(ServeRequest(so_path=str(Path(self.so_path).resolve()),
@@ -268,6 +316,7 @@ class Judge:
         assert self.session is not None
         t0 = time.perf_counter()
         keys: list[str] = []
+        dropped: list[int] = []
         self._vkeys = keys
         self._vlabel = label
         for c in cases:
@@ -275,6 +324,10 @@ class Judge:
             if failed and time.perf_counter() - t0 > cap_s:
                 _progress(f"{label}: {len(cases) - c.i} cases not run (a case failed and {cap_s:g} s have passed)")
                 break
+            if c.ready is not None and not c.ready.result():
+                _progress(f"{label}: no scale at the {c.end} end fits the output dtype; that case is left out")
+                dropped.append(c.i)
+                continue
             self.state.phase, self.state.in_solve = f"{label}, {c.where()}", False
             self._current = c
             self.session.send({"cmd": "case", "i": c.i, "sizes": c.sizes, "held_out": c.held_out, "dir": str(c.folder)})
@@ -284,7 +337,7 @@ class Judge:
             seconds = float(ev.get("seconds", 0.0))
             self.checker.submit(key, self._case_check(c, seconds))
         results = [self.checker.result(k) for k in keys]
-        return ValidationResult(passed=len(results) == len(cases) and all(r.passed for r in results), cases=results,
+        return ValidationResult(passed=len(results) == len(cases) - len(dropped) and all(r.passed for r in results), cases=results,
                                 seconds=time.perf_counter() - t0)
 
     def _case_check(self, c: _Case, seconds: float) -> Callable[[Any], CaseResult]:
@@ -295,8 +348,12 @@ class Judge:
             try:
                 raw = transport.read_call(c.folder, outs, ins)
                 self.state.costs["transport_read_s"] = self.state.costs.get("transport_read_s", 0.0) + time.perf_counter() - t0
-                exp = Expectation(sizes=c.sizes, expected=c.expected.result(), inputs=c.inputs, held_out=c.held_out)
-                return check_call(self.task, exp, raw, seconds=seconds, pool=pool)
+                exp = Expectation(sizes=c.sizes, expected=c.expected.result(), inputs=c.inputs, held_out=c.held_out,
+                                  atol_factor=c.atol_factor)
+                result = check_call(self.task, exp, raw, seconds=seconds, pool=pool)
+                if c.scale is not None:
+                    result.scale = c.scale.text()
+                return result
             finally:
                 transport.remove_exchange(c.folder)          # checked: its memory (tmpfs) goes back at once
         return run
@@ -329,6 +386,49 @@ class Judge:
             return result
         self.checker.submit(key, run)
 
+    def _call_check(self, timed: list[int]) -> CallCheck | None:
+        """What the worker compares every timed call with: each timed set's reference file and tolerance. None
+        (the kept outputs are still checked here) when the comparison library could not be built."""
+        assert self.bench is not None and self.exchange is not None
+        lib = None
+        if self._compare_lib is not None:
+            try:
+                lib = self._compare_lib.result()
+            except Exception as exc:            # no nvcc for it: the kept outputs are still checked here
+                self.resp.notes.append(f"every timed call could not be checked on the device: {exc}"[:300])
+                return None
+        outputs = []
+        for p in self.task.outputs:
+            refs, tol = {}, {}
+            atol, rtol = tolerance(self.task, p, self.bench.sizes)
+            for s in timed:
+                one = self.bench.sets[s]
+                path = self.exchange / f"ref-s{s}-{p.name}.npy"
+                if one.folder is not None and (one.folder / f"ref_{p.name}.npy").is_file():
+                    path = one.folder / f"ref_{p.name}.npy"
+                else:
+                    transport.write_array(path, np.ascontiguousarray(one.expected[p.name]))
+                refs[s], tol[s] = str(path), (atol, rtol + one.rel_slack)
+            exact = not p.dtype.is_float and atol == 0 and rtol == 0
+            outputs.append(OutputCheck(name=p.name, refs=refs, tol=tol, exact=exact))
+        return CallCheck(lib=lib, outputs=outputs)
+
+    def _wrong(self, ev: Event) -> None:
+        """A timed call the device check failed: the verdict on that call, named by its place in the loop."""
+        call, s, name = int(ev.get("i", 0)), int(ev.get("set", -1)), str(ev.get("output", ""))
+        count, like, rep = int(ev.get("count", 0)), ev.get("like"), int(ev.get("repeat", 1))
+        sizes = dict(self.bench.sizes) if self.bench is not None else {}
+        p = next((q for q in self.task.outputs if q.name == name), None)
+        size = int(np.prod(dims(p, sizes), dtype=np.int64)) if p is not None else 0
+        where = f"on timed call {call + 1}" + ("" if rep == 1 else f" of timing repeat {rep}") + f" (input set S{s})"
+        if like is None:
+            kind, reason = "wrong_values", f"{name}: {count} of {size} elements outside tolerance (every timed call is checked)"
+        else:
+            kind = "replay"
+            reason = (f"{name}: the outputs match the reference of input set S{like}, not of the inputs this call was "
+                      f"given (input set S{s}): a result kept from an earlier call (memoized) is replayed")
+        self._wrong_call = (call, where, CaseResult(sizes=sizes, passed=False, output=name, kind=kind, reason=reason))
+
     def _time(self, sizes: dict[str, int], after_loop: Callable[[], Future]) -> bool:
         """The timing phase; False when a check at the benchmark shape failed (the response says how)."""
         assert self.session is not None and self.bench is not None and self.exchange is not None
@@ -338,7 +438,7 @@ class Judge:
         sched_seed = secrets.randbits(31)
         cmd = TimeCommand(sizes=sizes, sets=self.bench.plan(), timed_sets=timed, post_set=post, dirs=dirs,
                           schedule_seed=sched_seed, slots_per_set=SLOTS_PER_SET, blank_every=BLANK_EVERY,
-                          budget=opts.budget)
+                          budget=opts.budget, check=self._call_check(timed))
         t0 = time.perf_counter()
         self.state.phase, self.state.in_solve = "timing at the benchmark shape", False
         self.session.send({"cmd": "time", **cmd.model_dump()})
@@ -360,6 +460,16 @@ class Judge:
             kind = ev.get("ev")
             if kind == "sets-ready":
                 self.state.costs["sets_upload_s"] = float(ev.get("seconds", 0.0))
+            elif kind == "check-ready":
+                self.resp.every_call_checked = bool(ev.get("on"))
+                if not ev.get("on"):
+                    self.resp.notes.append(f"every timed call could not be checked on the device: {ev.get('why')}; "
+                                           f"the kept outputs were checked")
+            elif kind == "wrong":
+                self._wrong(ev)
+                self.session.kill()
+                self._stopped_early = True
+                break
             elif kind == "first":
                 self.state.costs["transport_write_s"] = float(ev.get("seconds", 0.0))
                 self._bench_check("first", Path(dirs["first"]), timed[0], [])
@@ -425,7 +535,8 @@ class Judge:
         self.resp.timing = TimingResult(sizes=sizes, median_ms=s["median"], min_ms=s["min"], mean_ms=s["mean"],
                                         iqr_ms=s["iqr"], rse=s["rse"], samples_ms=samples,
                                         host_median_ms=float(np.median(host)), repetitions=len(samples),
-                                        stop_reason=stop_reason, seconds=seconds)
+                                        stop_reason=stop_reason, seconds=seconds,
+                                        every_call_checked=self.resp.every_call_checked)
         self.resp.hidden_median_ms = float(np.median(hidden))
         self.resp.repeat_medians_ms = [s["median"]] + [m for m, _ in repeats]
         self.resp.repeat_seconds = [seconds - sum(t for _, t in repeats)] + [t for _, t in repeats]
@@ -443,11 +554,19 @@ class Judge:
         return any(self.checker.has(k) and not self.checker.result(k).passed for k in self._bench_keys())
 
     def _bench_failure(self, n: int, snaps: list[tuple[str, int, int]]) -> CaseResult | None:
-        """The first failing check at the benchmark shape, in call order, with where it happened."""
-        order = [("first", "on the first call")]
-        order += [(k, f"on timed call {call + 1} of {n} (input set S{s})") for k, s, call in snaps]
-        order += [("last", f"after {n} timed calls"), ("post", "on fresh inputs after timing")]
-        for key, where in order:
+        """The first failing check at the benchmark shape, in call order, with where it happened: the kept
+        outputs checked here and the call the device check failed, whichever came first."""
+        order: list[tuple[float, str, str]] = [(-1, "first", "on the first call")]
+        order += [(call, k, f"on timed call {call + 1} of {n} (input set S{s})") for k, s, call in snaps]
+        order += [(n - 1, "last", f"after {n} timed calls"), (n + 1, "post", "on fresh inputs after timing")]
+        if self._wrong_call is not None:
+            order.append((self._wrong_call[0] + 0.5, "device", self._wrong_call[1]))
+        for _, key, where in sorted(order, key=lambda o: o[0]):
+            if key == "device":
+                assert self._wrong_call is not None
+                r = self._wrong_call[2]
+                r.reason = f"at the benchmark shape {where}: {r.reason}"
+                return r
             if not self.checker.has(key):
                 continue
             r = self.checker.result(key)

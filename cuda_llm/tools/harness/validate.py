@@ -114,6 +114,19 @@ def within(diff: np.ndarray, mag: np.ndarray, atol: float, rtol: float) -> np.nd
     return (diff <= atol + rtol * mag) & (mag < np.inf)
 
 
+def count_outside(got: np.ndarray, want: np.ndarray, atol: float, rtol: float, *, exact: bool) -> int:
+    """How many elements break the rule (within tolerance or the same value; integers with no tolerance
+    exactly equal): the count the GPU worker's comparison kernel (device_compare.py) makes after every timed
+    call, here for the test device."""
+    g, w = np.ascontiguousarray(got).reshape(-1), np.ascontiguousarray(want).reshape(-1)
+    if exact:
+        return int(np.count_nonzero(g != w))
+    with np.errstate(invalid="ignore", over="ignore"):
+        gd, wd = g.astype(np.float64), w.astype(np.float64)
+        ok = within(np.abs(gd - wd), np.abs(wd), atol, rtol) | (gd == wd)
+    return int(np.count_nonzero(~ok))
+
+
 def compare_output(name: str, got: np.ndarray, expected: np.ndarray, tol: Any, *, is_float: bool,
                    pool: Executor | None = None) -> dict[str, Any]:
     """Check ``got`` against ``expected``: |got - exp| <= atol + rtol * |exp| elementwise.

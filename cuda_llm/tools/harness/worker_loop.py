@@ -31,7 +31,7 @@ from cuda_llm.tools.harness import timing_stats, transport, validate
 from cuda_llm.tools.harness.event_channel import write_all
 from cuda_llm.tools.harness.timing_plan import Schedule
 from cuda_llm.tools.harness.worker_protocol import (EXIT_CUDA_FAULT, EXIT_HARNESS, EXIT_OK, GUARD_BYTE, GUARD_BYTES,
-                                            TimeCommand, decode, encode)
+                                            CallCheck, TimeCommand, decode, encode)
 
 STAGING_HEADROOM = 512 << 20     # device memory left free when the input sets are staged
 
@@ -62,6 +62,9 @@ class Device(Protocol):
     def load(self, so_path: str, entry: str) -> Any: ...
     def bind(self, fn: Any, args: list[tuple[str, Any]]) -> Callable[[], None]: ...
     def timed(self, call: Callable[[], None]) -> tuple[float, float, float]: ...   # event, host, hidden ms
+    def load_compare(self, lib: str | None) -> None: ...                            # device_compare.py's build
+    def compare(self, got: int, got_dtype: str, want: int, want_dtype: str, count: int, atol: float, rtol: float,
+                exact: bool) -> int: ...                                            # elements outside; <0 error
 
 
 _T0 = time.perf_counter()
@@ -247,6 +250,60 @@ class SetStore:
         self.staged = {}
 
 
+# ------------------------------------------------------------------------------------ every call checked
+class CallCompare:
+    """The references of the timed input sets on the device, and the count of elements outside the tolerance
+    in each output after a call (CallCheck). Off, with the reason, when the device has no room for them."""
+
+    def __init__(self, dev: Device, buf: Buffers, check: CallCheck, sets: list[int]):
+        self.dev, self.buf, self.check = dev, buf, check
+        self.refs: dict[int, dict[str, tuple[int, str]]] = {}
+        self.off: str | None = None
+        arrays = {s: {o.name: transport.read_array(Path(o.refs[s])) for o in check.outputs} for s in sets}
+        need = sum(a.nbytes for per in arrays.values() for a in per.values())
+        if dev.free_memory() < need + STAGING_HEADROOM:
+            self.off = f"no room on the device for the {need / 2**20:.0f} MB of references"
+            return
+        dev.load_compare(check.lib)
+        for s, per in arrays.items():
+            self.refs[s] = {}
+            for name, a in per.items():
+                ptr = dev.alloc(max(1, a.nbytes))
+                if a.nbytes:
+                    dev.htod(ptr, np.ascontiguousarray(a))
+                self.refs[s][name] = (ptr, a.dtype.name)
+        dev.sync()
+
+    def bad(self, s: int) -> tuple[str, int] | None:
+        """(output, elements outside its tolerance) of the first output of this call that fails against set s."""
+        for o in self.check.outputs:
+            n = self.count(o.name, s)
+            if n:
+                return o.name, n
+        return None
+
+    def count(self, name: str, s: int) -> int:
+        o = next(x for x in self.check.outputs if x.name == name)
+        ptr, ref_dtype = self.refs[s][name]
+        shape, dtype = self.buf.shapes[name]
+        atol, rtol = o.tol[s]
+        n = self.dev.compare(self.buf.ptr[name], dtype.name, ptr, ref_dtype, int(np.prod(shape, dtype=np.int64)),
+                             atol, rtol, o.exact)
+        if n < 0:
+            raise DeviceFault(f"the harness's output comparison failed on the device (code {n})")
+        return n
+
+    def matches(self, name: str, s: int) -> int | None:
+        """Another timed set whose reference this output matches (a replayed result), if any."""
+        return next((j for j in self.refs if j != s and self.count(name, j) == 0), None)
+
+    def free(self) -> None:
+        for per in self.refs.values():
+            for ptr, _ in per.values():
+                self.dev.free(ptr)
+        self.refs = {}
+
+
 # ------------------------------------------------------------------------------------------ the worker
 class Worker:
     def __init__(self, dev: Device, loaded: LoadedTask, solve: Any, emit: Events, commands: Any = ()):
@@ -294,7 +351,7 @@ class Worker:
         t_all = time.perf_counter()
         progress(f"timing: sizes {c.sizes}")
         buf = Buffers(self.dev, self.loaded, c.sizes)
-        sets = slots = None
+        sets = slots = compare = None
         flush = 0
         try:
             t0 = time.perf_counter()
@@ -304,6 +361,9 @@ class Worker:
             flush_bytes = self.dev.flush_bytes
             flush = self.dev.alloc(flush_bytes)
             call = self.dev.bind(self.solve, buf.args)
+            if c.check is not None:
+                compare = CallCompare(self.dev, buf, c.check, list(c.timed_sets))
+                self.emit("check-ready", on=compare.off is None, why=compare.off)
 
             def prepare(s: int, fill: int) -> None:       # everything a timed call does outside the events
                 sets.use(s)
@@ -326,7 +386,10 @@ class Worker:
 
             slots = _Slots(self.dev, buf, len(c.timed_sets) * c.slots_per_set, Path(c.dirs["snap"]))
             sched = Schedule(c.schedule_seed, c.timed_sets, c.slots_per_set)
-            samples, used, stop = self._loop(c, prepare, call, sched, slots)
+            samples, used, stop = self._loop(c, prepare, call, sched, slots, compare)
+            if stop == WRONG:
+                self.emit("timed", seconds=time.perf_counter() - t_all)
+                return
             n = len(samples)
             progress(f"timing: {n} timed calls ({stop}); handing back the last output")
             last_set = used[-1]
@@ -350,10 +413,14 @@ class Worker:
                 progress(f"timing: repeat {r + 2} of {c.budget.timing_repeats}")
                 t0 = time.perf_counter()
                 rs, _, rstop = self._loop(c, prepare, call, Schedule(c.schedule_seed + 1 + r, c.timed_sets, 0), None,
-                                          report=False)
+                                          compare, report=False, repeat=r + 2)
+                if rstop == WRONG:
+                    break
                 self.emit("repeat", samples=rs, stop_reason=rstop, seconds=time.perf_counter() - t0)
             self.emit("timed", seconds=time.perf_counter() - t_all)
         finally:
+            if compare is not None:
+                compare.free()
             if slots is not None:
                 slots.free()
             if sets is not None:
@@ -363,8 +430,13 @@ class Worker:
             buf.free()
 
     def _loop(self, c: TimeCommand, prepare: Callable[[int, int], None], call: Callable[[], None],
-              sched: Schedule, slots: "_Slots | None", report: bool = True) -> tuple[list[float], list[int], str]:
-        """Timed calls until the stopping rule says enough: (event ms per call, set per call, why it stopped)."""
+              sched: Schedule, slots: "_Slots | None", compare: CallCompare | None = None, report: bool = True,
+              repeat: int = 1) -> tuple[list[float], list[int], str]:
+        """Timed calls until the stopping rule says enough: (event ms per call, set per call, why it stopped).
+        With ``compare``, every call's outputs are counted against its set's reference after its events (a
+        blank iteration does the same work, so the parent's clock check sees it on both sides); the first
+        call with elements outside the tolerance ends the loop (WRONG) with a ``wrong`` event."""
+        checking = compare is not None and compare.off is None
         samples: list[float] = []
         used: list[int] = []
         t_loop = time.perf_counter()
@@ -382,16 +454,24 @@ class Worker:
             e, h, x = self.dev.timed(call)
             samples.append(e)
             used.append(s)
+            bad = compare.bad(s) if checking else None    # type: ignore[union-attr]
             if report:
-                self.emit("t", i=len(samples) - 1, set=s, ms=e, host=h, hidden=x)
+                self.emit("t", i=len(samples) - 1, set=s, ms=e, host=h, hidden=x, bad=bad[1] if bad else 0)
+            if bad is not None:
+                like = compare.matches(bad[0], s)          # type: ignore[union-attr]
+                self.emit("wrong", i=len(samples) - 1, set=s, output=bad[0], count=bad[1], like=like, repeat=repeat)
+                return samples, used, WRONG
             if slot is not None and slots is not None:
                 slots.keep(slot, s, len(samples) - 1)
             stop = stop_rule()
             if report and stop is None and len(samples) % c.blank_every == 0:
                 # a blank iteration: everything a timed call does but solve() (the same bookkeeping too),
                 # interleaved with the calls, for the parent's clock check
-                prepare(blanks.next()[0], len(samples))
+                bs = blanks.next()[0]
+                prepare(bs, len(samples))
                 self.dev.timed(_nothing)
+                if checking:
+                    compare.bad(bs)                            # type: ignore[union-attr]
                 self.emit("b", i=n_blank)
                 n_blank += 1
                 stop_rule()
@@ -402,6 +482,9 @@ class Worker:
 
 def _nothing() -> None:
     return None
+
+
+WRONG = "a call's output was wrong"
 
 
 class _Slots:

@@ -14,9 +14,10 @@ Commands (parent -> worker):
     {"cmd": "repeat"}                                       answer to checks-wait: every check passed, time again
     {"cmd": "quit"}
 Events (worker -> parent): ready, calling/returned (around an untimed solve()), case, fault, error,
-sets-ready, first, timing-start, t, b, timing-end, last, snaps, post, checks-wait (only with timing repeats;
-the worker then waits for "repeat", or is stopped), repeat, timed, bye. Inside the loop: t (one per timed call) and b (a
-blank iteration without solve()).
+sets-ready, check-ready, first, timing-start, t, b, timing-end, last, snaps, post, checks-wait (only with timing
+repeats; the worker then waits for "repeat", or is stopped), repeat, timed, bye. Inside the loop: t (one per timed
+call, with ``bad``: elements outside the tolerance of its set's reference, counted on the device), b (a blank
+iteration without solve()) and wrong (a timed call whose output failed that count; the loop stops there).
 """
 
 from __future__ import annotations
@@ -63,9 +64,30 @@ class ServeRequest(BaseModel):
     task_folder: str
 
 
+# element types of the device comparison (device_compare.py's cuda_llm_count_bad), by code
+COMPARE_TYPES = {"float32": 0, "float16": 1, "float64": 2, "int32": 3, "uint32": 4, "int64": 5, "uint8": 6}
+
+
+class OutputCheck(BaseModel):
+    """One output's references at the benchmark shape (a .npy file per timed input set) and tolerances."""
+
+    name: str
+    refs: dict[int, str]
+    tol: dict[int, tuple[float, float]]      # set -> (atol, rtol)
+    exact: bool = False                      # integers with no tolerance: compared as integers
+
+
+class CallCheck(BaseModel):
+    """Every timed call's outputs compared on the device with the references of the set it was given."""
+
+    lib: str | None = None                   # device_compare.py's build (None: a device that compares itself)
+    outputs: list[OutputCheck]
+
+
 class TimeCommand(BaseModel):
-    """The timing loop: input sets (files, never references), what to keep, and the timing budget (when to
-    stop, warm-up, repeats) whole."""
+    """The timing loop: input sets (files), what to keep, the references every call is compared with on the
+    device (never sent to the worker before validation passed), and the timing budget (when to stop, warm-up,
+    repeats) whole."""
 
     sizes: dict[str, int]
     sets: dict[str, dict[str, Any]]          # bench_data.BenchSets.plan()
@@ -76,6 +98,7 @@ class TimeCommand(BaseModel):
     slots_per_set: int = 1
     blank_every: int = Field(default=2, ge=1)   # one blank iteration after every this many timed calls
     budget: TimingBudget = Field(default_factory=TimingBudget)   # the evaluation's, as it was given
+    check: CallCheck | None = None
 
 
 class WorkerError(BaseModel):
@@ -111,6 +134,7 @@ class EvaluateResponse(BaseModel):
     costs: dict[str, float] = Field(default_factory=dict)   # seconds: checker, transport, sets, worker start...
     error: WorkerError | None = None
     harness_error: str | None = None        # the worker failed for a reason that is not the kernel's
+    every_call_checked: bool | None = None  # every timed call's outputs compared on the device (None: not timed)
     notes: list[str] = Field(default_factory=list)
     seconds: float = 0.0
 
