@@ -34,6 +34,8 @@
 #                       (THROUGHPUT_ARGS, e.g. "--candidates 24 --passes 2 --modes pool-1,pool-N"); pool: the
 #                       pool's GPU tests and a 2-task `cuda-llm batch` with the scripted model on every GPU
 #                       (tests/test_gpu_pool_gpu.py)
+#                       kbstart / kbstep (only when named): benchmarks/kernelbench_batch.py start / step on
+#                       kb-runs/ (carry it; KB_GPUS=0,1,2,3), the runs folder back as bench-out/kb-runs.tar.gz
 #   MODULES=a,b         only these sample modules in the torch step (benchmarks/torch_bench.py)
 #   TORCH_ARGS=...      extra torch_bench.py arguments (e.g. "--no-compile")
 #   PYTEST_ARGS=...     extra pytest arguments of the tests step (e.g. "-k adversarial")
@@ -173,6 +175,14 @@ if wants throughput; then
   step throughput "$BENCH/throughput.log" python3 benchmarks/throughput_bench.py --out "$BENCH" \
     ${throughput_args[@]+"${throughput_args[@]}"}
 fi
+if wants kbstart; then     # KernelBench batch (docs/kernelbench-results.md), carry kb-runs/: start it
+  step kbstart "$BENCH/kbstart.log" python3 benchmarks/kernelbench_batch.py start --runs-dir kb-runs \
+    --gpus "${KB_GPUS:-0,1,2,3}" --deadline-s "$(( DEADLINE_S - 40 - ($(date +%s) - start) ))" --out "$BENCH"
+fi
+if wants kbstep; then      # ... and resume every answered run of it
+  step kbstep "$BENCH/kbstep.log" python3 benchmarks/kernelbench_batch.py step --runs-dir kb-runs \
+    --deadline-s "$(( DEADLINE_S - 40 - ($(date +%s) - start) ))" --out "$BENCH"
+fi
 if wants pool; then
   step pool "$BENCH/pool.log" python3 -m pytest -m gpu_long -q -rA -s tests/test_gpu_pool_gpu.py
 fi
@@ -214,6 +224,8 @@ fi
 [ -f "$BENCH/diagnosis.md" ] && echo "diagnosis: $(sed -n 3p "$BENCH/diagnosis.md" | cut -c1-200)"
 [ -f "$BENCH/detector.md" ] && echo "detector: $(sed -n 3p "$BENCH/detector.md" | cut -c1-200)"
 [ -f "$BENCH/throughput.md" ] && echo "throughput:" && grep -E '^(\| (today|pool-1|pool-N|pool-N-threads|ray) |- )' "$BENCH/throughput.md"
+[ -f "$BENCH/kbstart.log" ] && echo "kbstart:  $(grep -E 'prompt\(s\) waiting|^# exit|^packed' "$BENCH/kbstart.log" | tr '\n' ' ')"
+[ -f "$BENCH/kbstep.log" ] && echo "kbstep:   $(grep -E 'prompt\(s\) waiting|^# exit|^packed' "$BENCH/kbstep.log" | tr '\n' ' ')"
 [ -f "$BENCH/pool.log" ] && echo "pool:     $(grep -E '[0-9]+ (passed|failed)' "$BENCH/pool.log" | tail -n 1 | tr -d '=')" \
   && grep -E '^pool-gpu: ' "$BENCH/pool.log"
 exit 0
