@@ -158,7 +158,7 @@ def run(args: argparse.Namespace) -> int:
             tasks, refused = resolve_suite_refusing(args.suite)
         except BatchError as exc:
             return _err(str(exc))
-        for name, ref, why in refused:
+        for name, _ref, why in refused:
             print(f"cuda-llm batch: {name}: refused at import ({why})", file=sys.stderr)
         if not tasks:
             return _err(f"every module of {args.suite!r} was refused at import ({len(refused)}); nothing to run")
