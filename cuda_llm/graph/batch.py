@@ -141,6 +141,7 @@ def resolve_suite_refusing(spec: str, *, refuse_modules: bool = True,
 
 
 def _module_task_name(ref: str) -> str:
+    # local: `cuda-llm --help` loads this module; the importer pulls NumPy (and PyTorch)
     from cuda_llm.tasks.torch_source import task_name
 
     return task_name(Path(ref).stem)
@@ -149,6 +150,7 @@ def _module_task_name(ref: str) -> str:
 def _refusal(ref: str, exc: Exception) -> str | None:
     """The importer's reason when ``ref`` is a module file it refused; None for any other failure (PyTorch
     missing, a bad path): those stop the batch."""
+    # local: `cuda-llm --help` loads this module; the importer pulls NumPy (and PyTorch)
     from cuda_llm.tasks.torch_source import INSTALL_HINT
 
     if not (ref.endswith(".py") and Path(ref).is_file()) or INSTALL_HINT in str(exc):
@@ -165,6 +167,7 @@ def _import_ahead(modules: list[str], workers: int | None) -> None:
     import multiprocessing
 
     try:
+        # local: `cuda-llm --help` loads this module; the importer pulls NumPy (and PyTorch)
         from cuda_llm.tasks.torch_import import cached_import
     except ImportError:
         return
@@ -184,6 +187,7 @@ def _import_ahead(modules: list[str], workers: int | None) -> None:
 
 
 def _import_one(path: str) -> None:
+    # local: `cuda-llm --help` loads this module; the importer pulls NumPy (and PyTorch)
     from cuda_llm.tasks.torch_import import import_cached
 
     try:
