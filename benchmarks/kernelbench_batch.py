@@ -167,7 +167,7 @@ def cmd_sample(a: argparse.Namespace) -> int:
 # --------------------------------------------------------------------------------- the batch
 def batch_cli(runs: Path, args: list[str], deadline_s: float | None) -> int:
     """`cuda-llm batch ...` in a child, stopped with SIGTERM (resumable) when the deadline comes."""
-    cmd = [sys.executable, "-m", "cuda_llm.cli", "batch", *args, "--runs-dir", str(runs)]
+    cmd = [sys.executable, "-m", "cuda_llm.cli", "batch", *args, "--runs-dir", rel(runs)]
     t0 = time.monotonic()
     print(f"$ cuda-llm batch {' '.join(args)}", flush=True)
     proc = subprocess.Popen(cmd, cwd=ROOT, env=env_for(runs))
@@ -185,6 +185,13 @@ def batch_cli(runs: Path, args: list[str], deadline_s: float | None) -> int:
     return rc
 
 
+def rel(path: Path) -> str:
+    """A path inside the checkout relative to it (the batch runs there): the runs record their tasks' module
+    files by it, so the runs folder can move with the checkout to another machine."""
+    path = Path(path).resolve()
+    return os.path.relpath(path, ROOT) if path.is_relative_to(ROOT) else str(path)
+
+
 def _deadline(a: argparse.Namespace, t0: float) -> float | None:
     return None if a.deadline_s is None else max(30.0, a.deadline_s - (time.monotonic() - t0))
 
@@ -198,7 +205,7 @@ def cmd_start(a: argparse.Namespace) -> int:
     if not (runs / "sample.txt").is_file():
         sample(runs, workers=a.import_workers)
         print(f"sample: {runs / 'sample.txt'} ({time.monotonic() - t0:.0f} s with the imports)", flush=True)
-    args = [str(runs / "sample.txt"), *ROLES, "--rounds", str(a.rounds), "--candidates", str(a.candidates),
+    args = [rel(runs / "sample.txt"), *ROLES, "--rounds", str(a.rounds), "--candidates", str(a.candidates),
             "--plateau-rounds", str(a.rounds), "--time-budget", a.time_budget, "--token-budget", "100M",
             "--eval-time", str(a.eval_time), "--quiet"]
     if a.gpus:
@@ -235,12 +242,13 @@ def pack(a: argparse.Namespace) -> None:
         return None if info.name.endswith(PACK_SKIP) or "/work/" in info.name else info
 
     with tarfile.open(dest, "w:gz") as tar:
-        tar.add(a.runs_dir, arcname=a.runs_dir.name, filter=keep)
+        tar.add(a.runs_dir, arcname="kb-runs", filter=keep)
     for name in ("table.md", "batch.html", "kernelbench.json", "kernelbench-cost.md"):
         b = latest_batch(a.runs_dir)
         if b is not None and (b / name).is_file():
             shutil.copyfile(b / name, out / name)
-    print(f"packed {dest} ({dest.stat().st_size / 2**20:.1f} MiB); unpack with `tar xzf kb-runs.tar.gz`")
+    print(f"packed {dest} ({dest.stat().st_size / 2**20:.1f} MiB); unpack in the checkout with "
+          f"`rm -rf kb-runs && tar xzf kb-runs.tar.gz`")
 
 
 # ------------------------------------------------------------------------------------ CPU side
@@ -326,9 +334,7 @@ def main(argv: list[str] | None = None) -> int:
         if name == "table":
             s.add_argument("--out", help="also write the tables to this file")
     a = p.parse_args(argv)
-    a.runs_dir = Path(os.path.relpath(a.runs_dir.resolve(), ROOT)) if a.runs_dir.resolve().is_relative_to(ROOT) \
-        else a.runs_dir.resolve()
-    os.chdir(ROOT)
+    a.runs_dir = a.runs_dir.resolve()
     return {"copy": cmd_copy, "sample": cmd_sample, "start": cmd_start, "pending": cmd_pending, "step": cmd_step,
             "table": cmd_table}[a.cmd](a)
 
