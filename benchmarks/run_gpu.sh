@@ -34,6 +34,11 @@
 #                       (THROUGHPUT_ARGS, e.g. "--candidates 24 --passes 2 --modes pool-1,pool-N"); pool: the
 #                       pool's GPU tests and a 2-task `cuda-llm batch` with the scripted model on every GPU
 #                       (tests/test_gpu_pool_gpu.py)
+#                       scale (only when named): issue #35 in one step: throughput_bench.py --mix (slow kernels, a
+#                       hang, a compile error) over pool-1,pool-2,pool-4,ray-4 (SCALE_MODES, SCALE_CANDIDATES;
+#                       carry .raylite/ for Ray), then the fault tests (tests/test_scale_faults_gpu.py)
+#                       kbstart / kbstep (only when named): benchmarks/kernelbench_batch.py start / step on
+#                       kb-runs/ (carry it; KB_GPUS=0,1,2,3), the runs folder back as bench-out/kb-runs.tar.gz
 #   MODULES=a,b         only these sample modules in the torch step (benchmarks/torch_bench.py)
 #   TORCH_ARGS=...      extra torch_bench.py arguments (e.g. "--no-compile")
 #   PYTEST_ARGS=...     extra pytest arguments of the tests step (e.g. "-k adversarial")
@@ -51,6 +56,7 @@ cd "$(dirname "$0")/.." || exit 1
 if [ "${INSTALL_WHEELS:-1}" = "1" ] && ls .whl/*.whl > /dev/null 2>&1; then
   python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl || exit 1
   export PYTHONPATH=/tmp/site:$PWD
+  [ -f .raylite/ray-lite.tar.xz ] && tar xJf .raylite/ray-lite.tar.xz -C /tmp/site   # carried Ray (ray-bundle.sh)
 else
   export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
 fi
@@ -173,6 +179,19 @@ if wants throughput; then
   step throughput "$BENCH/throughput.log" python3 benchmarks/throughput_bench.py --out "$BENCH" \
     ${throughput_args[@]+"${throughput_args[@]}"}
 fi
+if wants kbstart; then     # KernelBench batch (docs/kernelbench-results.md), carry kb-runs/: start it
+  step kbstart "$BENCH/kbstart.log" python3 benchmarks/kernelbench_batch.py start --runs-dir kb-runs \
+    --gpus "${KB_GPUS:-0,1,2,3}" --deadline-s "$(( DEADLINE_S - 40 - ($(date +%s) - start) ))" --out "$BENCH"
+fi
+if wants kbstep; then      # ... and resume every answered run of it
+  step kbstep "$BENCH/kbstep.log" python3 benchmarks/kernelbench_batch.py step --runs-dir kb-runs \
+    --deadline-s "$(( DEADLINE_S - 40 - ($(date +%s) - start) ))" --out "$BENCH"
+fi
+if wants scale; then       # issue #35: 1/2/4 GPUs, pool and Ray, a mixed queue; then the fault tests
+  step scale "$BENCH/scale.log" python3 benchmarks/throughput_bench.py --out "$BENCH" --mix \
+    --candidates "${SCALE_CANDIDATES:-24}" --modes "${SCALE_MODES:-pool-1,pool-2,pool-4,ray-4}" ${throughput_args[@]+"${throughput_args[@]}"}
+  step faults "$BENCH/faults.log" python3 -m pytest -m gpu_long -q -rA -s tests/test_scale_faults_gpu.py
+fi
 if wants pool; then
   step pool "$BENCH/pool.log" python3 -m pytest -m gpu_long -q -rA -s tests/test_gpu_pool_gpu.py
 fi
@@ -213,7 +232,11 @@ fi
 [ -f "$BENCH/exemplars.log" ] && echo "exemplars: $(grep -E '[0-9]+ (passed|failed)' "$BENCH/exemplars.log" | tail -n 1 | tr -d '=')"
 [ -f "$BENCH/diagnosis.md" ] && echo "diagnosis: $(sed -n 3p "$BENCH/diagnosis.md" | cut -c1-200)"
 [ -f "$BENCH/detector.md" ] && echo "detector: $(sed -n 3p "$BENCH/detector.md" | cut -c1-200)"
-[ -f "$BENCH/throughput.md" ] && echo "throughput:" && grep -E '^(\| (today|pool-1|pool-N|pool-N-threads|ray) |- )' "$BENCH/throughput.md"
+[ -f "$BENCH/throughput.md" ] && echo "throughput:" && grep -E '^(\| (today|pool-[0-9N]+|pool-N-threads|ray(-[0-9]+)?) |- )' "$BENCH/throughput.md"
+[ -f "$BENCH/kbstart.log" ] && echo "kbstart:  $(grep -E 'prompt\(s\) waiting|^# exit|^packed' "$BENCH/kbstart.log" | tr '\n' ' ')"
+[ -f "$BENCH/kbstep.log" ] && echo "kbstep:   $(grep -E 'prompt\(s\) waiting|^# exit|^packed' "$BENCH/kbstep.log" | tr '\n' ' ')"
+[ -f "$BENCH/faults.log" ] && echo "faults:   $(grep -E '[0-9]+ (passed|failed)' "$BENCH/faults.log" | tail -n 1 | tr -d '=')" \
+  && grep -E '^pool-gpu-(fault|missing): ' "$BENCH/faults.log"
 [ -f "$BENCH/pool.log" ] && echo "pool:     $(grep -E '[0-9]+ (passed|failed)' "$BENCH/pool.log" | tail -n 1 | tr -d '=')" \
   && grep -E '^pool-gpu: ' "$BENCH/pool.log"
 exit 0

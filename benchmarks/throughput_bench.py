@@ -33,6 +33,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 import tempfile
 import time
@@ -44,6 +45,35 @@ sys.path.insert(0, str(ROOT))
 
 VARIANTS = ("block-256", "naive-256", "block-32", "block-256-extra")
 MODES = ("today", "pool-1", "pool-N", "pool-N-threads", "ray")
+# plus pool-K / ray-K (K GPUs: 0..K-1), e.g. --modes pool-1,pool-2,pool-4,ray-1,ray-4 for the 1/2/4-GPU table
+COUNTED = re.compile(r"(pool|ray)-(\d+)$")
+# the mixed queue (--mix): besides the softmax variants, a slow kernel (the row read 16 times over), a kernel
+# that never returns (the judge's timeout ends it) and one that does not compile, as a night's queue has
+SLOW = """// variant: slow
+#include <cuda_runtime.h>
+#include <math.h>
+__global__ void softmax_rows(const float* x, float* y, int rows, int cols) {
+    int row = blockIdx.x * blockDim.x + threadIdx.x;
+    if (row >= rows) return;
+    const float* xr = x + (size_t)row * cols;
+    float m = -INFINITY, s = 0.0f;
+    for (int rep = 0; rep < 16; ++rep) { m = -INFINITY; for (int c = 0; c < cols; ++c) m = fmaxf(m, xr[c]); }
+    for (int c = 0; c < cols; ++c) s += expf(xr[c] - m);
+    for (int c = 0; c < cols; ++c) y[(size_t)row * cols + c] = expf(xr[c] - m) / s;
+}
+extern "C" void solve(const float* x, float* y, int rows, int cols) {
+    softmax_rows<<<(rows + 127) / 128, 128>>>(x, y, rows, cols);
+}
+"""
+HANG = """// variant: hang
+#include <cuda_runtime.h>
+__global__ void spin(float* y) { volatile float* p = y; for (;;) { p[0] = p[0] + 1.0f; } }
+extern "C" void solve(const float* x, float* y, int rows, int cols) { spin<<<1, 1>>>(y); }
+"""
+BROKEN = """// variant: compile-error
+#include <cuda_runtime.h>
+extern "C" void solve(const float* x, float* y, int rows, int cols) { this does not compile; }
+"""
 
 
 def sources(n: int) -> list[tuple[str, str]]:
@@ -55,12 +85,25 @@ def sources(n: int) -> list[tuple[str, str]]:
             for i in range(n)]
 
 
+def mixed_sources(n: int) -> list[tuple[str, str]]:
+    """n candidates: the softmax variants and a slow one, with one hang and one compile error among them (at a
+    quarter and at half of the queue), each copy distinct."""
+    base = sources(max(0, n - 2))
+    extra = {"slow": SLOW}
+    out = []
+    for i, (cid, src) in enumerate(base):
+        out.append((f"t{i:02d}-slow", SLOW + f"\n// copy {i}\n") if i % 5 == 4 and "slow" in extra else (cid, src))
+    out.insert(len(out) // 4, ("x00-hang", HANG))
+    out.insert(len(out) // 2, ("x01-compile-error", BROKEN))
+    return out
+
+
 def precompile(cands: list[tuple[str, str]], arch: str) -> None:
     from cuda_llm.tools.compiler.compile import compile_source
 
     with ThreadPoolExecutor(max_workers=max(1, os.cpu_count() or 1)) as ex:
-        for comp in ex.map(lambda s: compile_source(s, arch=arch), [s for _, s in cands]):
-            if not comp.ok:
+        for (cid, _), comp in zip(cands, ex.map(lambda s: compile_source(s, arch=arch), [s for _, s in cands])):
+            if not comp.ok and "compile-error" not in cid:
                 raise SystemExit(f"a benchmark kernel does not compile: {comp.errors[:500]}")
 
 
@@ -76,6 +119,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--eval-time", type=float, default=2.0, help="timing budget per candidate (s)")
     p.add_argument("--modes", default=",".join(MODES), help=f"comma-separated, of {', '.join(MODES)}")
     p.add_argument("--task", default="softmax")
+    p.add_argument("--mix", action="store_true",
+                   help="a mixed queue: slow kernels, a hang and a compile error among the candidates")
+    p.add_argument("--hang-timeout", type=float, default=20.0,
+                   help="with --mix: the judge's timeout per evaluation (s), what a hang costs")
     args = p.parse_args(argv)
     from cuda_llm.measure.evaluator import GpuEvaluator
     from cuda_llm.measure.gpu_pool import local_pool
@@ -88,7 +135,7 @@ def main(argv: list[str] | None = None) -> int:
     from cuda_llm.tools.harness.timing_budget import TimingBudget
 
     modes = [m.strip() for m in args.modes.split(",") if m.strip()]
-    unknown = [m for m in modes if m not in MODES]
+    unknown = [m for m in modes if m not in MODES and not COUNTED.match(m)]
     if unknown:
         p.error(f"unknown mode {unknown[0]!r}; one of {', '.join(MODES)}")
     args.out.mkdir(parents=True, exist_ok=True)
@@ -98,9 +145,11 @@ def main(argv: list[str] | None = None) -> int:
     n_visible = cuda_device_count()
     loaded = load_task(args.task)
     options = EvalOptions(budget=TimingBudget(time_budget_s=args.eval_time))     # every path measures with it
+    if args.mix:
+        options = options.model_copy(update={"timeout_s": args.hang_timeout})
     first = GpuEvaluator(options=options, profile=False, gpu=0)
     device = first.device.name if first.device else "?"
-    cands = sources(args.candidates)
+    cands = mixed_sources(args.candidates) if args.mix else sources(args.candidates)
     t0 = time.perf_counter()
     precompile(cands, first.arch)
     print(f"compiled {len(cands)} kernels in {time.perf_counter() - t0:.1f} s", file=sys.stderr)
@@ -137,8 +186,21 @@ def main(argv: list[str] | None = None) -> int:
         pools = []
         try:
             for mode in [m for m in modes if m in ("pool-N", "pool-N-threads", "ray")
-                         or (m == "pool-1" and not paired_one)]:
-                if mode == "pool-1":
+                         or (COUNTED.match(m) and not (m == "pool-1" and paired_one))]:
+                counted = COUNTED.match(mode)
+                if counted and int(counted.group(2)) > n_visible:
+                    rows.append({"mode": mode, "status": f"not measured: {n_visible} GPU(s) here"})
+                    continue
+                if counted and counted.group(1) == "pool":
+                    pool = local_pool(list(range(int(counted.group(2)))), options=options, profile=False)
+                elif counted:
+                    try:
+                        from cuda_llm.measure.ray_slots import ray_pool
+                    except ImportError:
+                        rows.append({"mode": mode, "status": "not installed (pip install -e '.[ray]')"})
+                        continue
+                    pool = ray_pool("local", options=options, profile=False, init={"num_gpus": int(counted.group(2))})
+                elif mode == "pool-1":
                     pool = local_pool([0], options=options, profile=False)
                 elif mode.startswith("pool-N"):
                     if n_visible < 2:

@@ -159,3 +159,28 @@ def test_many_gpu_paths_take_turns_pass_by_pass(tmp_path):
     one = {"mode": "pool-1", "gpus": 1, "per_gpu_hour": rows[1]["per_gpu_hour"]}
     text = "\n".join(report.verdicts([one, {**rows[1], "mode": "pool-N"}], 2))
     assert "pool on 2 GPUs: 2.00x the one-GPU rate (its 2 passes: 1.80x to 2.20x)" in text
+
+
+def test_scaling_lines_name_the_gpu_count_and_the_ratio():
+    by = {"pool-1": {"gpus": 1, "per_gpu_hour": 1000.0}, "pool-2": {"gpus": 2, "per_gpu_hour": 950.0},
+          "pool-4": {"gpus": 4, "per_gpu_hour": 800.0}, "ray-4": {"gpus": 4, "per_gpu_hour": 920.0}}
+    lines = report.scaling_lines(by)
+    assert "pool-2: 1,900 candidates per hour on 2 GPUs, scaling 1.90x over pool-1 (target: at least 1.80x): met" in lines
+    assert "pool-4: 3,200 candidates per hour on 4 GPUs, scaling 3.20x over pool-1 (target: at least 3.60x): NOT met" in lines
+    assert any(x.startswith("ray-4: 3,680 candidates per hour on 4 GPUs, scaling 3.68x over pool-1") for x in lines)
+    assert not any(x.startswith("pool-1") for x in lines)
+
+
+def test_the_mixed_queue_has_a_hang_a_compile_error_and_slow_kernels():
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    import throughput_bench
+
+    cands = throughput_bench.mixed_sources(24)
+    names = [c for c, _ in cands]
+    assert len(cands) == 24 and len(set(s for _, s in cands)) == 24
+    assert sum("hang" in n for n in names) == 1 and sum("compile-error" in n for n in names) == 1
+    assert sum(n.endswith("-slow") for n in names) >= 3
+    assert throughput_bench.COUNTED.match("pool-4") and throughput_bench.COUNTED.match("ray-2")

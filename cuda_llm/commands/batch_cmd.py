@@ -17,7 +17,7 @@ from cuda_llm.commands.flags import (
     parse_count, saved_gpus_problem, timing_budget,
 )
 from cuda_llm.commands.preflight import preflight_ok
-from cuda_llm.graph.batch import Batch, BatchBusyError, BatchError, create_batch, load_state, open_batch, resolve_suite
+from cuda_llm.graph.batch import Batch, BatchBusyError, BatchError, create_batch, load_state, open_batch, resolve_suite_refusing
 from cuda_llm.graph.run import RunOptions, chosen_gpus, gpus_text, settings_from_config
 from cuda_llm.measure.gpu_pool import local_pool
 from cuda_llm.report.batch_report import console_table, write_batch_reports
@@ -155,9 +155,13 @@ def run(args: argparse.Namespace) -> int:
         if isinstance(limits, str):
             return _err(limits)
         try:
-            tasks = resolve_suite(args.suite)
+            tasks, refused = resolve_suite_refusing(args.suite)
         except BatchError as exc:
             return _err(str(exc))
+        for name, _ref, why in refused:
+            print(f"cuda-llm batch: {name}: refused at import ({why})", file=sys.stderr)
+        if not tasks:
+            return _err(f"every module of {args.suite!r} was refused at import ({len(refused)}); nothing to run")
         ray_address = args.ray
         run_options = RunOptions(limits=limits, runs_dir=args.runs_dir, arch=args.arch, timing_budget=timing_budget(args),
                                  profile=not args.no_profile, learn=not args.no_learn)
@@ -188,8 +192,8 @@ def run(args: argparse.Namespace) -> int:
                                        token_budget=args.token_budget, parallel=parallel, gpus=pool.labels, tasks=tasks,
                                        llm=settings.redacted() if settings is not None else {},
                                        run_options=run_options.model_dump(mode="json", exclude={"limits", "runs_dir"}),
-                                       ray_address=ray_address)
-            print(f"batch {state.batch_id}: {len(state.tasks)} tasks, {parallel} at a time on "
+                                       ray_address=ray_address, refused=refused)
+            print(f"batch {state.batch_id}: {len(tasks)} tasks ({len(refused)} refused at import), {parallel} at a time on "
                   f"{len(pool.labels)} GPU(s); {root}", file=sys.stderr)
         else:
             state.gpus = list(pool.labels)      # a new --gpus: the batch saves it, and in its runs, as it starts
@@ -206,7 +210,7 @@ def run(args: argparse.Namespace) -> int:
     if out.interrupted:
         print(f"interrupted; continue with `cuda-llm batch --resume {out.batch_id}`", file=sys.stderr)
         return 130
-    if not out.finished or any(r.status not in ("finished", "not run") for r in rows):
+    if not out.finished or any(r.status not in ("finished", "not run", "refused") for r in rows):
         print(f"not every task finished; continue with `cuda-llm batch --resume {out.batch_id}`", file=sys.stderr)
         return 3
     return 0

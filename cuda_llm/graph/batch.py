@@ -36,9 +36,9 @@ from cuda_llm.graph.run import RunBusyError, gpus_text, resume_run, save_run_gpu
 from cuda_llm.paths import atomic_write
 from cuda_llm.runs.rundir import RunNotFoundError
 
-PENDING, RUNNING, FINISHED, STOPPED, WAITING, FAILED, NOT_RUN = (
-    "pending", "running", "finished", "stopped", "waiting", "failed", "not run")
-DONE = (FINISHED, FAILED)           # a resumed batch leaves these alone
+PENDING, RUNNING, FINISHED, STOPPED, WAITING, FAILED, NOT_RUN, REFUSED = (
+    "pending", "running", "finished", "stopped", "waiting", "failed", "not run", "refused")
+DONE = (FINISHED, FAILED, REFUSED)  # a resumed batch leaves these alone
 MIN_TASK_S = 60.0                   # a task is not started with less time than this
 
 
@@ -86,9 +86,20 @@ class BatchState(BaseModel):
 
 # ------------------------------------------------------------------------------------ the suite
 def resolve_suite(spec: str) -> list[tuple[str, str]]:
+    """(name, ref) of each task SPEC names (see ``resolve_suite_refusing``); any task that does not load, a
+    module file the importer refuses included, stops the batch before it starts."""
+    tasks, refused = resolve_suite_refusing(spec, refuse_modules=False)
+    return tasks
+
+
+def resolve_suite_refusing(spec: str, *, refuse_modules: bool = True,
+                           import_workers: int | None = None) -> tuple[list[tuple[str, str]], list[tuple[str, str, str]]]:
     """(name, ref) of each task SPEC names: ``suite`` (the built-in suite), a comma-separated list of task names,
     folders or PyTorch module files, a text file listing them one a line, or a folder of task folders and/or
-    PyTorch modules (``*.py``). Every task is loaded once here, so a bad one stops the batch before it starts."""
+    PyTorch modules (``*.py``), and (name, ref, reason) of each module file the importer refuses (random,
+    needs eval mode, ...): with ``refuse_modules`` those are counted and the batch goes on without them. Every
+    task is loaded once here (module files imported with the importer's limits into its cache, several at
+    once where the machine has the cores), so any other bad task stops the batch before it starts."""
     # local: `cuda-llm --help` loads this module; the task loader pulls NumPy
     from cuda_llm.tasks import TaskError, load_task
     from cuda_llm.tasks.loader import SUITE_DIR
@@ -97,13 +108,24 @@ def resolve_suite(spec: str) -> list[tuple[str, str]]:
     if not refs:
         raise BatchError(f"{spec!r} names no task: give `suite`, task names (softmax,gelu), a task folder, a folder "
                          "of task folders or PyTorch modules, or a file listing them")
+    modules = [r for r in refs if r.endswith(".py") and Path(r).is_file()]
+    if len(modules) > 1:
+        _import_ahead(modules, import_workers)
     out: list[tuple[str, str]] = []
+    refused: list[tuple[str, str, str]] = []
     bad: list[str] = []
     seen: dict[str, str] = {}
     for ref in refs:
         try:
             loaded = load_task(ref)
-        except (TaskError, KeyError, FileNotFoundError, ValueError, ImportError) as exc:
+        except TaskError as exc:
+            reason = _refusal(ref, exc) if refuse_modules else None
+            if reason is not None:
+                refused.append((_module_task_name(ref), ref, reason))
+            else:
+                bad.append(f"{ref}: {exc}")
+            continue
+        except (KeyError, FileNotFoundError, ValueError, ImportError) as exc:
             bad.append(f"{ref}: {exc}")
             continue
         name = loaded.task.name
@@ -115,7 +137,63 @@ def resolve_suite(spec: str) -> list[tuple[str, str]]:
         out.append((name, name if folder.parent == SUITE_DIR.resolve() else (ref if ref.endswith(".py") else str(folder))))
     if bad:
         raise BatchError(f"{len(bad)} task(s) of {spec!r} do not load, nothing was started:\n  " + "\n  ".join(bad))
-    return out
+    return out, refused
+
+
+def _module_task_name(ref: str) -> str:
+    # local: `cuda-llm --help` loads this module; the importer pulls NumPy (and PyTorch)
+    from cuda_llm.tasks.torch_source import task_name
+
+    return task_name(Path(ref).stem)
+
+
+def _refusal(ref: str, exc: Exception) -> str | None:
+    """The importer's reason when ``ref`` is a module file it refused; None for any other failure (PyTorch
+    missing, a bad path): those stop the batch."""
+    # local: `cuda-llm --help` loads this module; the importer pulls NumPy (and PyTorch)
+    from cuda_llm.tasks.torch_source import INSTALL_HINT
+
+    if not (ref.endswith(".py") and Path(ref).is_file()) or INSTALL_HINT in str(exc):
+        return None
+    return str(exc).removeprefix(f"{ref}: ").removeprefix(f"{Path(ref)}: ")
+
+
+def _import_ahead(modules: list[str], workers: int | None) -> None:
+    """Import the module files not imported yet in child processes, a few at a time: each takes 5-60 s of
+    mostly single-threaded PyTorch, so a folder of them is the batch's longest serial step. Best effort: the
+    loop after it imports (or refuses) whatever is still missing, one by one, with the error in hand."""
+    import os
+    from concurrent.futures import ProcessPoolExecutor
+    import multiprocessing
+
+    try:
+        # local: `cuda-llm --help` loads this module; the importer pulls NumPy (and PyTorch)
+        from cuda_llm.tasks.torch_import import cached_import
+    except ImportError:
+        return
+    todo = []
+    for m in modules:
+        try:
+            folder, refused = cached_import(Path(m))
+        except OSError:
+            continue
+        if folder is None and refused is None:
+            todo.append(m)
+    n = workers if workers is not None else min(4, max(1, (os.cpu_count() or 1) // 4))
+    if len(todo) < 2 or n < 2:
+        return
+    with ProcessPoolExecutor(max_workers=min(n, len(todo)), mp_context=multiprocessing.get_context("spawn")) as ex:
+        list(ex.map(_import_one, todo))
+
+
+def _import_one(path: str) -> None:
+    # local: `cuda-llm --help` loads this module; the importer pulls NumPy (and PyTorch)
+    from cuda_llm.tasks.torch_import import import_cached
+
+    try:
+        import_cached(Path(path))
+    except Exception:  # noqa: BLE001 - the serial pass reports it
+        pass
 
 
 def _refs(spec: str, suite_dir: Path) -> list[str]:
@@ -416,8 +494,10 @@ class Batch:
 def create_batch(spec: str, runs_dir: Path, limits: Limits, *, time_budget_s: float, token_budget: int, parallel: int,
                  gpus: list[str] | None = None, tasks: list[tuple[str, str]] | None = None,
                  llm: dict[str, Any] | None = None, run_options: dict[str, Any] | None = None,
-                 ray_address: str | None = None) -> tuple[Path, BatchState]:
-    """A new batch folder and its state (tasks resolved from ``spec`` unless given)."""
+                 ray_address: str | None = None, refused: list[tuple[str, str, str]] | None = None
+                 ) -> tuple[Path, BatchState]:
+    """A new batch folder and its state (tasks resolved from ``spec`` unless given; ``refused``: module files
+    the importer refused, kept as rows with its reason)."""
     resolved = tasks if tasks is not None else resolve_suite(spec)
     batch_id = new_batch_id()
     root = batches_dir(runs_dir) / batch_id
@@ -425,7 +505,8 @@ def create_batch(spec: str, runs_dir: Path, limits: Limits, *, time_budget_s: fl
     state = BatchState(batch_id=batch_id, suite=str(spec), created=datetime.now(timezone.utc).isoformat(timespec="seconds"),
                        limits=limits, time_budget_s=time_budget_s, token_budget=token_budget, parallel=max(1, parallel),
                        gpus=list(gpus or []), ray=ray_address, llm=dict(llm or {}), run_options=dict(run_options or {}),
-                       tasks=[BatchTask(name=n, ref=r) for n, r in resolved])
+                       tasks=[BatchTask(name=n, ref=r) for n, r in resolved]
+                       + [BatchTask(name=n, ref=r, status=REFUSED, detail=why) for n, r, why in refused or []])
     atomic_write(root / "batch.json", state.model_dump_json(indent=1))
     return root, state
 

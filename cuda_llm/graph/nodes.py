@@ -485,7 +485,8 @@ def make_finalize(deps: Deps) -> Callable[[GraphState], dict]:
             Path(deps.rundir.best_path).write_text(source)
             final = {"candidate": best.id, "status": cand.status.value, "ms": cand.median_ms,
                      "baseline_status": base.status.value, "baseline_ms": base.median_ms,
-                     "baseline_label": deps.task.baseline_label,
+                     "baseline_label": deps.task.baseline_label, "library_ms": base.library_ms,
+                     "library_label": deps.task.library_label,
                      "speedup": (base.median_ms / cand.median_ms) if base.median_ms and cand.median_ms else None,
                      "pct_of_sol": cand.timing.pct_of_sol if cand.timing is not None else None,
                      "sol_ms": cand.timing.sol_ms if cand.timing is not None else None,

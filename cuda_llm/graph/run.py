@@ -177,6 +177,24 @@ def _task_ref(loaded: Any) -> str:
     return loaded.task.name if folder.parent == SUITE_DIR.resolve() else str(folder)
 
 
+def _task_in_runs(loaded: Any, runs_dir: Path) -> str | None:
+    """The task folder relative to the runs folder when it lies inside it (module files imported with the runs,
+    $CUDA_LLM_IMPORTED): a runs folder moved to another machine or path still finds its tasks."""
+    try:
+        return Path(loaded.task.folder).resolve().relative_to(Path(runs_dir).resolve()).as_posix()
+    except (ValueError, AttributeError):
+        return None
+
+
+def _saved_task(config: dict[str, Any], runs_dir: Path) -> Any:
+    """The task a run was started on: its saved folder, else (moved) the same folder inside the runs folder."""
+    ref = config["task"]
+    inside = config.get("task_in_runs")
+    if inside and not Path(str(ref)).exists() and (Path(runs_dir) / inside).is_dir():
+        ref = str(Path(runs_dir) / inside)
+    return _load_task(ref)
+
+
 def start_run(task: Any, settings: Any, options: RunOptions | None = None, *, evaluator: Evaluator | None = None,
               model_factory: ModelFactory | None = None, stages: Sequence[ToolStage] | None = None,
               progress: Any = None, handle_signals: bool = True,
@@ -194,6 +212,7 @@ def start_run(task: Any, settings: Any, options: RunOptions | None = None, *, ev
     rundir = RunDir.create(Path(options.runs_dir), loaded.task.name)
     config = {
         "task": _task_ref(loaded),
+        "task_in_runs": _task_in_runs(loaded, Path(options.runs_dir)),
         "stages": [s.name for s in (stages if stages is not None else default_stages())],
         "limits": options.limits.model_dump(),
         "options": options.model_dump(mode="json", exclude={"limits"}),
@@ -223,7 +242,7 @@ def resume_run(run_id: str, runs_dir: Path | str = "runs", *, settings: Any = No
     saved = options.gpus
     options.gpus = chosen_gpus(saved, gpus)
     stages = restore_stages(config.get("stages"), options.stages, stages, rundir.run_id)
-    loaded = _load_task(config["task"])
+    loaded = _saved_task(config, Path(runs_dir))
     if settings is None and model_factory is None:
         settings = settings_from_config(config.get("llm") or {})
     return _drive(rundir, loaded, settings, options, None, evaluator=evaluator, model_factory=model_factory,

@@ -113,11 +113,44 @@ def headline(state: Any, rows: list[BatchRow]) -> list[tuple[str, str]]:
            ("GPUs", ", ".join(state.gpus) or "-"), ("Tasks at once", str(state.parallel)),
            ("Time", f"{fmt_duration(state.elapsed_s)} of {fmt_duration(state.time_budget_s)}"),
            ("Tokens", f"{sum(t.tokens_used for t in state.tasks):,} of {state.token_budget:,}")]
+    roles = roles_text(getattr(state, "llm", None) or {})
+    if roles:
+        out.append(("Roles", roles))
     if faster:
         import math
 
         out.append(("Geometric mean speedup", fmt_x(math.exp(sum(math.log(x) for x in faster) / len(faster)))))
     return out
+
+
+def roles_text(llm: dict[str, Any]) -> str:
+    """Who played each role: "coder: manual (a model or a person answering the prompt files), planner: rules"."""
+    parts = []
+    for role in ("planner", "coder", "critic"):
+        r = llm.get(role) or {}
+        prov = r.get("provider")
+        if not prov:
+            continue
+        what = {"manual": "manual (answers written to the pending prompt files)", "rules": "rules"}.get(
+            prov, f"{prov} {r.get('model') or ''}".strip())
+        parts.append(f"{role}: {what}")
+    return ", ".join(parts)
+
+
+def kernelbench(state: Any, runs_dir: Path) -> tuple[list[Any], Any] | None:
+    """KernelBench's rows and summary (report/kernelbench_table.py) when the batch's tasks are PyTorch module
+    files; None otherwise."""
+    # local: only a batch of PyTorch modules has this table
+    from cuda_llm.report.kernelbench_table import kb_row, manual_coder, summarize
+
+    if not any(str(t.ref).endswith(".py") for t in state.tasks):
+        return None
+    rows = []
+    for t in state.tasks:
+        root = Path(runs_dir) / t.run_id if t.run_id else None
+        values = read_values(RunDir(root)) if root is not None and root.is_dir() else None
+        rows.append(kb_row(t, values, root))
+    return rows, summarize(rows, manual_coder(getattr(state, "llm", None) or {}))
 
 
 def markdown(state: Any, rows: list[BatchRow]) -> str:
@@ -160,7 +193,25 @@ td:first-child,th:first-child,td.l{text-align:left}.banner{background:#fff8c5;bo
 border-radius:6px}.head td{border:none;text-align:left;padding:2px 16px 2px 0}"""
 
 
-def render_page(state: Any, rows: list[BatchRow], reports: dict[str, str]) -> str:
+def _kb_section(kb: tuple[list[Any], Any] | None) -> str:
+    if kb is None:
+        return ""
+    # local: only a batch of PyTorch modules has this table
+    from cuda_llm.report.kernelbench_table import HEADERS as KB_HEADERS, _cells, coder_line, fast_lines, \
+        sorted_speedup_figure
+
+    rows, summary = kb
+    plot = sorted_speedup_figure(rows).to_html(full_html=False, include_plotlyjs=False, div_id="kb-sorted-plot",
+                                               config={"displaylogo": False, "responsive": True})
+    note = coder_line(summary)
+    lines = "".join(f"<li>{_e(x[2:])}</li>" for x in fast_lines(summary))
+    th = "".join(f"<th>{_e(h)}</th>" for h in KB_HEADERS)
+    body = "".join("<tr>" + "".join(f"<td>{_e(c)}</td>" for c in _cells(r)) + "</tr>" for r in rows)
+    return ('<h2 id="kernelbench">KernelBench</h2>' + (f'<p class="banner" id="coder-note">{_e(note)}</p>' if note else "")
+            + f"<ul>{lines}</ul>{plot}<table id=\"kb\"><thead><tr>{th}</tr></thead><tbody>{body}</tbody></table>")
+
+
+def render_page(state: Any, rows: list[BatchRow], reports: dict[str, str], kb: tuple[list[Any], Any] | None = None) -> str:
     """The batch page: headline, the plot, the table with each task linked to its run's report."""
     fig = speedup_figure(rows)
     # local: `cuda-llm --help` loads this module; the report writers are needed only when one is written
@@ -189,6 +240,7 @@ def render_page(state: Any, rows: list[BatchRow], reports: dict[str, str]) -> st
 {banner}
 <table class="head">{head}</table>
 {plot}
+{_kb_section(kb)}
 <h2>Tasks</h2>
 <p>Each task links to its run's report (every candidate's code, prompts, results and profile).</p>
 <table id="tasks"><thead><tr>{th}</tr></thead><tbody>{''.join(body)}</tbody></table>
@@ -206,8 +258,16 @@ def write_batch_reports(root: Path, state: Any, runs_dir: Path, *, run_pages: bo
             if page is not None:
                 reports[r.task] = Path("..", "..", r.run_id, page.name).as_posix() \
                     if Path(root).parent.parent.resolve() == Path(runs_dir).resolve() else page.resolve().as_uri()
-    md = atomic_write(Path(root) / "table.md", markdown(state, rows))
-    page = atomic_write(Path(root) / "batch.html", render_page(state, rows, reports))
+    kb = kernelbench(state, runs_dir)
+    text = markdown(state, rows)
+    if kb is not None:
+        # local: only a batch of PyTorch modules has this table
+        from cuda_llm.report import kernelbench_table
+
+        text += "\n" + kernelbench_table.markdown(*kb)
+        atomic_write(Path(root) / "kernelbench.json", kernelbench_table.as_json(*kb))
+    md = atomic_write(Path(root) / "table.md", text)
+    page = atomic_write(Path(root) / "batch.html", render_page(state, rows, reports, kb))
     return rows, md, page
 
 

@@ -5,6 +5,7 @@ one-GPU rate (target at least 0.9 x N), and why a gap is what it is (GPUs busy, 
 from __future__ import annotations
 
 import json
+import re
 import statistics
 from collections.abc import Sequence
 from pathlib import Path
@@ -67,6 +68,7 @@ def verdicts(rows: list[dict], n_visible: int, paired: dict | None = None) -> li
         grew = cost_growth(by["pool-1"].get("costs") or {}, by[mode].get("costs") or {})
         if grew:
             lines.append(f"the judge's costs per evaluation, pool-1 -> {mode}: {grew}")
+    lines += scaling_lines(by)
     retimed = {r["mode"]: r["retimed"] for r in rows if r.get("retimed")}
     if retimed:
         lines.append("timed again because the judge's clock doubted the first timing: " +
@@ -74,6 +76,34 @@ def verdicts(rows: list[dict], n_visible: int, paired: dict | None = None) -> li
     elif n_visible <= 1:
         lines.append("pool on N GPUs: not measured, this machine has one GPU (the scaling target needs 2 or more)")
     return lines
+
+
+def scaling_ratio(by: dict[str, dict], mode: str) -> tuple[float, str] | None:
+    """(candidates per hour of ``mode`` over those of its one-GPU row, that row): pool-K against pool-1, ray-K
+    against ray-1 (else pool-1)."""
+    m = re.fullmatch(r"(pool|ray)-(\d+)", mode)
+    if not m or mode not in by:
+        return None
+    one = next((b for b in (f"{m.group(1)}-1", "pool-1") if b in by), None)
+    if one is None or one == mode:
+        return None
+    k = by[mode]["gpus"]
+    return by[mode]["per_gpu_hour"] * k / (by[one]["per_gpu_hour"] * by[one]["gpus"]), one
+
+
+def scaling_lines(by: dict[str, dict]) -> list[str]:
+    """One line per pool-K / ray-K row (K >= 2): candidates per hour and the scaling ratio as N.NNx."""
+    out = []
+    for mode in sorted(by, key=lambda x: (x.split("-")[0], x)):
+        got = scaling_ratio(by, mode)
+        if got is None:
+            continue
+        x, one = got
+        k = by[mode]["gpus"]
+        per_hour = by[mode]["per_gpu_hour"] * k
+        out.append(f"{mode}: {per_hour:,.0f} candidates per hour on {k} GPUs, scaling {x:.2f}x over {one} "
+                   f"(target: at least {0.9 * k:.2f}x): {'met' if x >= 0.9 * k else 'NOT met'}")
+    return out
 
 
 def cost_growth(one: dict[str, float], many: dict[str, float], top: int = 4) -> str:

@@ -964,14 +964,49 @@ def import_file(path: Path, out_root: Path, options: ImportOptions | None = None
     return write_task_folder(record, out_root, force=force)
 
 
+IMPORTED_ENV = "CUDA_LLM_IMPORTED"     # where module files given as tasks are imported (default: the cache)
+REFUSED_FILE = "refused.txt"
+
+
+def imported_root() -> Path:
+    """The folder of imported module files: $CUDA_LLM_IMPORTED (a folder that can travel with a batch's runs),
+    else the cache's torch_tasks/."""
+    env = os.environ.get(IMPORTED_ENV)
+    return Path(env).resolve() if env else cache_dir() / "torch_tasks"
+
+
+def cached_import(path: Path) -> tuple[Path | None, str | None]:
+    """What an earlier import of this file's contents left: (its task folder, None), (None, the reason it was
+    refused), or (None, None) when it was never imported."""
+    path = Path(path)
+    root = imported_root() / module_sha256(path.read_text())[:16]
+    folder = root / task_name(path.stem)
+    if (folder / "task.toml").is_file():
+        return folder, None
+    if (root / REFUSED_FILE).is_file():
+        return None, (root / REFUSED_FILE).read_text().strip()
+    return None, None
+
+
 def import_cached(path: Path) -> Path:
     """The task folder for a module file given where a task is expected (`cuda-llm optimize m.py`): imported
-    once into the cache, keyed by the file's contents, and reused while the file is unchanged."""
+    once into the cache, keyed by the file's contents, and reused while the file is unchanged. A refusal is
+    kept too (its reason, raised again without a second import); one for want of memory is a fact about the
+    machine, not the file, and is not kept."""
     path = Path(path)
     text = path.read_text()
-    root = cache_dir() / "torch_tasks" / module_sha256(text)[:16]
+    root = imported_root() / module_sha256(text)[:16]
     name = task_name(path.stem)
-    folder = root / name
-    if (folder / "task.toml").is_file():
+    folder, refused = cached_import(path)
+    if folder is not None:
         return folder
-    return import_file(path, root, ImportOptions(name=name))[0]
+    if refused is not None:
+        raise ModuleFileError(path, refused)
+    try:
+        return import_file(path, root, ImportOptions(name=name))[0]
+    except ImportMemoryError:
+        raise
+    except ModuleFileError as exc:
+        root.mkdir(parents=True, exist_ok=True)
+        (root / REFUSED_FILE).write_text(str(exc).removeprefix(f"{path}: ") + "\n")
+        raise
