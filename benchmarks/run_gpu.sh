@@ -64,7 +64,7 @@ export PYTHONUNBUFFERED=1
 export CUDA_LLM_CACHE="${CUDA_LLM_CACHE:-/tmp/cuda-llm-cache}"
 STEPS="${STEPS:-doctor tests long harness profile loop tune features report audit manual record diagnosis detector torch}"
 [ "${SKIP_TESTS:-0}" = "1" ] && STEPS="${STEPS//tests/}"
-BENCH=bench-out
+BENCH="${BENCH:-bench-out}"     # two instances side by side (on different GPUs) need two folders
 rm -rf "$BENCH"    # a summary must never show the logs of an earlier call (they went to that call's $OUT)
 mkdir -p "$BENCH"
 summary=()
@@ -192,6 +192,18 @@ if wants scale; then       # issue #35: 1/2/4 GPUs, pool and Ray, a mixed queue;
     --candidates "${SCALE_CANDIDATES:-24}" --modes "${SCALE_MODES:-pool-1,pool-2,pool-4,ray-4}" ${throughput_args[@]+"${throughput_args[@]}"}
   step faults "$BENCH/faults.log" python3 -m pytest -m gpu_long -q -rA -s tests/test_scale_faults_gpu.py
 fi
+if wants harnesscost; then  # the judge's cost against the version in .before/ (git archive of it), same GPU
+  step hcbefore "$BENCH/harness-before.log" env PYTHONPATH="${PYTHONPATH/$PWD/$PWD/.before}" python3 .before/benchmarks/harness_bench.py \
+    --out "$BENCH/before" --ncu-tasks "" --repeats 1 ${TASKS:+--tasks "$TASKS"} ${harness_args[@]+"${harness_args[@]}"}
+  step hcafter "$BENCH/harness-after.log" python3 benchmarks/harness_bench.py --out "$BENCH/after" --ncu-tasks "" \
+    --repeats 1 --against "$BENCH/before/harness.json" ${TASKS:+--tasks "$TASKS"} ${harness_args[@]+"${harness_args[@]}"}
+fi
+if wants range; then       # issue #32: range-limited kernels, memo rates, the hang (tests/test_judge_range_gpu.py)
+  step range "$BENCH/range.log" python3 -m pytest -m gpu_long -q -rA -s tests/test_judge_range_gpu.py
+fi
+if wants rejudge; then     # every kept kernel judged again by today's judge
+  step rejudge "$BENCH/rejudge.log" python3 benchmarks/rejudge_bench.py --gpus "${REJUDGE_GPUS:-0}" --out "$BENCH/rejudge.md"
+fi
 if wants pool; then
   step pool "$BENCH/pool.log" python3 -m pytest -m gpu_long -q -rA -s tests/test_gpu_pool_gpu.py
 fi
@@ -201,10 +213,11 @@ sync_out
 # ------------------------------------------------------------------ summary (last thing printed)
 echo
 echo "==== pytest failures"
-cat "$BENCH/gpu-tests.log" "$BENCH/gpu-long.log" "$BENCH/hopper.log" "$BENCH/exemplars.log" "$BENCH/pool.log" 2>/dev/null \
+cat "$BENCH/gpu-tests.log" "$BENCH/gpu-long.log" "$BENCH/hopper.log" "$BENCH/exemplars.log" "$BENCH/pool.log" "$BENCH/range.log" 2>/dev/null \
   | grep -E "^(FAILED|ERROR) " | head -n 40
 echo "==== harness"
-cat "$BENCH/harness.md" 2>/dev/null
+cat "$BENCH/harness.md" "$BENCH/after/harness-cost.md" 2>/dev/null
+[ -f "$BENCH/rejudge.md" ] && grep -vE "\| ok \|" "$BENCH/rejudge.md"
 echo "==== torch"
 cat "$BENCH/torch.md" 2>/dev/null
 echo
