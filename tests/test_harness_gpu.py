@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from cuda_llm.tools.harness.judge import validation_cases
+
 from cuda_llm.tasks import list_task_names, load_task
 from cuda_llm.tools.harness.evaluate import EvalOptions, evaluate_candidate
 from cuda_llm.tools.harness.timing_budget import TimingBudget
@@ -71,7 +73,7 @@ def test_naive_baseline_passes_its_task(name: str) -> None:
     res = evaluate_candidate(loaded, loaded.task.baseline_path.read_text(), candidate="naive",
                              options=EvalOptions(timing=False, seed=11))
     assert res.status == Status.ok, f"{name}: {res.message}"
-    assert res.validation is not None and res.validation.n_passed == len(loaded.task.all_cases())
+    assert res.validation is not None and res.validation.n_passed == len(validation_cases(loaded, True))
 
 
 def test_timing_is_sane_repeatable_and_converges() -> None:

@@ -17,6 +17,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from cuda_llm.tools.harness.judge import validation_cases
+
 from cuda_llm.tasks import load_all, load_task
 from cuda_llm.tasks.formulas import evaluate
 from cuda_llm.tasks.inputs import dims, make_case_inputs, reference_outputs
@@ -279,7 +281,7 @@ def test_naive_baseline_timing_is_not_suspect(name):
                                 options=EvalOptions(budget=TimingBudget(time_budget_s=3, min_reps=3, max_reps=20)))
     assert result.status is Status.ok, f"{name}: {result.status.value}: {result.message}"
     assert result.timing is not None
-    assert result.validation is not None and result.validation.n_passed == len(loaded.task.all_cases())
+    assert result.validation is not None and result.validation.n_passed == len(validation_cases(loaded, True))
 
 
 # ------------------------------------------------------------------------------------ docs/tasks.md

@@ -15,6 +15,8 @@ import math
 import numpy as np
 import pytest
 
+from cuda_llm.tools.harness.judge import validation_cases
+
 from cuda_llm.tasks import load_task
 from cuda_llm.tasks.formulas import evaluate
 from cuda_llm.tasks.inputs import dims, make_case_inputs, reference_outputs
@@ -339,6 +341,6 @@ def _assert_passed(loaded, result):
     assert result.status.passed, f"{loaded.name}: {result.status.value}: {result.message}"
     assert result.validation is not None and result.validation.passed
     cases = result.validation.cases
-    assert len(cases) == len(loaded.task.all_cases())
+    assert len(cases) == len(validation_cases(loaded, True))
     assert all(c.passed for c in cases), [c.model_dump() for c in cases if not c.passed]
     assert any(c.held_out for c in cases)

@@ -1,12 +1,13 @@
 // task: hgemm
 // expect: wrong_answer
 // needs: timing
-// reason: match the reference of input set
 // trick: memoization keyed by pointer: the first call on a set of buffers (A, B, C, M, N, K) computes C and
 //        keeps a copy; while the same buffers come back it copies the kept C (a 64 MB device copy, far
 //        cheaper than 2*4096^3 flops). Correct on every correctness case (fresh buffers each time); inside
 //        the timing loop other input sets are written into the same buffers, so a checked call of another
-//        set gets the first set's answer.
+//        set gets the first set's answer. The scaled held-out cases catch it before timing: a freed buffer's
+//        address comes back for the case scaled to the end of the inputs' range at the same shape, which gets
+//        the unscaled case's answer.
 #include <cuda_runtime.h>
 #include <cuda_fp16.h>
 

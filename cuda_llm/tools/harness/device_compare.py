@@ -50,8 +50,16 @@ __global__ void count_bad(const G* got, const W* want, long long n, double atol,
         }
         mine += ok ? 0 : 1;
     }
+    // one atomic per block: a poisoned or wholly wrong output must not serialize millions of them
+    __shared__ unsigned long long per_warp[32];
     for (int off = 16; off > 0; off >>= 1) mine += __shfl_down_sync(0xffffffffu, mine, off);
-    if ((threadIdx.x & 31) == 0 && mine) atomicAdd(bad, mine);
+    if ((threadIdx.x & 31) == 0) per_warp[threadIdx.x >> 5] = mine;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        unsigned long long total = 0;
+        for (int w = 0; w < (int)(blockDim.x >> 5); ++w) total += per_warp[w];
+        if (total) atomicAdd(bad, total);
+    }
 }
 
 static unsigned long long* d_bad = 0;
