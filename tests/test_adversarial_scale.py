@@ -187,3 +187,58 @@ def test_rounding_noise_twin_changes_every_call_and_stays_inside_the_tolerance()
         assert np.allclose(y, want, rtol=1e-4, atol=1e-5)
         ulps = np.abs(y.view(np.int32).astype(np.int64) - want.view(np.int32).astype(np.int64))
         assert ulps.max() <= 3 and ulps.max() >= 1
+
+
+# ------------------------------------------------------------------------------------------ on a GPU
+# What the CUDA files themselves compute at each scale, judged by today's harness on scaled copies of the
+# tasks: the copy's make_inputs draws the usual inputs times the scale and its atol grows as the output
+# does (sgemm: scale^2, reduce_sum: scale; softmax's outputs stay within [0, 1], atol as it is).
+SCALED_INPUTS = {
+    "sgemm": "def make_inputs(sizes, rng):\n"
+             "    M, N, K = sizes['M'], sizes['N'], sizes['K']\n"
+             "    return {'A': (rng.uniform(-1, 1, (M, K)) * SCALE).astype(np.float32),\n"
+             "            'B': (rng.uniform(-1, 1, (K, N)) * SCALE).astype(np.float32)}\n",
+    "reduce_sum": "def make_inputs(sizes, rng):\n"
+                  "    return {'x': (rng.uniform(-1, 1, sizes['n']) * SCALE).astype(np.float32)}\n",
+    "softmax": "_usual = make_inputs\n\n\n"
+               "def make_inputs(sizes, rng):\n"
+               "    return {'x': (_usual(sizes, rng)['x'] * SCALE).astype(np.float32)}\n",
+}
+OUTPUT_GROWTH = {"sgemm": lambda s: s * s, "reduce_sum": lambda s: s, "softmax": lambda s: 1.0}
+
+
+def scaled_task(task_name: str, scale: float, root: Path) -> Path:
+    """A copy of the task whose inputs are the usual draw times ``scale``, its atol grown to match."""
+    import re
+    import shutil
+
+    folder = root / f"x{scale:g}" / task_name
+    if folder.exists():
+        return folder
+    shutil.copytree(load_task(task_name).task.folder, folder)
+    ref = folder / "reference.py"
+    ref.write_text(ref.read_text() + f"\n\nSCALE = {scale!r}\n\n\n" + SCALED_INPUTS[task_name])
+    toml = folder / "task.toml"
+    grow = OUTPUT_GROWTH[task_name](scale)
+    text = re.sub(r'(\[tolerance\.\w+\]\s*\natol = )"?([^"\n]+)"?', lambda m: f'{m.group(1)}"({m.group(2)}) * {grow!r}"',
+                  toml.read_text())
+    toml.write_text(text.replace('kind = "uniform", low = -1, high = 1', 'kind = "custom"'))
+    return folder
+
+
+GPU_CASES = [(name, scale) for name in [*sorted(BREAKS), "reduce_sum_atomic"] for scale in SCALES]
+
+
+@pytest.mark.gpu_long
+@pytest.mark.parametrize("name,scale", GPU_CASES, ids=[f"{n}-x{s:g}" for n, s in GPU_CASES])
+def test_cuda_kernel_is_right_or_broken_where_its_header_says(name, scale, tmp_path_factory):
+    from cuda_llm.tools.harness.evaluate import EvalOptions, evaluate_candidate
+
+    path = SCALE_DIR / f"{name}.cu"
+    task_name = header(path)["task"]
+    folder = scaled_task(task_name, scale, tmp_path_factory.getbasetemp() / "scaled_tasks")
+    res = evaluate_candidate(load_task(folder), path.read_text(), candidate=path.name,
+                             work_dir=tmp_path_factory.mktemp(name), options=EvalOptions(timing=False, seed=7))
+    print(f"{name} x{scale:g}: {res.status.value}: {res.message}")
+    want = Status.wrong_answer if scale in BREAKS.get(name, set()) else Status.ok
+    assert res.status == want, f"{name} at scale {scale:g}: got {res.status.value}: {res.message}"

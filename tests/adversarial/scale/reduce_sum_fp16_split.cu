@@ -5,11 +5,12 @@
 //        half2 pairs with __hadd2 (a run of four per lane), and accumulates the octet in fp32; blocks
 //        write partials that one block adds in a fixed order. On the usual draw (|x| < 1) hi + lo keeps
 //        22 bits of each input and the fp16 sums of the tiny lo parts lose almost nothing: emulated error
-//        at most 0.04 of the allowance at every test shape, 0.005 at a benchmark-size sample (n = 2^28).
-//        Scaled by 1e-4 the inputs fall where fp16 is subnormal or nearly so (below 2^-13, spacing 2^-24):
-//        hi rounds each input to a multiple of 6e-8, lo underflows to 0, and the sum is off by 7 to 67
-//        times the allowance at n <= 1048579 (about 1.3 times at n = 4194304). Scaled by 1e4 it passes
-//        (inputs stay below 65504; it would overflow to Inf only from |x| >= 65520).
+//        at most 0.04 of the allowance at every test shape, 4e-5 of it at a benchmark-size sample
+//        (n = 2^28). Scaled by 1e-4 the inputs fall where fp16's spacing is 2^-24 (below 2^-13, subnormal
+//        below 2^-14): hi rounds each input to a multiple of 6e-8, lo underflows to 0, and the sum is off
+//        by 7 to 67 times the allowance at n <= 1048579 (about 1.3 times at n = 4194304); 1e-3 already
+//        fails (3 times), 1e-2 passes (0.17). Scaled by 1e4 it passes (0.004): inputs stay below 65504,
+//        Inf comes only from |x| >= 65520 (scale 1e5).
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 

@@ -3,8 +3,9 @@
 // trick: none: 3xTF32. Each fp32 input x is split on the tensor cores' input format into big = tf32(x)
 //        and small = tf32(x - big) (x - big is exact in fp32); three tf32 products (small*big, big*small,
 //        big*big) accumulate in fp32. tf32 keeps fp32's 8-bit exponent, so the split works at any scale
-//        (1e-4 to 1e4 and far beyond) and the error stays at fp32's: emulated with truncated (masked) tf32
-//        parts, the worst error is within 1e-6 of the output's size at every scale.
+//        (1e-4 to 1e4 and far beyond): emulated with truncated (masked) tf32 parts, the error is at most
+//        0.014 of the allowance at scales 1, 1e4 and 1e-4 on every test shape (the kernel rounds the parts
+//        to nearest with cvt.rna, which is at least as accurate).
 #include <cuda_runtime.h>
 #include <mma.h>
 

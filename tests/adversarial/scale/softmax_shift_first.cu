@@ -2,10 +2,10 @@
 // expect: wrong_answer
 // trick: "stable enough" softmax that subtracts each row's FIRST element instead of its max (saving the
 //        max reduction: one pass sums exp(x - x[0]), a second writes exp(x - x[0]) / sum). On the task's
-//        draw a row's values lie within about +-9 of each other (sd 2), so exp(x - x[0]) stays below
-//        e^20 and every row passes (emulated: error 0.006 of the allowance). It is right only while
-//        max - x[0] < 88.7: inputs scaled by 1e4 (spread ~1e5) make expf overflow to Inf, Inf / Inf = NaN
-//        in every row. Inputs scaled by 1e-4 pass.
+//        draw a row's values lie within about +-9 of each other (sd 2), so exp(x - x[0]) stays far below
+//        fp32's range and every row passes (emulated error at most 0.006 of the allowance). It is right
+//        only while max - x[0] < 88.7: inputs scaled by 10 already overflow expf in some row (Inf / Inf =
+//        NaN), and scaled by 1e4 (spread ~1e5) every row does. Inputs scaled by 1e-4 pass.
 #include <cuda_runtime.h>
 
 #define THREADS 256
