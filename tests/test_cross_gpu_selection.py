@@ -28,7 +28,7 @@ class TwoGpus(FakeGpuEvaluator):
 def _run(tmp_path: Path, r2_ms: float, h2h_ms: float) -> tuple[Any, Any]:
     kernels = [softmax_source(v) for v in ("v5", "v6", "v5b", "v7")]
     ev = TwoGpus({"baseline": 10.0, "v5": 5.0, "v6": 6.0, "v7": 7.0, "v5b": r2_ms}, log_path=tmp_path / "evals.log",
-                 confirm_timings={"v5b": h2h_ms})
+                 confirm_timings={"v5b": h2h_ms}, compile=False)
     model = scripted(kernels, n=2)
     opts = RunOptions(limits=Limits(n_candidates=2, max_rounds=2, plateau_rounds=5), runs_dir=tmp_path / "runs",
                       stats_path=tmp_path / "stats.sqlite")
