@@ -52,9 +52,14 @@ ROLES = ["--coder", "manual", "--planner", "rules", "--critic", "rules"]
 PACK_SKIP = (".so", ".o", ".ncu-rep", ".cubin", ".ptx", ".lock", "report.html")
 
 
+CACHE_GB = "120"     # the benchmark data of the sample (4 input sets and references per problem) is ~45 GB:
+                     # the default 20 GB cap would evict one problem's sets while another's are made
+
+
 def env_for(runs: Path) -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""),
-            "CUDA_LLM_IMPORTED": str(runs / "imported"), "CUDA_LLM_FEATURE_DB": str(runs / "feature_stats.sqlite")}
+            "CUDA_LLM_IMPORTED": str(runs / "imported"), "CUDA_LLM_FEATURE_DB": str(runs / "feature_stats.sqlite"),
+            "CUDA_LLM_CACHE_MAX_GB": os.environ.get("CUDA_LLM_CACHE_MAX_GB", CACHE_GB)}
 
 
 # ------------------------------------------------------------------------------------------- copy

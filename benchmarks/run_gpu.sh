@@ -189,7 +189,7 @@ if wants kbstep; then      # ... and resume every answered run of it
 fi
 if wants scale; then       # issue #35: 1/2/4 GPUs, pool and Ray, a mixed queue; then the fault tests
   step scale "$BENCH/scale.log" python3 benchmarks/throughput_bench.py --out "$BENCH" --mix \
-    --candidates "${SCALE_CANDIDATES:-24}" --modes "${SCALE_MODES:-pool-1,pool-2,pool-4,ray-4}" ${throughput_args[@]+"${throughput_args[@]}"}
+    --candidates "${SCALE_CANDIDATES:-16}" --modes "${SCALE_MODES:-pool-1,pool-2,pool-4,ray-4}" ${throughput_args[@]+"${throughput_args[@]}"}
   step faults "$BENCH/faults.log" python3 -m pytest -m gpu_long -q -rA -s tests/test_scale_faults_gpu.py
 fi
 if wants harnesscost; then  # the judge's cost against the version in .before/ (git archive of it), same GPU
@@ -249,7 +249,7 @@ fi
 [ -f "$BENCH/kbstart.log" ] && echo "kbstart:  $(grep -E 'prompt\(s\) waiting|^# exit|^packed' "$BENCH/kbstart.log" | tr '\n' ' ')"
 [ -f "$BENCH/kbstep.log" ] && echo "kbstep:   $(grep -E 'prompt\(s\) waiting|^# exit|^packed' "$BENCH/kbstep.log" | tr '\n' ' ')"
 [ -f "$BENCH/faults.log" ] && echo "faults:   $(grep -E '[0-9]+ (passed|failed)' "$BENCH/faults.log" | tail -n 1 | tr -d '=')" \
-  && grep -E '^pool-gpu-(fault|missing): ' "$BENCH/faults.log"
+  && grep -E '^pool-gpu-(fault|missing|resume|ray): ' "$BENCH/faults.log"
 [ -f "$BENCH/pool.log" ] && echo "pool:     $(grep -E '[0-9]+ (passed|failed)' "$BENCH/pool.log" | tail -n 1 | tr -d '=')" \
   && grep -E '^pool-gpu: ' "$BENCH/pool.log"
 exit 0

@@ -169,6 +169,7 @@ class EvalResult(BaseModel):
     baseline_ms: float | None = None
     library_ms: float | None = None   # the yardstick (library, torch.compile) measured with this baseline, if any
     device: str | None = None
+    gpu: str | None = None            # which GPU of a pool measured it (its label: "0", "node:1"); None: no pool
     seconds: float = 0.0
 
     @property

@@ -226,3 +226,25 @@ def test_the_timeline_shows_which_gpu_ran_a_job():
     lost = describe({"event": "gpu_job", "kind": "evaluate", "candidate": "r1c1", "gpu": "0", "seconds": 1.0,
                      "queued_s": 0.0, "status": "lost", "error": "RayActorError: died", "requeued": True})
     assert "LOST (RayActorError: died; re-queued)" in lost
+
+
+def test_every_result_names_the_gpu_that_measured_it(tmp_path, softmax):
+    """Each evaluation (and both halves of a final check) carries its GPU's label, as the trace's gpu_job does."""
+    events: list = []
+    with make_pool(tmp_path, 2, timings={"baseline": 10.0}, default_ms=1.0) as pool:
+        got = run_all(pool, softmax, [f"c{i}" for i in range(4)], tmp_path, events)
+        cand, base = pool.client().final_check(softmax, src("c0"), "c0", tmp_path / "final")
+    by_job = {e["candidate"]: e["gpu"] for e in events if e["event"] == "gpu_job"}
+    assert [g.value.gpu for g in got] == [by_job[f"c{i}"] for i in range(4)]
+    assert {g.value.gpu for g in got} == {"0", "1"}
+    assert cand.gpu in ("0", "1") and base.gpu == cand.gpu
+
+
+def test_timings_of_two_gpus_go_to_a_head_to_head_unless_far_apart():
+    from cuda_llm.graph.selection import CROSS_GPU_SPREAD, worth_a_head_to_head
+
+    best = (1.00, 1.02)
+    assert worth_a_head_to_head((1.01, 1.03), best)                  # 1% slower on another GPU: on one GPU, please
+    assert worth_a_head_to_head((1.02 * (1 + CROSS_GPU_SPREAD) - 1e-6, 1.2), best)
+    assert not worth_a_head_to_head((1.02 * (1 + CROSS_GPU_SPREAD), 1.2), best)   # slower than GPUs differ
+    assert not worth_a_head_to_head((1.0, 1.0), None)

@@ -18,7 +18,8 @@ from cuda_llm.agents.usage import total_tokens
 from cuda_llm.graph import coding, evidence, planning, refine, review, search, stop_rules
 from cuda_llm import halts
 from cuda_llm.graph.deps import Deps
-from cuda_llm.graph.selection import DECISIVE_RATIO, decide, decisive, head_to_head_decision, interval
+from cuda_llm.graph.selection import (CROSS_GPU_SPREAD, DECISIVE_RATIO, decide, decisive, head_to_head_decision,
+                                      interval, is_win, worth_a_head_to_head)
 from cuda_llm.graph.stages import PASSED, StageContext, ToolStage
 from cuda_llm.graph.state import BestSummary, Candidate, GraphState, Limits, RESET, round_cands, short
 from cuda_llm.results import CHALLENGER, EvalResult, Status
@@ -313,6 +314,12 @@ def make_select(deps: Deps) -> Callable[[GraphState], dict]:
                 return update
             ok, why = decide(res, best_iv)
             confirm_iv = None
+            elsewhere = _timed_elsewhere(deps, res, best)
+            if not ok and elsewhere and is_win(res) and best.hash and worth_a_head_to_head(interval(res.timing), best_iv):
+                ok = True        # two GPUs' timings are not compared: the head-to-head below decides on one GPU
+            elif not ok and elsewhere:
+                why += (f" (timed on GPU {res.gpu}, the best on GPU {elsewhere}: slower by more than the "
+                        f"{100 * CROSS_GPU_SPREAD:g}% two GPUs of a kind differ)")
             against_kernel = ok and best_iv is not None and bool(best.hash)
             clear_win = against_kernel and decisive(interval(res.timing), best_iv)
             if against_kernel and not clear_win:
@@ -345,6 +352,14 @@ def make_select(deps: Deps) -> Callable[[GraphState], dict]:
                 deps.rundir.write_text("best_so_far.cu", deps.source(c.hash))
             return update
     return select
+
+
+def _timed_elsewhere(deps: Deps, res: EvalResult, best: BestSummary) -> str | None:
+    """The GPU that timed the best, when a pool's other GPU timed ``res``; None on one GPU (or unknown)."""
+    if res.gpu is None or best.id == "baseline" or not best.hash:
+        return None
+    mine = deps.rundir.read_result(best.id)
+    return mine.gpu if mine is not None and mine.gpu is not None and mine.gpu != res.gpu else None
 
 
 def _head_to_head(deps: Deps, c: Candidate, best: BestSummary) -> tuple[bool, str, tuple[float, float] | None, int]:

@@ -20,6 +20,9 @@ from cuda_llm.results import CHALLENGER, CHAMPION, EvalResult, HeadToHead, Statu
 
 HEAD_TO_HEAD_MIN_GAIN = 0.01     # a head-to-head win must be at least this large (and larger than the legs' spread)
 DECISIVE_RATIO = 3.0             # a win this large is confirmed by a re-run alone, without re-timing the champion
+# two GPUs of one kind differ by a few percent (clocks, heat): a candidate timed on another GPU than the best
+# and slower by less than this is not judged from the two timings but head to head on one GPU
+CROSS_GPU_SPREAD = 0.05
 
 
 def _q(samples: Sequence[float], q: float) -> float:
@@ -44,6 +47,13 @@ def clearly_faster(cand: tuple[float, float], best: tuple[float, float] | None) 
     if best is None:
         return True
     return cand[1] < best[0]
+
+
+def worth_a_head_to_head(cand: tuple[float, float], best: tuple[float, float] | None,
+                         spread: float = CROSS_GPU_SPREAD) -> bool:
+    """A candidate timed on another GPU than the best, not clearly faster, but within what two GPUs differ:
+    its fastest sample under the best's q75 stretched by ``spread``."""
+    return best is not None and cand[0] < best[1] * (1.0 + spread)
 
 
 def decisive(cand: tuple[float, float], best: tuple[float, float] | None, ratio: float = DECISIVE_RATIO) -> bool:

@@ -215,6 +215,7 @@ class GpuPool:
                     return
                 continue
             failures = 0
+            value = stamped(value, slot.label)
             end = time.time()
             self._emit(job, status="done", gpu=slot.label, start=start, end=end)
             with self._cond:
@@ -255,6 +256,16 @@ class GpuPool:
                          seconds=round(fields["end"] - fields["start"], 3), **fields)
         except Exception:  # noqa: BLE001 - a closed trace never loses a measurement
             pass
+
+
+def stamped(value: Any, label: str) -> Any:
+    """A job's results marked with the GPU that measured them (EvalResult.gpu), so that a run can tell timings
+    from two GPUs apart before it compares them (graph/selection.py)."""
+    if isinstance(value, EvalResult):
+        return value if value.gpu is not None else value.model_copy(update={"gpu": label})
+    if isinstance(value, tuple):
+        return tuple(stamped(v, label) for v in value)
+    return value
 
 
 class PoolClient(ToolsMixin):

@@ -26,7 +26,7 @@ P_VALUES = (0.0, 1.0, 1.5, 2.0)
 # any of its candidates reached
 STAGES = ("static_error", "compile_error", "runtime_error", "timeout", "wrong_answer", "ok")
 HEADERS = ("level", "file", "correct", "failing stage", "best ms", "eager ms", "compile ms", "x eager", "x compile",
-           "GPU", "rounds", "status")
+           "GPU", "round 1 ms", "after round 1", "rounds", "status")
 
 
 class KbRow(BaseModel):
@@ -44,6 +44,12 @@ class KbRow(BaseModel):
     same_gpu: bool = False           # eager and compile from the final check, beside the kernel
     rounds: int = 0
     round1_ms: float | None = None   # round 1's best passing time (what the later rounds added)
+    bottleneck: str = ""             # the best kernel's diagnosis (the run's report): why it is not faster
+
+    @property
+    def after_round1(self) -> float | None:
+        """Round 1's best over the final best: what the rounds after the first added (1.00x: nothing)."""
+        return self.round1_ms / self.best_ms if self.correct and self.round1_ms and self.best_ms else None
 
     @property
     def x_eager(self) -> float | None:
@@ -129,17 +135,21 @@ def kb_row(task: Any, values: dict[str, Any] | None, run_root: Path | None) -> K
         return row.model_copy(update={"stage": task.status})
     base, final, best = values.get("baseline") or {}, values.get("final") or {}, values.get("best") or {}
     rounds = int(values.get("round") or 0)
-    upd: dict[str, Any] = {"rounds": rounds, "round1_ms": _round1_ms(run_root)}
-    if final.get("status") == "ok" and final.get("ms"):
+    upd: dict[str, Any] = {"rounds": rounds, "round1_ms": _round1_ms(run_root),
+                           "bottleneck": "; ".join(x for x in (best.get("bottleneck"), best.get("profile"))
+                                                   if x and x != "unknown")[:300]}
+    kernel = best.get("id") not in (None, "baseline")
+    if not kernel:           # no candidate passed: the furthest stage any reached
+        upd.update(stage=_stage(run_root), eager_ms=base.get("ms"), compile_ms=base.get("library_ms"))
+    elif final.get("status") == "ok" and final.get("ms"):
         upd.update(correct=True, best_ms=final["ms"], eager_ms=final.get("baseline_ms"),
                    compile_ms=final.get("library_ms") or base.get("library_ms"), gpu=_final_gpu(run_root),
                    same_gpu=final.get("library_ms") is not None)
-    elif best.get("id") not in (None, "baseline") and best.get("ms") and not final:
-        # not finished yet (waiting for its next round): the best so far, timed beside nothing
+    elif final:              # the best failed its final check (fresh inputs)
+        upd.update(stage=f"final check: {final.get('status')}", eager_ms=base.get("ms"),
+                   compile_ms=base.get("library_ms"))
+    elif best.get("ms"):     # not finished yet (waiting for its next round): the best so far, timed beside nothing
         upd.update(correct=True, best_ms=best["ms"], eager_ms=base.get("ms"), compile_ms=base.get("library_ms"))
-    else:
-        upd.update(stage=final.get("status") if final.get("status") not in (None, "ok") else _stage(run_root),
-                   eager_ms=base.get("ms"), compile_ms=base.get("library_ms"))
     return row.model_copy(update=upd)
 
 
@@ -173,7 +183,7 @@ def _cells(r: KbRow) -> list[str]:
     return [str(r.level) if r.level is not None else "-", r.file or r.task, "yes" if r.correct else "no",
             "" if r.correct else r.stage, fmt_ms(r.best_ms), fmt_ms(r.eager_ms), fmt_ms(r.compile_ms),
             fmt_x(r.x_eager), fmt_x(r.x_compile), (r.gpu or "-") + ("" if r.same_gpu or not r.correct else " *"),
-            str(r.rounds), r.status]
+            fmt_ms(r.round1_ms), fmt_x(r.after_round1), str(r.rounds), r.status]
 
 
 def coder_line(s: KbSummary) -> str:
@@ -196,10 +206,18 @@ def fast_lines(s: KbSummary) -> list[str]:
     return out
 
 
+def lost_lines(rows: list[KbRow]) -> list[str]:
+    """The problems whose best kernel lost to torch.compile, with the reason the run's report gives."""
+    return [f"- {r.file or r.task}: {fmt_x(r.x_compile)} torch.compile; {r.bottleneck or 'no diagnosis recorded'}"
+            for r in rows if r.x_compile is not None and r.x_compile < 1.0]
+
+
 def markdown(rows: list[KbRow], s: KbSummary) -> str:
     note = coder_line(s)
+    lost = lost_lines(rows)
     return ("## KernelBench\n\n" + (f"> {note}\n\n" if note else "") + "\n".join(fast_lines(s)) + "\n\n"
             + md_table(HEADERS, [_cells(r) for r in rows])
+            + ("\n\nLost to torch.compile (the best kernel's diagnosis):\n\n" + "\n".join(lost) if lost else "")
             + "\n\nfast_p: the share of the problems run that are correct and more than p times faster (fast_0: "
               "correct). Eager and torch.compile are timed in the run's final check, in the same job on the same "
               "GPU as the kernel (torch.compile's warm-up outside the timing); `*`: the final check did not time "
@@ -208,7 +226,9 @@ def markdown(rows: list[KbRow], s: KbSummary) -> str:
 
 def as_json(rows: list[KbRow], s: KbSummary) -> str:
     return json.dumps({"summary": s.model_dump(), "problems": [{**r.model_dump(), "x_eager": r.x_eager,
-                                                                 "x_compile": r.x_compile} for r in rows]}, indent=1)
+                                                                 "x_compile": r.x_compile,
+                                                                 "after_round1": r.after_round1} for r in rows]},
+                      indent=1)
 
 
 def sorted_speedup_figure(rows: list[KbRow]) -> Any:
