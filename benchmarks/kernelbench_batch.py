@@ -170,12 +170,23 @@ def cmd_sample(a: argparse.Namespace) -> int:
 
 
 # --------------------------------------------------------------------------------- the batch
-def batch_cli(runs: Path, args: list[str], deadline_s: float | None) -> int:
-    """`cuda-llm batch ...` in a child, stopped with SIGTERM (resumable) when the deadline comes."""
+def batch_cli(runs: Path, args: list[str], deadline_s: float | None, kill_after_s: float | None = None) -> int:
+    """`cuda-llm batch ...` in a child, stopped with SIGTERM (resumable) when the deadline comes; with
+    ``kill_after_s``, killed with SIGKILL then (as an out-of-memory killer or a lost machine would)."""
     cmd = [sys.executable, "-m", "cuda_llm.cli", "batch", *args, "--runs-dir", rel(runs)]
     t0 = time.monotonic()
     print(f"$ cuda-llm batch {' '.join(args)}", flush=True)
     proc = subprocess.Popen(cmd, cwd=ROOT, env=env_for(runs))
+    if kill_after_s is not None and (deadline_s is None or kill_after_s < deadline_s):
+        try:
+            rc = proc.wait(timeout=kill_after_s)
+            print(f"# exit {rc} before the kill, {time.monotonic() - t0:.1f} s", flush=True)
+            return rc
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+            print(f"kernelbench_batch: killed the batch with SIGKILL after {kill_after_s:.0f} s", flush=True)
+            return -9
     try:
         rc = proc.wait(timeout=deadline_s)
     except subprocess.TimeoutExpired:
@@ -229,10 +240,46 @@ def cmd_step(a: argparse.Namespace) -> int:
         print(f"no batch in {a.runs_dir}: use `start`", file=sys.stderr)
         return 2
     args = ["--resume", "latest", "--quiet"] + (["--gpus", a.gpus] if a.gpus else [])
+    if a.kill_after_s is not None:               # the kill-and-resume check: SIGKILL mid-way, then resume
+        done_before = finished_jobs(a.runs_dir)
+        if batch_cli(a.runs_dir, args, _deadline(a, t0), kill_after_s=a.kill_after_s) == -9:
+            killed_at = finished_jobs(a.runs_dir)
+            time.sleep(5)
+            rc = batch_cli(a.runs_dir, args, _deadline(a, t0))
+            print(repeat_report(done_before, killed_at, finished_jobs(a.runs_dir)), flush=True)
+            cmd_pending(a)
+            pack(a)
+            return 0 if rc in (0, WAITING) else rc
     rc = batch_cli(a.runs_dir, args, _deadline(a, t0))
     cmd_pending(a)
     pack(a)
     return 0 if rc in (0, WAITING) else rc
+
+
+def finished_jobs(runs: Path) -> list[tuple[str, str, str]]:
+    """Every finished GPU job of every run, as (run, kind, candidate), in trace order (repeats kept)."""
+    out = []
+    for trace in sorted(runs.glob("*/trace.jsonl")):
+        for line in trace.read_text().splitlines():
+            try:
+                ev = json.loads(line)
+            except ValueError:
+                continue
+            if ev.get("event") == "gpu_job" and ev.get("status") == "done":
+                out.append((trace.parent.name, str(ev.get("kind")), str(ev.get("candidate"))))
+    return out
+
+
+def repeat_report(before: list, at_kill: list, after: list) -> str:
+    """What the kill cost: jobs finished before it that ran again after the resume (should be none)."""
+    from collections import Counter
+    done_at_kill, done_after = Counter(at_kill), Counter(after)
+    repeated = sorted(j for j, n in done_after.items() if done_at_kill.get(j) and n > done_at_kill[j])
+    new = sum(done_after.values()) - sum(done_at_kill.values())
+    lines = [f"kill and resume: {sum(done_at_kill.values()) - len(before)} GPU jobs had finished in this step before "
+             f"the SIGKILL; {new} finished after the resume; repeated after the resume: {len(repeated)}"]
+    lines += [f"  repeated: {run} {kind} {cand}" for run, kind, cand in repeated]
+    return "\n".join(lines)
 
 
 def pack(a: argparse.Namespace) -> None:
@@ -327,6 +374,10 @@ def main(argv: list[str] | None = None) -> int:
         if name in ("start", "step"):
             s.add_argument("--gpus", help="e.g. 0,1,2,3 (default: every GPU)")
             s.add_argument("--out", help="where kb-runs.tar.gz and the tables go (e.g. $OUT)")
+            if name == "step":
+                s.add_argument("--kill-after-s", type=float, default=None,
+                               help="SIGKILL the batch after this many seconds, then resume it and report "
+                                    "which finished GPU jobs ran again (none should)")
             s.add_argument("--deadline-s", type=float, default=None,
                            help="stop the batch (resumable) after this many seconds, then pack")
         if name == "start":

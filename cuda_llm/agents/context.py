@@ -18,7 +18,6 @@ from pydantic import BaseModel, Field
 from cuda_llm.agents.budget import MAX_SOURCE_CHARS, cap
 from cuda_llm.agents.device_facts import render_sm_limits
 from cuda_llm.results import NAIVE_BASELINE, DeviceInfo, KernelResources
-from cuda_llm.tasks import scale_cases
 
 MAX_SHAPES_SHOWN = 6
 MAX_HISTORY_ITEMS = 12
@@ -76,7 +75,7 @@ class TaskBrief(BaseModel):
             inputs=[_input_line(p, make_inputs) for p in task.inputs],
             shapes_sample=shapes, benchmark=dict(task.benchmark), bytes_formula=str(task.bytes),
             flops_formula=str(task.flops), tolerance=tolerance, notes=_without_file_pointers(task.notes.strip()),
-            magnitudes=scale_cases.range_text(task) or "",
+            magnitudes=task.magnitude_text() or "",
         )
 
     def render(self) -> str:

@@ -324,6 +324,19 @@ class Task(BaseModel):
             return None
         return p.magnitude or DEFAULT_MAGNITUDES.get(p.dtype.value)
 
+    def magnitude_text(self) -> str | None:
+        """The one line a prompt carries on the magnitudes a correct kernel must handle (None: no float input
+        has a range). The held-out cases at both ends are tasks/scale_cases.py's."""
+        groups: dict[tuple[float, float], list[str]] = {}
+        for p in self.inputs:
+            if (m := self.magnitude_for(p)) is not None:
+                groups.setdefault((m.low, m.high), []).append(p.name)
+        if not groups:
+            return None
+        parts = [f"{', '.join(names)} from {lo:g} to {hi:g}" for (lo, hi), names in groups.items()]
+        return ("Input magnitudes: a correct kernel is right for float inputs of any size in their range ("
+                + "; ".join(parts) + "), not only for the test draw; held-out cases scale the inputs to both ends.")
+
     def tolerance_for(self, output: Param) -> Tolerance:
         return self.tolerance.get(output.name) or self.tolerance.get(output.dtype.value) or DEFAULT_TOLERANCES[output.dtype]
 

@@ -48,19 +48,6 @@ def scalable(task: Task) -> dict[str, Magnitude]:
     return {p.name: m for p in task.inputs if (m := task.magnitude_for(p)) is not None}
 
 
-def range_text(task: Task) -> str | None:
-    """The one line a prompt carries: the magnitudes a correct kernel must handle (None: no float input)."""
-    ranges = scalable(task)
-    if not ranges:
-        return None
-    groups: dict[tuple[float, float], list[str]] = {}
-    for name, m in ranges.items():
-        groups.setdefault((m.low, m.high), []).append(name)
-    parts = [f"{', '.join(names)} from {lo:g} to {hi:g}" for (lo, hi), names in groups.items()]
-    return ("Input magnitudes: a correct kernel is right for float inputs of any size in their range ("
-            + "; ".join(parts) + "), not only for the test draw; held-out cases scale the inputs to both ends.")
-
-
 def _largest(a: np.ndarray) -> float:
     if a.size == 0:
         return 0.0
