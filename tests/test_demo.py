@@ -117,8 +117,21 @@ def test_export_of_the_demo_says_replay(demo, tmp_path, capsys):
     runs, run_id, _ = demo
     rc, out = _cli(capsys, "export", run_id, "--runs-dir", str(runs), "--torch", str(tmp_path / "exp"), "--arch", "sm_90")
     assert rc == 0 and "REPLAY" in out
-    assert "REPLAY" in (tmp_path / "exp" / "README.md").read_text()
-    assert (tmp_path / "exp" / "kernel.so").is_file()
+    readme = (tmp_path / "exp" / "README.md").read_text()
+    assert "REPLAY" in readme and (tmp_path / "exp" / "kernel.so").is_file()
+    assert "built for **sm_90a**" in readme and "built for sm_90 " not in readme     # the arch as built
+    assert "compute_80,code=sm_80" in readme                                          # and for another GPU
+    # the README's rebuild line, exactly as written, from a copy of the folder elsewhere with no kernel.so
+    line = readme.split("## Rebuild", 1)[1].split("```bash\n", 1)[1].split("\n```", 1)[0]
+    assert "-keep" not in line and line.startswith("nvcc ") and "sm_90a" in line
+    copy = tmp_path / "elsewhere" / "kernel"
+    shutil.copytree(tmp_path / "exp", copy)
+    (copy / "kernel.so").unlink()
+    from cuda_llm.tools.compiler.compile import nvcc_path
+    env = {"PATH": f"{Path(nvcc_path()).parent}:/usr/bin:/bin", "HOME": str(tmp_path)}
+    proc = subprocess.run(["bash", "-c", line], cwd=copy, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert (copy / "kernel.so").stat().st_size > 0 and not (copy / "nvcc-keep").exists()
 
 
 def test_a_replay_cannot_be_resumed(demo, capsys):
