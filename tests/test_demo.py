@@ -70,10 +70,23 @@ def test_the_demo_is_a_finished_run_under_its_own_id(demo, capsys):
         assert {r[0] for r in con.execute("SELECT thread_id FROM checkpoints")} == {run_id}
     config = json.loads((runs / run_id / "config.json").read_text())
     assert config["replay"]["sources"] and config["options"]["runs_dir"] == str(runs)
-    # a second demo is a second run; the first is untouched
+    # a second demo names the copy already there (no identical second run); --again installs another
     assert main(["demo", "--runs-dir", str(runs)]) == 0
+    assert f"already installed as run {run_id}" in capsys.readouterr().out
+    assert [p.name for p in runs.iterdir()] == [run_id]
+    assert main(["demo", "--runs-dir", str(runs), "--again"]) == 0
     capsys.readouterr()
     assert len(list(runs.iterdir())) == 2
+
+
+def test_runs_with_no_runs_folder_points_at_the_demo(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)                       # outside a project: no ./runs
+    assert main(["runs"]) == 0
+    out = capsys.readouterr().out
+    assert "no runs" in out and "cuda-llm demo" in out and "cuda-llm optimize TASK" in out
+    assert main(["runs", "--runs-dir", "elsewhere"]) == 2      # a --runs-dir given by hand that is not there
+    err = capsys.readouterr().err
+    assert "wrong --runs-dir?" in err and "cuda-llm demo" in err and len(err.strip().splitlines()) == 1
 
 
 def test_runs_report_show_and_trace_say_replay(demo, capsys):
