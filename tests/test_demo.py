@@ -207,3 +207,40 @@ def test_critique_lines_keep_sentences_apart():
     lines = critique_lines("latency-bound", "Stalls on loads. Occupancy is 6%.", [])
     assert lines == ["latency-bound: Stalls on loads.", "Occupancy is 6%."]
     assert critique_lines(None, "", ["a", "b"]) == ["Next: a, b."]
+
+
+def test_show_sections_trace_full_and_whole_notes(demo, capsys):
+    """Long output stays readable: show summarises the timing samples (every one only in --section timings,
+    ten a line), prints one section alone, trace --full and report.md cut nothing."""
+    runs, run_id, _ = demo
+    rd = ["--runs-dir", str(runs)]
+    best = _recorded().best_id
+    rc, out = _cli(capsys, "show", run_id, best, *rd)
+    timing = out.split("== timing\n", 1)[1].split("\n\n", 1)[0]
+    assert rc == 0 and re.search(r"\d+ samples, [\d.]+ to [\d.]+ ms", timing) and "samples (ms" not in timing
+    assert not any(len(re.findall(r"\d\.\d{4}", line)) > 10 for line in out.splitlines())   # no line of samples
+    assert "--section" in out.splitlines()[-1]
+    rc, timings = _cli(capsys, "show", run_id, best, *rd, "--section", "timings")
+    sample_lines = timings.split("in the order timed):\n", 1)[1].splitlines()
+    n = int(re.search(r"(\d+) samples", out).group(1))
+    assert rc == 0 and sum(len(line.split(", ")) for line in sample_lines) == n and max(map(len, sample_lines)) < 100
+    rc, source = _cli(capsys, "show", run_id, best, *rd, "--section", "source")
+    assert rc == 0 and source == (runs / run_id / "candidates" / f"{best}.cu").read_text().rstrip() + "\n"
+    assert main(["show", run_id, best, *rd, "--section", "nope"]) == 2
+    err = capsys.readouterr().err
+    assert "no section 'nope'" in err and "timings" in err and len(err.strip().splitlines()) == 1
+    # a note the timeline cuts to a line is whole with --full
+    rc, cut = _cli(capsys, "trace", run_id, *rd)
+    rc2, full = _cli(capsys, "trace", run_id, *rd, "--full")
+    assert rc == rc2 == 0 and cut.count("...") > full.count("...")
+    flat = " ".join(full.split())
+    for ev in (json.loads(line) for line in (runs / run_id / "trace.jsonl").read_text().splitlines()):
+        if ev.get("event") == "decision" and ev.get("kind") == "critique":
+            assert " ".join(ev["summary"].split()) in flat
+    # report.md: every candidate's note whole
+    assert main(["report", run_id, *rd]) == 0
+    capsys.readouterr()
+    md = (runs / run_id / "report.md").read_text()
+    for r in range(1, _recorded().rounds + 1):
+        for c in json.loads((runs / run_id / "rounds" / f"r{r}" / "candidates.json").read_text()):
+            assert " ".join(c["note"].split()) in md

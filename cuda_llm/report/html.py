@@ -19,7 +19,9 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from cuda_llm.report.candidate_view import SEED, CandidateView, candidate_rows, candidate_view, task_folder
+from cuda_llm.report.candidate_view import (
+    SEED, CandidateView, candidate_rows, candidate_view, samples_text, task_folder, timing_summary,
+)
 from cuda_llm.report.formats import fmt_duration, fmt_ms, fmt_tokens, fmt_x
 from cuda_llm.report.markdown import RunSummary, _headline
 from cuda_llm.results import NAIVE_BASELINE
@@ -168,6 +170,9 @@ def _spread(c: CandidateView, row: list[CandidateView], step: float = 0.07) -> f
     return step * (same.index(c.id) - (len(same) - 1) / 2)
 
 
+NOTE_CHARS = 120     # a note longer than this is cut in the tree's label and shown whole in the candidate's body
+
+
 def _short(text: str, limit: int = 100) -> str:
     text = " ".join((text or "").split())
     return text if len(text) <= limit else text[:limit - 3] + "..."
@@ -191,7 +196,8 @@ def _pre(title: str, body: str, cls: str = "") -> str:
 
 
 def _candidate_body(c: CandidateView) -> str:
-    parts = [_pre("source", c.source, "source"), _pre(f"diff against {c.parent or 'baseline'}", c.diff, "diff")]
+    parts = [_pre("note", c.note, "note")] if len(c.note) > NOTE_CHARS else []      # the label shows it cut
+    parts += [_pre("source", c.source, "source"), _pre(f"diff against {c.parent or 'baseline'}", c.diff, "diff")]
     for ex in c.exchanges:
         parts.append(_pre(f"prompt ({ex.name})", ex.prompt, "prompt"))
         parts.append(_pre(f"answer ({ex.name})", ex.answer, "answer"))
@@ -200,11 +206,10 @@ def _candidate_body(c: CandidateView) -> str:
     parts.append(_pre("what failed", c.failure))
     if c.timing:
         t = c.timing
-        samples = ", ".join(f"{x:.4g}" for x in t.get("samples_ms") or [])
-        sol = (f"\n{t['pct_of_sol']:.1f}% of speed of light. {t.get('sol_basis') or ''}".rstrip()
-               if t.get("pct_of_sol") is not None else "")
-        parts.append(_pre("timing", f"median {fmt_ms(t.get('median_ms'))} ms, min {fmt_ms(t.get('min_ms'))} ms, "
-                                    f"{t.get('repetitions')} repetitions{sol}\nsamples (ms): {samples}"))
+        body = timing_summary(t).replace(" (every one: --section timings)", "")
+        if t.get("samples_ms"):
+            body += "\nsamples (ms, in the order timed):\n" + samples_text(t["samples_ms"])
+        parts.append(_pre("timing", body))
     if c.profile:
         parts.append(_profile_html(c.profile))
     if c.diagnosis:
@@ -240,7 +245,7 @@ def _node_label(c: CandidateView, best: str | None, baseline: str = NAIVE_BASELI
     ms = f"{fmt_ms(c.median_ms)} ms, {fmt_x(c.speedup)}" if c.median_ms is not None else ""
     star = ' <span class="best">best</span>' if c.id == best else ""
     feats = ", ".join(c.features) or (baseline if c.id == "baseline" else "-")
-    note = f' <span class="note">{_e(c.note[:120])}</span>' if c.note and c.status not in PASSED else ""
+    note = f' <span class="note">{_e(_short(c.note, NOTE_CHARS))}</span>' if c.note and c.status not in PASSED else ""
     return (f'<b>{_e(c.id)}</b>{star} <span class="status" style="background:{color}">{_e(c.status)}</span> '
             f'<span class="feat">{_e(feats)}</span> <span class="ms">{_e(ms)}</span>{note}')
 

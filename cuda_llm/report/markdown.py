@@ -76,8 +76,10 @@ def _candidate_rows(summary: RunSummary, *, markdown: bool) -> list[list[str]]:
         for c in r.candidates:
             is_best = c.id == summary.best_candidate
             cid = (f"**{c.id}**" if markdown else f"{c.id} *") if is_best else c.id
+            # report.md keeps the whole note (a Markdown cell wraps); the console's table cuts it to a line
+            note = " ".join(c.message.split()) if markdown else one_line(c.message)
             rows.append([str(r.index), cid, c.parent or "-", ", ".join(c.features) or "-", c.status,
-                         fmt_ms(c.median_ms), fmt_x(c.speedup), one_line(c.message)])
+                         fmt_ms(c.median_ms), fmt_x(c.speedup), note])
     return rows
 
 
