@@ -244,3 +244,60 @@ def test_show_sections_trace_full_and_whole_notes(demo, capsys):
     for r in range(1, _recorded().rounds + 1):
         for c in json.loads((runs / run_id / "rounds" / f"r{r}" / "candidates.json").read_text()):
             assert " ".join(c["note"].split()) in md
+
+
+def test_one_number_one_word_across_md_html_and_show(demo, capsys):
+    """report.md, report.html and `show` of the demo's best kernel give the same figures and words: its time at
+    the final re-check and in its round (each named), its speed of light, its features (detected beside
+    asked) and its bottleneck (the diagnosis; the task's bound and the roof named as what they are)."""
+    import html as html_mod
+
+    runs, run_id, _ = demo
+    rd = ["--runs-dir", str(runs)]
+    best = _recorded().best_id
+    assert main(["report", run_id, *rd, "--html"]) == 0
+    capsys.readouterr()
+    md = (runs / run_id / "report.md").read_text()
+    page = html_mod.unescape(re.sub(r"<[^>]+>", " ", (runs / run_id / "report.html").read_text().split("<script>")[0]
+                                    + (runs / run_id / "report.html").read_text().split("</script>", 1)[1]))
+    page = " ".join(page.split())
+    rc, show = _cli(capsys, "show", run_id, best, *rd)
+    assert rc == 0
+
+    head = {m.group(1): m.group(2) for m in re.finditer(r"^- \*\*(.+?)\*\*: (.*)$", md, re.M)}
+    final_ms = re.match(rf"{best}: ([\d.]+) ms", head["Best"]).group(1)
+    round_ms = re.search(r"its round's timing, the table's figure: ([\d.]+) ms", head["Best"]).group(1)
+    assert "final re-check" in head["Best"] and final_ms != round_ms
+    row = next(line for line in md.splitlines() if f"**{best}**" in line).split(" | ")
+    assert row[5] == round_ms                                                    # the table: the round's timing
+    assert re.search(rf"final: +{re.escape(final_ms)} ms at the final re-check", show)
+    assert f"{round_ms} ms in its round" in show
+    assert " ".join(head["Best"].split()) in page                               # the HTML's header: the same words
+    # the speed of light: one figure, one format, wherever the headline names it
+    sols = set(re.findall(r"([\d.]+) ms", head["Speed of light"].split(" is larger than")[0].split(": the task")[0]))
+    assert len(sols) == 1, head["Speed of light"]
+    assert " ".join(head["Speed of light"].split()) in page
+    # features: the detected ones beside the asked ones, the same text in all three
+    feats = row[3]
+    assert feats.startswith("detected: ") and "asked: " in feats and feats != "-"
+    assert f"features:  {feats}" in show and feats in page
+    # the bottleneck: the diagnosis's word everywhere, the other views named
+    word = head["Bottleneck"].split(" ", 1)[0]
+    diagnosis = show.split("== diagnosis\n", 1)[1]
+    assert diagnosis.startswith(f"{word}:") and "(the diagnosis of" in head["Bottleneck"]
+    assert "the task declares itself" in head["Bottleneck"] and "roof" in head["Bottleneck"]
+    assert " ".join(head["Bottleneck"].split()) in page
+    roof = show.split("roofline: ", 1)[1].splitlines()[0]
+    assert "-limited" not in roof and "the bound is the" in roof
+
+
+def test_the_plot_draws_the_headline_bound(demo, capsys):
+    """The plot's speed-of-light line, its legend and the sentence under it are the headline's figure."""
+    runs, run_id, _ = demo
+    assert main(["report", run_id, "--runs-dir", str(runs), "--html"]) == 0
+    capsys.readouterr()
+    page = (runs / run_id / "report.html").read_text()
+    md = (runs / run_id / "report.md").read_text()
+    sol = re.search(r"\*\*Speed of light\*\*: [\d.]+% of the bound \(([\d.]+) ms", md).group(1)
+    assert f"speed of light {sol} ms" in page and f'id="sol-basis">Speed of light {sol} ms' in page
+    assert "<br><sup>Speed of light" not in page          # no three-line subtitle running into the axis

@@ -18,7 +18,7 @@ from cuda_llm.runs.replay import replay_line
 from cuda_llm.runs.rundir import read_json
 from cuda_llm.tools.harness import failure_text
 from cuda_llm.agents.context import make_diff
-from cuda_llm.report.formats import fmt_ms, fmt_x, render_table
+from cuda_llm.report.formats import feature_text, fmt_ms, fmt_pct, fmt_x, render_table
 from cuda_llm.report.profile_table import profile_tables, roofline_line
 from cuda_llm.runs.trace import read_trace
 from cuda_llm.tasks import load_task
@@ -38,7 +38,10 @@ class CandidateView(BaseModel):
     id: str
     round: int = 0
     parent: str | None = None
-    features: list[str] = Field(default_factory=list)
+    features: list[str] = Field(default_factory=list)      # asked for by the planner
+    detected: list[str] | None = None                      # found new over its parent when measured (the credit)
+    absent: list[str] = Field(default_factory=list)         # asked for, not detected
+    final_ms: float | None = None                           # the final re-check's time, for the run's best
     repair_of: str | None = None
     status: str = "not_run"
     median_ms: float | None = None
@@ -184,6 +187,13 @@ def candidate_view(rundir: Any, values: dict[str, Any], cid: str, *, folder: Pat
         view.profile["roofline"] = prof["roofline"]
     view.diagnosis = prof.get("diagnosis") or {}
     view.critique = _critique(rundir, cid)
+    credit = next((e for e in read_trace(rundir.trace_path) if e.get("event") == "credit" and e.get("candidate") == cid),
+                  None)
+    if credit is not None:
+        view.detected, view.absent = list(credit.get("credited") or []), list(credit.get("absent") or [])
+    final = values.get("final") or {}
+    if final.get("candidate") == cid and final.get("ms") is not None:
+        view.final_ms = final["ms"]
     view.replay = replay_line(rundir)
     return view
 
@@ -199,7 +209,7 @@ def timing_summary(t: dict[str, Any]) -> str:
     body = (f"median {fmt_ms(t.get('median_ms'))} ms, min {fmt_ms(t.get('min_ms'))}, iqr {fmt_ms(t.get('iqr_ms'))}, "
             f"{t.get('repetitions')} repetitions ({t.get('stop_reason')})")
     if t.get("pct_of_sol") is not None:
-        body += f"; {t['pct_of_sol']:.1f}% of speed of light" + (f"\n{t['sol_basis']}" if t.get("sol_basis") else "")
+        body += f"; {fmt_pct(t['pct_of_sol'])}% of speed of light" + (f"\n{t['sol_basis']}" if t.get("sol_basis") else "")
     samples = [float(x) for x in t.get("samples_ms") or []]
     if samples:
         body += (f"\n{len(samples)} samples, {fmt_ms(min(samples))} to {fmt_ms(max(samples))} ms "
@@ -250,13 +260,20 @@ def text_sections(v: CandidateView, *, full_timings: bool = False) -> list[tuple
     return out
 
 
+def candidate_features(v: CandidateView) -> str:
+    """The features line of one candidate (the baseline has none)."""
+    return "-" if v.id == "baseline" else feature_text(v.features, v.detected, v.absent)
+
+
 def header_text(v: CandidateView) -> str:
     head = [f"{v.replay}\n"] if v.replay else []
     head += [f"candidate {v.id}" + (f" (round {v.round})" if v.round else ""),
-             f"status:    {v.status}" + (f", {fmt_ms(v.median_ms)} ms, {fmt_x(v.speedup)} over the baseline"
-                                         if v.median_ms is not None else "") + (f": {v.note}" if v.note else ""),
+             f"status:    {v.status}" + (f", {fmt_ms(v.median_ms)} ms in its round, {fmt_x(v.speedup)} over the "
+                                         f"baseline" if v.median_ms is not None else "") + (f": {v.note}" if v.note else ""),
              f"parent:    {v.parent or '-'}" + (f" (repair of {v.repair_of})" if v.repair_of else ""),
-             f"features:  {', '.join(v.features) or '-'}"]
+             f"features:  {candidate_features(v)}"]
+    if v.final_ms is not None:
+        head.insert(-2, f"final:     {fmt_ms(v.final_ms)} ms at the final re-check (the run's best; the report's headline)")
     return "\n".join(head)
 
 
