@@ -70,10 +70,23 @@ def test_the_demo_is_a_finished_run_under_its_own_id(demo, capsys):
         assert {r[0] for r in con.execute("SELECT thread_id FROM checkpoints")} == {run_id}
     config = json.loads((runs / run_id / "config.json").read_text())
     assert config["replay"]["sources"] and config["options"]["runs_dir"] == str(runs)
-    # a second demo is a second run; the first is untouched
+    # a second demo names the copy already there (no identical second run); --again installs another
     assert main(["demo", "--runs-dir", str(runs)]) == 0
+    assert f"already installed as run {run_id}" in capsys.readouterr().out
+    assert [p.name for p in runs.iterdir()] == [run_id]
+    assert main(["demo", "--runs-dir", str(runs), "--again"]) == 0
     capsys.readouterr()
     assert len(list(runs.iterdir())) == 2
+
+
+def test_runs_with_no_runs_folder_points_at_the_demo(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)                       # outside a project: no ./runs
+    assert main(["runs"]) == 0
+    out = capsys.readouterr().out
+    assert "no runs" in out and "cuda-llm demo" in out and "cuda-llm optimize TASK" in out
+    assert main(["runs", "--runs-dir", "elsewhere"]) == 2      # a --runs-dir given by hand that is not there
+    err = capsys.readouterr().err
+    assert "wrong --runs-dir?" in err and "cuda-llm demo" in err and len(err.strip().splitlines()) == 1
 
 
 def test_runs_report_show_and_trace_say_replay(demo, capsys):
@@ -117,8 +130,21 @@ def test_export_of_the_demo_says_replay(demo, tmp_path, capsys):
     runs, run_id, _ = demo
     rc, out = _cli(capsys, "export", run_id, "--runs-dir", str(runs), "--torch", str(tmp_path / "exp"), "--arch", "sm_90")
     assert rc == 0 and "REPLAY" in out
-    assert "REPLAY" in (tmp_path / "exp" / "README.md").read_text()
-    assert (tmp_path / "exp" / "kernel.so").is_file()
+    readme = (tmp_path / "exp" / "README.md").read_text()
+    assert "REPLAY" in readme and (tmp_path / "exp" / "kernel.so").is_file()
+    assert "built for **sm_90a**" in readme and "built for sm_90 " not in readme     # the arch as built
+    assert "compute_80,code=sm_80" in readme                                          # and for another GPU
+    # the README's rebuild line, exactly as written, from a copy of the folder elsewhere with no kernel.so
+    line = readme.split("## Rebuild", 1)[1].split("```bash\n", 1)[1].split("\n```", 1)[0]
+    assert "-keep" not in line and line.startswith("nvcc ") and "sm_90a" in line
+    copy = tmp_path / "elsewhere" / "kernel"
+    shutil.copytree(tmp_path / "exp", copy)
+    (copy / "kernel.so").unlink()
+    from cuda_llm.tools.compiler.compile import nvcc_path
+    env = {"PATH": f"{Path(nvcc_path()).parent}:/usr/bin:/bin", "HOME": str(tmp_path)}
+    proc = subprocess.run(["bash", "-c", line], cwd=copy, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert (copy / "kernel.so").stat().st_size > 0 and not (copy / "nvcc-keep").exists()
 
 
 def test_a_replay_cannot_be_resumed(demo, capsys):
@@ -181,3 +207,97 @@ def test_critique_lines_keep_sentences_apart():
     lines = critique_lines("latency-bound", "Stalls on loads. Occupancy is 6%.", [])
     assert lines == ["latency-bound: Stalls on loads.", "Occupancy is 6%."]
     assert critique_lines(None, "", ["a", "b"]) == ["Next: a, b."]
+
+
+def test_show_sections_trace_full_and_whole_notes(demo, capsys):
+    """Long output stays readable: show summarises the timing samples (every one only in --section timings,
+    ten a line), prints one section alone, trace --full and report.md cut nothing."""
+    runs, run_id, _ = demo
+    rd = ["--runs-dir", str(runs)]
+    best = _recorded().best_id
+    rc, out = _cli(capsys, "show", run_id, best, *rd)
+    timing = out.split("== timing\n", 1)[1].split("\n\n", 1)[0]
+    assert rc == 0 and re.search(r"\d+ samples, [\d.]+ to [\d.]+ ms", timing) and "samples (ms" not in timing
+    assert not any(len(re.findall(r"\d\.\d{4}", line)) > 10 for line in out.splitlines())   # no line of samples
+    assert "--section" in out.splitlines()[-1]
+    rc, timings = _cli(capsys, "show", run_id, best, *rd, "--section", "timings")
+    sample_lines = timings.split("in the order timed):\n", 1)[1].splitlines()
+    n = int(re.search(r"(\d+) samples", out).group(1))
+    assert rc == 0 and sum(len(line.split(", ")) for line in sample_lines) == n and max(map(len, sample_lines)) < 100
+    rc, source = _cli(capsys, "show", run_id, best, *rd, "--section", "source")
+    assert rc == 0 and source == (runs / run_id / "candidates" / f"{best}.cu").read_text().rstrip() + "\n"
+    assert main(["show", run_id, best, *rd, "--section", "nope"]) == 2
+    err = capsys.readouterr().err
+    assert "no section 'nope'" in err and "timings" in err and len(err.strip().splitlines()) == 1
+    # a note the timeline cuts to a line is whole with --full
+    rc, cut = _cli(capsys, "trace", run_id, *rd)
+    rc2, full = _cli(capsys, "trace", run_id, *rd, "--full")
+    assert rc == rc2 == 0 and cut.count("...") > full.count("...")
+    flat = " ".join(full.split())
+    for ev in (json.loads(line) for line in (runs / run_id / "trace.jsonl").read_text().splitlines()):
+        if ev.get("event") == "decision" and ev.get("kind") == "critique":
+            assert " ".join(ev["summary"].split()) in flat
+    # report.md: every candidate's note whole
+    assert main(["report", run_id, *rd]) == 0
+    capsys.readouterr()
+    md = (runs / run_id / "report.md").read_text()
+    for r in range(1, _recorded().rounds + 1):
+        for c in json.loads((runs / run_id / "rounds" / f"r{r}" / "candidates.json").read_text()):
+            assert " ".join(c["note"].split()) in md
+
+
+def test_one_number_one_word_across_md_html_and_show(demo, capsys):
+    """report.md, report.html and `show` of the demo's best kernel give the same figures and words: its time at
+    the final re-check and in its round (each named), its speed of light, its features (detected beside
+    asked) and its bottleneck (the diagnosis; the task's bound and the roof named as what they are)."""
+    import html as html_mod
+
+    runs, run_id, _ = demo
+    rd = ["--runs-dir", str(runs)]
+    best = _recorded().best_id
+    assert main(["report", run_id, *rd, "--html"]) == 0
+    capsys.readouterr()
+    md = (runs / run_id / "report.md").read_text()
+    page = html_mod.unescape(re.sub(r"<[^>]+>", " ", (runs / run_id / "report.html").read_text().split("<script>")[0]
+                                    + (runs / run_id / "report.html").read_text().split("</script>", 1)[1]))
+    page = " ".join(page.split())
+    rc, show = _cli(capsys, "show", run_id, best, *rd)
+    assert rc == 0
+
+    head = {m.group(1): m.group(2) for m in re.finditer(r"^- \*\*(.+?)\*\*: (.*)$", md, re.M)}
+    final_ms = re.match(rf"{best}: ([\d.]+) ms", head["Best"]).group(1)
+    round_ms = re.search(r"its round's timing, the table's figure: ([\d.]+) ms", head["Best"]).group(1)
+    assert "final re-check" in head["Best"] and final_ms != round_ms
+    row = next(line for line in md.splitlines() if f"**{best}**" in line).split(" | ")
+    assert row[5] == round_ms                                                    # the table: the round's timing
+    assert re.search(rf"final: +{re.escape(final_ms)} ms at the final re-check", show)
+    assert f"{round_ms} ms in its round" in show
+    assert " ".join(head["Best"].split()) in page                               # the HTML's header: the same words
+    # the speed of light: one figure, one format, wherever the headline names it
+    sols = set(re.findall(r"([\d.]+) ms", head["Speed of light"].split(" is larger than")[0].split(": the task")[0]))
+    assert len(sols) == 1, head["Speed of light"]
+    assert " ".join(head["Speed of light"].split()) in page
+    # features: the detected ones beside the asked ones, the same text in all three
+    feats = row[3]
+    assert feats.startswith("detected: ") and "asked: " in feats and feats != "-"
+    assert f"features:  {feats}" in show and feats in page
+    # the bottleneck: the diagnosis's word everywhere, the other views named
+    word = head["Bottleneck"].split(" ", 1)[0]
+    diagnosis = show.split("== diagnosis\n", 1)[1]
+    assert diagnosis.startswith(f"{word}:") and "(the diagnosis of" in head["Bottleneck"]
+    assert "the task declares itself" in head["Bottleneck"] and "roof" in head["Bottleneck"]
+    assert " ".join(head["Bottleneck"].split()) in page
+    roof = show.split("roofline: ", 1)[1].splitlines()[0]
+    assert "-limited" not in roof and "the bound is the" in roof
+
+
+def test_the_plot_draws_the_headline_bound(demo, capsys):
+    """The plot's speed-of-light line, its legend and the sentence under it are the headline's figure."""
+    runs, run_id, _ = demo
+    assert main(["report", run_id, "--runs-dir", str(runs), "--html"]) == 0
+    capsys.readouterr()
+    page = (runs / run_id / "report.html").read_text()
+    md = (runs / run_id / "report.md").read_text()
+    sol = re.search(r"\*\*Speed of light\*\*: [\d.]+% of the bound \(([\d.]+) ms", md).group(1)
+    assert f"speed of light {sol} ms" in page and f'id="sol-basis">Speed of light {sol} ms' in page
+    assert "<br><sup>Speed of light" not in page          # no three-line subtitle running into the axis

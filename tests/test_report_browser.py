@@ -66,6 +66,7 @@ def test_the_report_renders_offline_in_chromium(finished, tmp_path, capsys):  # 
             assert page.locator("#latency-plot .annotation-text", has_text="not timed").count() == 1
             assert page.locator("#tree li").count() == 7   # baseline, 4 candidates, 2 repairs
             assert page.locator("#scripted").is_visible()
+            _title_clear_of_the_axis(page)
             source = page.locator("#cand-r2c0 > details.source pre")
             assert not source.is_visible()
             page.locator("#cand-r2c0 > summary").click()
@@ -114,3 +115,35 @@ def test_the_latency_axis_reads_as_numbers_across_decades(finished, tmp_path):  
     assert len(values_top_down) >= 3
     assert values_top_down == sorted(values_top_down, reverse=True) and len(set(values_top_down)) == len(read), read
     assert values_top_down[0] >= data.summary.baseline_ms / 2 and values_top_down[-1] <= data.sol_ms * 2
+
+
+def _title_clear_of_the_axis(page) -> None:
+    """The plot's title and subtitle end above the plot area and its tick labels."""
+    title = page.locator("#latency-plot .gtitle").bounding_box()
+    area = page.locator("#latency-plot .gridlayer").bounding_box()
+    ticks = [page.locator("#latency-plot .ytick").nth(i).bounding_box()
+             for i in range(page.locator("#latency-plot .ytick").count())]
+    top = min([area["y"], *(t["y"] for t in ticks if t)])
+    assert title is not None and title["y"] + title["height"] <= top, (title, top)
+
+
+def test_the_demo_plot_keeps_its_subtitle_off_the_axis(tmp_path, capsys, monkeypatch):
+    """The demo's report has a speed-of-light bound: its subtitle must not run into the axis."""
+    from playwright.sync_api import sync_playwright
+
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    runs = tmp_path / "runs"
+    assert main(["demo", "--runs-dir", str(runs)]) == 0
+    (run,) = runs.iterdir()
+    assert main(["report", run.name, "--runs-dir", str(runs), "--html"]) == 0
+    capsys.readouterr()
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+        try:
+            page = browser.new_page(viewport={"width": 1280, "height": 1200})
+            page.goto((run / "report.html").as_uri())
+            page.wait_for_selector("#latency-plot .main-svg", timeout=30_000)
+            assert "speed of light" in (page.locator("#latency-plot .gtitle").text_content() or "").lower()
+            _title_clear_of_the_axis(page)
+        finally:
+            browser.close()

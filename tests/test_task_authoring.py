@@ -174,3 +174,12 @@ def test_a_missing_tasks_folder_is_an_error(tmp_path, capsys, monkeypatch):
     monkeypatch.delenv("CUDA_LLM_TASKS")
     assert main(["tasks", "--tasks-dir", str(tmp_path / "gone")]) == 2
     assert "given by --tasks-dir" in capsys.readouterr().err
+
+
+def test_check_task_takes_a_task_name_as_optimize_does(capsys):
+    rc = main(["check-task", "softmax", "--no-benchmark", "--no-compile"])
+    out = capsys.readouterr().out
+    assert rc == 0 and out.startswith("ok    softmax:") and "ready: `cuda-llm optimize softmax`" in out
+    assert main(["check-task", "no_such_task_xyz", "--no-compile"]) == 2
+    err = capsys.readouterr().err
+    assert "no such folder and no task of that name" in err and "softmax" in err and len(err.strip().splitlines()) == 1

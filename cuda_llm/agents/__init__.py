@@ -2,7 +2,7 @@
 
 Nothing here runs a compiler or touches a GPU; the graph passes the evidence in and gets text out.
 
-May import: cuda_llm.results, cuda_llm.paths.
+May import: cuda_llm.results, cuda_llm.figures, cuda_llm.paths.
 """
 
 from cuda_llm.agents.errors import CodeExtractionError, LLMAnswerError, LLMCallError, LLMConfigError, LLMError

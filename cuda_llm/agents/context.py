@@ -15,6 +15,7 @@ from typing import Any, Iterable, Sequence
 
 from pydantic import BaseModel, Field
 
+from cuda_llm.figures import fmt_ms, fmt_pct
 from cuda_llm.agents.budget import MAX_SOURCE_CHARS, cap
 from cuda_llm.agents.device_facts import render_sm_limits
 from cuda_llm.results import NAIVE_BASELINE, DeviceInfo, KernelResources
@@ -81,7 +82,7 @@ class TaskBrief(BaseModel):
     def render(self) -> str:
         shapes = "; ".join(_sizes(s) for s in self.shapes_sample)
         lines = [
-            f"Task `{self.name}` ({self.family}, {self.bound}-bound): {self.description}",
+            f"Task `{self.name}` ({self.family}; expected {self.bound}-bound, as the task declares): {self.description}",
             "",
             "Entry point (exact signature, in a .cu file compiled with nvcc):",
             f"```cuda\n{self.signature};\n```",
@@ -312,10 +313,10 @@ class ParentKernel(BaseModel):
             timing += ", " + speedup_text(self.speedup, self.baseline_label)
         lines = [f"{self.label} `{self.candidate}`{f' ({self.role})' if self.role else ''}: {timing}"]
         if self.sol_ms is not None:
-            pct = f"; this kernel runs at {self.pct_of_sol:.1f}% of it" if self.pct_of_sol is not None else ""
+            pct = f"; this kernel runs at {fmt_pct(self.pct_of_sol)}% of it" if self.pct_of_sol is not None else ""
             basis = self.sol_basis or ("the fewest bytes over the measured peak bandwidth, or the fewest flops "
                                        "over the peak rate of the units the kernel uses")
-            lines.append(f"Speed of light at the benchmark sizes: {self.sol_ms:.4f} ms{pct}. {basis}")
+            lines.append(f"Speed of light at the benchmark sizes: {fmt_ms(self.sol_ms)} ms{pct}. {basis}")
         if self.features:
             lines.append("Features it was asked to apply: " + ", ".join(self.features))
         lines += ["Resource usage (ptxas):", render_resources(self.resources)]

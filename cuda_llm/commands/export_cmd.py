@@ -84,7 +84,7 @@ def run(args: argparse.Namespace) -> int:
 
     # the exporter, compiler and static checks: imported on use, off the `--help` start-up
     from cuda_llm.tasks.torch_export import export_files
-    from cuda_llm.tools.compiler.compile import CompileSetupError, compile_source, resolve_arch
+    from cuda_llm.tools.compiler.compile import CompileSetupError, build_target, compile_source, resolve_arch
     from cuda_llm.tools.compiler.static_check import check_source
 
     issues = check_source(source, task)
@@ -102,12 +102,13 @@ def run(args: argparse.Namespace) -> int:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         return _err(f"cannot create {out}: {exc.strerror}")
-    command = " ".join(shlex.quote(c) for c in _rebuild_command(comp.command))
+    command = " ".join(shlex.quote(c) for c in rebuild_command(comp.command))
+    built = build_target(arch)       # what the machine code is for: sm_90a where sm_90 was asked
 
     replay = replay_line(rundir)
     origin = f"run {rundir.run_id}, kernel {where}, task {task.name}" + (f" ({replay})" if replay else "")
     try:
-        export = export_files(task, arch=arch, command=command, origin=origin)
+        export = export_files(task, arch=built, command=command, origin=origin)
     except ValueError as exc:
         return _err(str(exc))
     (out / "kernel.cu").write_text(source)
@@ -129,11 +130,23 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _rebuild_command(cmd: list[str]) -> list[str]:
-    """nvcc's command as the compiler ran it, with file names as this folder has them."""
-    out = []
-    for c in cmd:
-        if c.endswith(".cu"):
+def rebuild_command(cmd: list[str]) -> list[str]:
+    """nvcc's command as the compiler ran it, made to run in the exported folder alone: the file names as
+    the folder has them, ``nvcc`` from PATH, and without ``-keep -keep-dir`` (the harness keeps the
+    intermediate files in its cache's build folder for its static rules; a user's rebuild needs none, and
+    the folder would not exist on their machine)."""
+    out: list[str] = []
+    skip = False
+    for i, c in enumerate(cmd):
+        if skip:
+            skip = False
+        elif c == "-keep-dir":
+            skip = True
+        elif c == "-keep":
+            continue
+        elif i == 0 and Path(c).name == "nvcc":
+            out.append("nvcc")
+        elif c.endswith(".cu"):
             out.append("kernel.cu")
         elif c.endswith(".so"):
             out.append("kernel.so")

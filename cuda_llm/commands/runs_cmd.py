@@ -71,8 +71,13 @@ def run(args: argparse.Namespace) -> int:
         if args.json:       # no run yet is an empty list to a script, not an error
             print("[]")
             return 0
+        if args.runs_dir == Path("runs"):      # the default, not a typo: a folder with no run yet
+            print(f"no runs here (no {args.runs_dir}/ folder); start one with `cuda-llm optimize TASK`, "
+                  f"or look at a recorded one first: `cuda-llm demo`")
+            return 0
         print(f"cuda-llm runs: no folder {args.runs_dir} (wrong --runs-dir?); start a run with "
-              f"`cuda-llm optimize TASK`", file=sys.stderr)
+              f"`cuda-llm optimize TASK --runs-dir {args.runs_dir}`, or `cuda-llm demo --runs-dir {args.runs_dir}`",
+              file=sys.stderr)
         return 2
     runs = list_runs(args.runs_dir)
     if args.prune:
@@ -85,7 +90,8 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps([r.model_dump(mode="json") | {"speedup": r.speedup} for r in runs], indent=1))
         return 0
     if not runs:
-        print(f"no runs in {args.runs_dir}; start one with `cuda-llm optimize TASK`")
+        print(f"no runs in {args.runs_dir}; start one with `cuda-llm optimize TASK`, or look at a recorded one "
+              f"first: `cuda-llm demo`")
         return 0
     rows = [[r.run_id, (r.task or "?") + (" (REPLAY)" if r.replay else ""), r.state, one_line(r.detail, DETAIL_CHARS), r.rounds,
              f"{r.baseline_label} {fmt_ms(r.baseline_ms)}",

@@ -21,7 +21,8 @@ why the run stopped). Node start/end lines are left out unless --nodes.
 
 Filters combine: --round 2 --events evaluation,decision; --candidate r2c1 follows one kernel from the
 plan to its measurement. --follow keeps printing new events while the run goes on (Ctrl-C to stop
-watching; the run itself is not touched). For every field of every event, read the JSON lines directly
+watching; the run itself is not touched). Notes, summaries and errors are cut to fit a line; --full prints
+them whole (wrapped under the description). For every field of every event, read the JSON lines directly
 (e.g. with jq)."""
 
 
@@ -34,6 +35,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--events", help=f"comma-separated event names: {', '.join(EVENT_NAMES)}")
     p.add_argument("--nodes", action="store_true", help="also node start/end lines (with durations)")
     p.add_argument("--follow", "-f", action="store_true", help="keep printing new events until the run ends")
+    p.add_argument("--full", action="store_true", help="print notes, summaries and errors whole, not cut to a line")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -55,7 +57,7 @@ def run(args: argparse.Namespace) -> int:
     if replay_line(rundir):
         print(f"# {replay_line(rundir)}", flush=True)
     filters = dict(kinds=kinds, round_=args.round, candidate=args.candidate, nodes=args.nodes,
-                   root=str(rundir.root))
+                   root=str(rundir.root), full=args.full)
     shown = 0
     try:
         while True:

@@ -7,7 +7,7 @@ ones a candidate uses, ``StatsStore`` keeps per (feature, task family, arch) sta
 of every stored candidate again and rebuilds the statistics after the detectors changed (recredit.py: it
 reads run directories, hence cuda_llm.runs).
 
-May import: cuda_llm.results, cuda_llm.paths, cuda_llm.tasks, cuda_llm.runs.
+May import: cuda_llm.results, cuda_llm.figures, cuda_llm.paths, cuda_llm.tasks, cuda_llm.runs.
 """
 
 from cuda_llm.feature_db.bandit import (

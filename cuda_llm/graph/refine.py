@@ -19,6 +19,7 @@ from typing import Any, Callable
 
 from langchain_core.messages import HumanMessage
 
+from cuda_llm.figures import fmt_pct
 from cuda_llm.graph import coding
 from cuda_llm.graph.state import Candidate, candidate_id, short
 from cuda_llm.results import EvalResult, Status
@@ -42,7 +43,7 @@ def evaluation_text(res: EvalResult, parent_ms: float | None, best_ms: float | N
         if best_ms:
             lines.append(f"the run's best so far: {best_ms:.4f} ms")
     if res.timing is not None and res.timing.sol_ms:
-        pct = f" ({res.timing.pct_of_sol:.1f}% of it)" if res.timing.pct_of_sol is not None else ""
+        pct = f" ({fmt_pct(res.timing.pct_of_sol)}% of it)" if res.timing.pct_of_sol is not None else ""
         lines.append(f"speed-of-light bound at the benchmark shape: {res.timing.sol_ms:.4f} ms{pct}"
                      + (f". {res.timing.sol_basis}" if res.timing.sol_basis else ""))
     return "\n".join(f"- {x}" for x in lines)

@@ -17,6 +17,7 @@ import json
 import os
 from typing import TYPE_CHECKING, Any
 
+from cuda_llm.figures import fmt_ms
 from cuda_llm.graph.state import Limits, short
 from cuda_llm.results import CompileResult, EvalResult, Status
 from cuda_llm.graph.selection import interval
@@ -76,7 +77,7 @@ class TuneStage:
                 continue
             if not worth_tuning(c.ms, ref):
                 assert c.ms is not None and ref is not None
-                why = f"not tuned: {c.ms / ref:.2f}x the best {ref:.4g} ms (tuned only within {TUNE_WITHIN:g}x)"
+                why = f"not tuned: {c.ms / ref:.2f}x the best {fmt_ms(ref)} ms (tuned only within {TUNE_WITHIN:g}x)"
                 ctx.event("tune", candidate=c.id, round=c.round, skipped=why)
                 update = ctx.merge(update, ctx.patch(c.id, tuned=why))
                 continue
@@ -128,8 +129,8 @@ class TuneStage:
             deps.rundir.write_result(f"{c.id}-untuned", untuned)
         deps.rundir.write_text(f"candidates/{c.id}.tuned.cu", tuned_src)
         patch: dict[str, Any] = {"hash": h, "tuned": short(point_text(best.params)), "ms": best.ms, "pct_sol": best.pct_of_sol,
-                                 "note": short(f"tuned {point_text(best.params)}: {best.ms:.4g} ms "
-                                               f"(as written {c.ms:.4g} ms)")}
+                                 "note": short(f"tuned {point_text(best.params)}: {fmt_ms(best.ms)} ms "
+                                               f"(as written {fmt_ms(c.ms)} ms)")}
         if res is not None:
             deps.rundir.write_result(c.id, res.model_copy(update={"candidate": c.id}))
             if res.timing is not None:

@@ -18,7 +18,7 @@ from cuda_llm.runs.replay import replay_line
 from cuda_llm.runs.rundir import read_json
 from cuda_llm.tools.harness import failure_text
 from cuda_llm.agents.context import make_diff
-from cuda_llm.report.formats import fmt_ms, fmt_x, render_table
+from cuda_llm.report.formats import feature_text, fmt_ms, fmt_pct, fmt_x, render_table
 from cuda_llm.report.profile_table import profile_tables, roofline_line
 from cuda_llm.runs.trace import read_trace
 from cuda_llm.tasks import load_task
@@ -38,7 +38,10 @@ class CandidateView(BaseModel):
     id: str
     round: int = 0
     parent: str | None = None
-    features: list[str] = Field(default_factory=list)
+    features: list[str] = Field(default_factory=list)      # asked for by the planner
+    detected: list[str] | None = None                      # found new over its parent when measured (the credit)
+    absent: list[str] = Field(default_factory=list)         # asked for, not detected
+    final_ms: float | None = None                           # the final re-check's time, for the run's best
     repair_of: str | None = None
     status: str = "not_run"
     median_ms: float | None = None
@@ -184,49 +187,110 @@ def candidate_view(rundir: Any, values: dict[str, Any], cid: str, *, folder: Pat
         view.profile["roofline"] = prof["roofline"]
     view.diagnosis = prof.get("diagnosis") or {}
     view.critique = _critique(rundir, cid)
+    credit = next((e for e in read_trace(rundir.trace_path) if e.get("event") == "credit" and e.get("candidate") == cid),
+                  None)
+    if credit is not None:
+        view.detected, view.absent = list(credit.get("credited") or []), list(credit.get("absent") or [])
+    final = values.get("final") or {}
+    if final.get("candidate") == cid and final.get("ms") is not None:
+        view.final_ms = final["ms"]
     view.replay = replay_line(rundir)
     return view
 
 
-def render_text(v: CandidateView) -> str:
-    """`cuda-llm show`: the candidate's sections, in the order a person reads them."""
-    head = [f"{v.replay}\n"] if v.replay else []
-    head += [f"candidate {v.id}" + (f" (round {v.round})" if v.round else ""),
-            f"status:    {v.status}" + (f", {fmt_ms(v.median_ms)} ms, {fmt_x(v.speedup)} over the baseline"
-                                        if v.median_ms is not None else "") + (f": {v.note}" if v.note else ""),
-            f"parent:    {v.parent or '-'}" + (f" (repair of {v.repair_of})" if v.repair_of else ""),
-            f"features:  {', '.join(v.features) or '-'}"]
-    parts = ["\n".join(head)]
+SECTIONS = ("prompt", "answer", "source", "diff", "compile", "cases", "failure", "timings", "profile", "diagnosis",
+            "critic")
+SAMPLES_PER_LINE = 10
 
-    def section(title: str, body: str) -> None:
+
+def timing_summary(t: dict[str, Any]) -> str:
+    """The timing in a few lines: the figures and how many samples, never the samples themselves (hundreds
+    of them: `show --section timings` lists them)."""
+    body = (f"median {fmt_ms(t.get('median_ms'))} ms, min {fmt_ms(t.get('min_ms'))}, iqr {fmt_ms(t.get('iqr_ms'))}, "
+            f"{t.get('repetitions')} repetitions ({t.get('stop_reason')})")
+    if t.get("pct_of_sol") is not None:
+        body += f"; {fmt_pct(t['pct_of_sol'])}% of speed of light" + (f"\n{t['sol_basis']}" if t.get("sol_basis") else "")
+    samples = [float(x) for x in t.get("samples_ms") or []]
+    if samples:
+        body += (f"\n{len(samples)} samples, {fmt_ms(min(samples))} to {fmt_ms(max(samples))} ms "
+                 f"(every one: --section timings)")
+    return body
+
+
+def samples_text(samples: list[float]) -> str:
+    """Every timing sample, SAMPLES_PER_LINE a line, in the one millisecond format."""
+    cells = [fmt_ms(float(x)) for x in samples]
+    return "\n".join(", ".join(cells[i:i + SAMPLES_PER_LINE]) for i in range(0, len(cells), SAMPLES_PER_LINE))
+
+
+def text_sections(v: CandidateView, *, full_timings: bool = False) -> list[tuple[str, str, str]]:
+    """(name, title, body) of every section `show` prints, in the order a person reads them; ``name`` is
+    what `show --section` takes. ``full_timings`` adds every sample to the timing section."""
+    out: list[tuple[str, str, str]] = []
+
+    def section(name: str, title: str, body: str) -> None:
         if body.strip():
-            parts.append(f"== {title}\n{body.rstrip()}")
+            out.append((name, title, body.rstrip()))
 
     for ex in v.exchanges:
-        section(f"prompt ({ex.name})", ex.prompt)
-        section(f"answer ({ex.name})", ex.answer)
-    section("source", v.source)
-    section(f"diff against {v.parent or 'baseline'}", v.diff)
-    section("compile log", v.compile_log)
-    section("per-case results (held-out shapes redacted)", "\n".join(v.cases))
-    section("what failed", v.failure)
+        section("prompt", f"prompt ({ex.name})", ex.prompt)
+        section("answer", f"answer ({ex.name})", ex.answer)
+    section("source", "source", v.source)
+    section("diff", f"diff against {v.parent or 'baseline'}", v.diff)
+    section("compile", "compile log", v.compile_log)
+    section("cases", "per-case results (held-out shapes redacted)", "\n".join(v.cases))
+    section("failure", "what failed", v.failure)
     if v.timing:
-        t = v.timing
-        samples = ", ".join(f"{s:.4g}" for s in t.get("samples_ms") or [])
-        body = (f"median {fmt_ms(t.get('median_ms'))} ms, min {fmt_ms(t.get('min_ms'))}, iqr {fmt_ms(t.get('iqr_ms'))}, "
-                f"{t.get('repetitions')} repetitions ({t.get('stop_reason')})")
-        if t.get("pct_of_sol") is not None:
-            body += f"; {t['pct_of_sol']:.1f}% of speed of light" + (f"\n{t['sol_basis']}" if t.get("sol_basis") else "")
-        section("timing", body + (f"\nsamples (ms): {samples}" if samples else ""))
+        body = timing_summary(v.timing)
+        if full_timings and v.timing.get("samples_ms"):
+            body = body.replace(" (every one: --section timings)", "") + "\nsamples (ms, in the order timed):\n" + \
+                samples_text(v.timing["samples_ms"])
+        section("timings", "timing", body)
     if v.profile:
         headline, headers, rows = profile_tables(v.profile)
-        body = [headline] + ([render_table(headers, rows, align="l" * len(headers))] if rows else [])
+        body_lines = [headline] + ([render_table(headers, rows, align="l" * len(headers))] if rows else [])
         roof = roofline_line(v.profile.get("roofline"))
-        section("profile", "\n".join(body + ([f"roofline: {roof}"] if roof else [])))
+        section("profile", "profile", "\n".join(body_lines + ([f"roofline: {roof}"] if roof else [])))
     if v.diagnosis:
         d = v.diagnosis
         ev = "\n".join(f"- {e}" for e in d.get("evidence") or [])
-        section("diagnosis", f"{d.get('bottleneck')}: {d.get('summary') or ''}\n{ev}\nsuggested: "
+        section("diagnosis", "diagnosis", f"{d.get('bottleneck')}: {d.get('summary') or ''}\n{ev}\nsuggested: "
                 f"{', '.join(d.get('suggested_features') or []) or '-'}")
-    section("critic", v.critique)
-    return "\n\n".join(parts) + "\n"
+    section("critic", "critic", v.critique)
+    return out
+
+
+def candidate_features(v: CandidateView) -> str:
+    """The features line of one candidate (the baseline has none)."""
+    return "-" if v.id == "baseline" else feature_text(v.features, v.detected, v.absent)
+
+
+def header_text(v: CandidateView) -> str:
+    head = [f"{v.replay}\n"] if v.replay else []
+    head += [f"candidate {v.id}" + (f" (round {v.round})" if v.round else ""),
+             f"status:    {v.status}" + (f", {fmt_ms(v.median_ms)} ms in its round, {fmt_x(v.speedup)} over the "
+                                         f"baseline" if v.median_ms is not None else "") + (f": {v.note}" if v.note else ""),
+             f"parent:    {v.parent or '-'}" + (f" (repair of {v.repair_of})" if v.repair_of else ""),
+             f"features:  {candidate_features(v)}"]
+    if v.final_ms is not None:
+        head.insert(-2, f"final:     {fmt_ms(v.final_ms)} ms at the final re-check (the run's best; the report's headline)")
+    return "\n".join(head)
+
+
+def render_text(v: CandidateView, section: str | None = None) -> str:
+    """`cuda-llm show`: the header and every section, or one section's body alone (``section``, one of
+    SECTIONS: every sample in the timings section); ValueError names the sections it has."""
+    if section is None:
+        parts = [header_text(v)] + [f"== {title}\n{body}" for _, title, body in text_sections(v)]
+        names = sorted({name for name, _, _ in text_sections(v)}, key=SECTIONS.index)
+        parts.append(f"(one section alone: --section {'|'.join(names)})")
+        return "\n\n".join(parts) + "\n"
+    if section not in SECTIONS:
+        raise ValueError(f"no section {section!r}; sections: {', '.join(SECTIONS)}")
+    got = [(title, body) for name, title, body in text_sections(v, full_timings=True) if name == section]
+    if not got:
+        have = [name for name in SECTIONS if any(n == name for n, _, _ in text_sections(v))]
+        raise ValueError(f"candidate {v.id} has no {section} section; it has: {', '.join(have) or 'none'}")
+    if len(got) == 1:
+        return got[0][1] + "\n"
+    return "\n\n".join(f"== {title}\n{body}" for title, body in got) + "\n"

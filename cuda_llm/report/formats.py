@@ -8,17 +8,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from cuda_llm.figures import fmt_ms, fmt_pct  # noqa: F401 - the one format of a latency and a %, re-exported
+
 MAX_MESSAGE_CHARS = 80
-
-
-def fmt_ms(ms: float | None) -> str:
-    if ms is None:
-        return "-"
-    if ms >= 100:
-        return f"{ms:.1f}"
-    if ms >= 1:
-        return f"{ms:.3f}"
-    return f"{ms:.4f}"
 
 
 def fmt_x(x: float | None) -> str:
@@ -53,6 +45,22 @@ def fmt_duration(seconds: float) -> str:
 def one_line(text: str, limit: int = MAX_MESSAGE_CHARS) -> str:
     flat = " ".join((text or "").split())
     return flat if len(flat) <= limit else flat[: limit - 3] + "..."
+
+
+def feature_text(asked: Sequence[str], detected: Sequence[str] | None, absent: Sequence[str] = ()) -> str:
+    """A candidate's features as every view shows them: what the detectors found new in it over its parent when
+    it was measured (what the statistics credit), beside what the planner asked for ("free slot": the coder's
+    own idea; "not found": asked, but the detectors did not see it). A candidate never measured has only the
+    asked ones."""
+    asked_text = ", ".join(f"{f} (not found)" if f in absent else f for f in asked)
+    if detected is None:
+        return f"asked: {asked_text or 'free slot'} (no detection recorded)"
+    return f"detected: {', '.join(detected) or 'nothing new'}; asked: {asked_text or 'free slot'}"
+
+
+FEATURES_LEGEND = ("features: detected = found new in the kernel over its parent by the detectors when it was "
+                   "measured (what the statistics credit); asked = assigned by the planner (free slot: the coder's "
+                   "own idea; not found: asked, but not detected)")
 
 
 def md_cell(text: str) -> str:

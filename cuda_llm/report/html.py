@@ -19,8 +19,10 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from cuda_llm.report.candidate_view import SEED, CandidateView, candidate_rows, candidate_view, task_folder
-from cuda_llm.report.formats import fmt_duration, fmt_ms, fmt_tokens, fmt_x
+from cuda_llm.report.candidate_view import (
+    SEED, CandidateView, candidate_features, candidate_rows, candidate_view, samples_text, task_folder, timing_summary,
+)
+from cuda_llm.report.formats import FEATURES_LEGEND, fmt_duration, fmt_ms, fmt_tokens, fmt_x
 from cuda_llm.report.markdown import RunSummary, _headline
 from cuda_llm.results import NAIVE_BASELINE
 from cuda_llm.report.profile_table import profile_tables, roofline_line
@@ -80,8 +82,10 @@ def bound_shown(views: list[CandidateView], summary: RunSummary) -> tuple[float 
     shown = next((v for v in bounded if v.id == best_id), bounded[0] if bounded else None)
     if shown is None:
         return None, ""
-    basis = summary.best_sol_basis if shown.id == summary.best_candidate and summary.best_sol_basis else ""
-    return shown.timing.get("sol_ms"), basis or (shown.timing.get("sol_basis") or "")
+    if shown.id == summary.best_candidate and summary.best_sol_ms and summary.best_sol_basis:
+        # the headline's bound (the final re-check's): the line, its label and its sentence all one figure
+        return summary.best_sol_ms, summary.best_sol_basis
+    return shown.timing.get("sol_ms"), shown.timing.get("sol_basis") or ""
 
 
 def build_report_data(rundir: Any, values: dict[str, Any], summary: RunSummary, state: str = "") -> ReportData:
@@ -124,13 +128,14 @@ def latency_figure(data: ReportData) -> Any:
         fig.add_trace(go.Scatter(
             x=[c.round for c in cs], y=[c.median_ms for c in cs], mode="markers", name=f"candidates: {status}",
             marker=dict(size=10, color=STATUS_COLORS.get(status, "#6e7781"), opacity=0.8),
-            text=[f"{c.id} ({', '.join(c.features) or '-'})" for c in cs],
-            hovertemplate="%{text}<br>%{y:.4g} ms<extra></extra>"))
+            text=[f"{c.id} ({candidate_features(c)})<br>{fmt_ms(c.median_ms)} ms in its round" for c in cs],
+            hovertemplate="%{text}<extra></extra>"))
     rounds = sorted(data.round_best)
     if rounds:
-        fig.add_trace(go.Scatter(x=[0, *rounds], y=[s.baseline_ms, *[data.round_best[r] for r in rounds]],
+        ys = [s.baseline_ms, *[data.round_best[r] for r in rounds]]
+        fig.add_trace(go.Scatter(x=[0, *rounds], y=ys, text=[f"{fmt_ms(y)} ms" for y in ys],
                                  mode="lines+markers", name="best so far", line=dict(color="#0969da", width=3),
-                                 hovertemplate="round %{x}: best %{y:.4g} ms<extra></extra>"))
+                                 hovertemplate="round %{x}: best %{text}<extra></extra>"))
     last = max([*rounds, *(c.round for c in cands), 1])
     lines = [(label, ms, dash) for label, ms, dash in ((f"{s.baseline_label} baseline", s.baseline_ms, "dash"),
                                                        (s.library_label, s.library_ms, "dot"),
@@ -139,7 +144,7 @@ def latency_figure(data: ReportData) -> Any:
         why = f"<br>{_wrap(data.sol_basis)}" if label == "speed of light" and data.sol_basis else ""
         fig.add_trace(go.Scatter(x=[0, last], y=[ms, ms], mode="lines", name=f"{label} {fmt_ms(ms)} ms",
                                  line=dict(color="#57606a", dash=dash, width=1.5),
-                                 hovertemplate=f"{label}: %{{y:.4g}} ms{why}<extra></extra>"))
+                                 hovertemplate=f"{label}: {fmt_ms(ms)} ms{why}<extra></extra>"))
     if untimed:
         top = NOT_TIMED_ABOVE * max([c.median_ms for c in timed] + [ms for _, ms, _ in lines] + [1e-3])
         for status in sorted({c.status for c in untimed}):
@@ -148,15 +153,17 @@ def latency_figure(data: ReportData) -> Any:
                 x=[c.round + _spread(c, untimed) for c in cs], y=[top] * len(cs), mode="markers",
                 name=f"{status} (not timed)",
                 marker=dict(size=11, symbol="x", color=STATUS_COLORS.get(status, "#6e7781")),
-                text=[f"{c.id} ({', '.join(c.features) or '-'}): {_short(c.note) or status}" for c in cs],
+                text=[f"{c.id} ({candidate_features(c)}): {_short(c.note) or status}" for c in cs],
                 hovertemplate="%{text}<extra></extra>"))
         fig.add_annotation(x=0, y=math.log10(top), text="not timed", showarrow=False, xanchor="left", yanchor="bottom",
                            font=dict(color="#57606a", size=11))
     title = "Latency per round (lower is better)"
-    if data.sol_ms and data.sol_basis:   # the line's one sentence: which unit the bound assumes and why
-        title += f"<br><sup>{_wrap(data.sol_basis, 140)}</sup>"
-    fig.update_layout(title=title, xaxis_title="round", yaxis_title="median ms",
-                      yaxis_type="log", yaxis_tickformat="~g", yaxis_dtick="D2", template="plotly_white", height=460, margin=dict(l=60, r=20, t=60, b=50),
+    if data.sol_ms and data.sol_basis:   # one short line: the bound's whole sentence is under the plot, where
+        # it wraps with the page; as a subtitle of three lines it ran into the axis
+        title += f"<br><sup>dash-dot line: speed of light {fmt_ms(data.sol_ms)} ms (why: under the plot)</sup>"
+    fig.update_layout(title=dict(text=title, y=0.96, yanchor="top"), xaxis_title="round", yaxis_title="median ms",
+                      yaxis_type="log", yaxis_tickformat="~g", yaxis_dtick="D2", template="plotly_white", height=480,
+                      margin=dict(l=60, r=20, t=90, b=50),
                       legend=dict(orientation="h", y=-0.2))
     fig.update_xaxes(dtick=1)
     return fig
@@ -166,6 +173,9 @@ def _spread(c: CandidateView, row: list[CandidateView], step: float = 0.07) -> f
     """A small offset along the round axis, so that several untimed candidates of one round stay apart."""
     same = [x.id for x in row if x.round == c.round]
     return step * (same.index(c.id) - (len(same) - 1) / 2)
+
+
+NOTE_CHARS = 120     # a note longer than this is cut in the tree's label and shown whole in the candidate's body
 
 
 def _short(text: str, limit: int = 100) -> str:
@@ -191,7 +201,8 @@ def _pre(title: str, body: str, cls: str = "") -> str:
 
 
 def _candidate_body(c: CandidateView) -> str:
-    parts = [_pre("source", c.source, "source"), _pre(f"diff against {c.parent or 'baseline'}", c.diff, "diff")]
+    parts = [_pre("note", c.note, "note")] if len(c.note) > NOTE_CHARS else []      # the label shows it cut
+    parts += [_pre("source", c.source, "source"), _pre(f"diff against {c.parent or 'baseline'}", c.diff, "diff")]
     for ex in c.exchanges:
         parts.append(_pre(f"prompt ({ex.name})", ex.prompt, "prompt"))
         parts.append(_pre(f"answer ({ex.name})", ex.answer, "answer"))
@@ -200,11 +211,10 @@ def _candidate_body(c: CandidateView) -> str:
     parts.append(_pre("what failed", c.failure))
     if c.timing:
         t = c.timing
-        samples = ", ".join(f"{x:.4g}" for x in t.get("samples_ms") or [])
-        sol = (f"\n{t['pct_of_sol']:.1f}% of speed of light. {t.get('sol_basis') or ''}".rstrip()
-               if t.get("pct_of_sol") is not None else "")
-        parts.append(_pre("timing", f"median {fmt_ms(t.get('median_ms'))} ms, min {fmt_ms(t.get('min_ms'))} ms, "
-                                    f"{t.get('repetitions')} repetitions{sol}\nsamples (ms): {samples}"))
+        body = timing_summary(t).replace(" (every one: --section timings)", "")
+        if t.get("samples_ms"):
+            body += "\nsamples (ms, in the order timed):\n" + samples_text(t["samples_ms"])
+        parts.append(_pre("timing", body))
     if c.profile:
         parts.append(_profile_html(c.profile))
     if c.diagnosis:
@@ -239,8 +249,8 @@ def _node_label(c: CandidateView, best: str | None, baseline: str = NAIVE_BASELI
     color = STATUS_COLORS.get(c.status, "#6e7781")
     ms = f"{fmt_ms(c.median_ms)} ms, {fmt_x(c.speedup)}" if c.median_ms is not None else ""
     star = ' <span class="best">best</span>' if c.id == best else ""
-    feats = ", ".join(c.features) or (baseline if c.id == "baseline" else "-")
-    note = f' <span class="note">{_e(c.note[:120])}</span>' if c.note and c.status not in PASSED else ""
+    feats = baseline if c.id == "baseline" else candidate_features(c)
+    note = f' <span class="note">{_e(_short(c.note, NOTE_CHARS))}</span>' if c.note and c.status not in PASSED else ""
     return (f'<b>{_e(c.id)}</b>{star} <span class="status" style="background:{color}">{_e(c.status)}</span> '
             f'<span class="feat">{_e(feats)}</span> <span class="ms">{_e(ms)}</span>{note}')
 
@@ -280,7 +290,7 @@ pre{background:#f6f8fa;border:1px solid #d0d7de;border-radius:6px;padding:8px;ov
 .critic{margin-left:16px} .critic>div{margin:2px 0 2px 12px} table.tok td{padding:2px 16px 2px 0}
 table.prof{border-collapse:collapse;font-size:12px;margin:4px 0} table.prof th,table.prof td{border:1px solid #d0d7de;padding:2px 8px;text-align:left}
 table.prof td:not(:first-child){font-variant-numeric:tabular-nums} table.prof th{background:#f6f8fa}
-ul.critics>li{margin:6px 0} ul.critics>li>div{margin-left:16px}
+ul.critics>li{margin:6px 0} ul.critics>li>div{margin-left:16px} p.caption{color:#57606a;font-size:.9em;margin-top:0}
 """
 
 
@@ -313,9 +323,10 @@ def render_html(data: ReportData) -> str:
 <table class="head">{head}</table>
 <h2>Latency per round</h2>
 {plot}
+{f'<p class="caption" id="sol-basis">{_e(data.sol_basis)}</p>' if data.sol_ms and data.sol_basis else ""}
 <h2>Candidates</h2>
-<p>Each candidate under its parent (a repair under the candidate it repairs). Click one for its code, diff,
-prompts and answers, results, profile and diagnosis.</p>
+<p>Each candidate under its parent (a repair under the candidate it repairs), with its time in its round.
+Click one for its code, diff, prompts and answers, results, profile and diagnosis. {_e(FEATURES_LEGEND)}.</p>
 {candidate_tree(data)}
 <h2>What the critic said</h2>
 <ul class="critics">{critic_html}</ul>

@@ -11,7 +11,9 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from cuda_llm.report.formats import fmt_duration, fmt_ms, fmt_x, md_cell, md_table, one_line, render_table
+from cuda_llm.report.formats import (
+    FEATURES_LEGEND, feature_text, fmt_duration, fmt_ms, fmt_pct, fmt_x, md_cell, md_table, one_line, render_table,
+)
 from cuda_llm.results import NAIVE_BASELINE, speedup
 
 PASSED_STATUSES = ("ok", "suspect")  # passed every test (suspect timings never win)
@@ -25,6 +27,8 @@ class CandidateSummary(BaseModel):
     median_ms: float | None = None
     speedup: float | None = None          # over the naive baseline
     message: str = ""
+    detected: list[str] | None = None     # found new over its parent when measured (the trace's credit); None: not recorded
+    absent: list[str] = Field(default_factory=list)   # asked for, not detected
 
 
 class RoundSummary(BaseModel):
@@ -52,6 +56,11 @@ class RunSummary(BaseModel):
     baseline_label: str = NAIVE_BASELINE  # what speedup 1.0 is: "naive", or "PyTorch eager"
     library_label: str = "library"        # the yardstick: "library", or "torch.compile"
     best_profile: str = ""                # the best kernel's profile in one line (bottleneck and evidence)
+    best_bottleneck: str = ""             # the one bottleneck: the diagnosis of the best kernel's profile
+    task_bound: str = ""                  # what the task declares it expects (task.toml), before any kernel ran
+    sol_limiter: str = ""                 # which roof the speed-of-light bound is (memory or compute)
+    best_round_ms: float | None = None    # the best kernel's time in its round (the candidate table's figure)
+    final_ms: float | None = None         # its time at the final re-check (fresh inputs, beside the baseline)
     final_check: str = ""                 # outcome of the final re-validation and timing
     best_path: str | None = None
     state: str = ""                       # running, stopped... when known (a running run is not resumed)
@@ -76,18 +85,44 @@ def _candidate_rows(summary: RunSummary, *, markdown: bool) -> list[list[str]]:
         for c in r.candidates:
             is_best = c.id == summary.best_candidate
             cid = (f"**{c.id}**" if markdown else f"{c.id} *") if is_best else c.id
-            rows.append([str(r.index), cid, c.parent or "-", ", ".join(c.features) or "-", c.status,
-                         fmt_ms(c.median_ms), fmt_x(c.speedup), one_line(c.message)])
+            # report.md keeps the whole note (a Markdown cell wraps); the console's table cuts it to a line
+            note = " ".join(c.message.split()) if markdown else one_line(c.message)
+            rows.append([str(r.index), cid, c.parent or "-", feature_text(c.features, c.detected, c.absent), c.status,
+                         fmt_ms(c.median_ms), fmt_x(c.speedup), note])
     return rows
 
 
-def sol_text(pct: float | None, sol_ms: float | None, basis: str | None) -> str:
+def sol_text(pct: float | None, sol_ms: float | None, basis: str | None, where: str = "") -> str:
     """'36.9% of the bound (0.2927 ms). Speed of light 0.2927 ms: ...': a % of speed of light is never shown
     without the one sentence that says which unit the bound assumes."""
     if pct is None:
         return "-"
-    text = f"{pct:.1f}% of the bound" + (f" ({fmt_ms(sol_ms)} ms)" if sol_ms else "")
+    text = f"{fmt_pct(pct)}% of the bound" + (f" ({fmt_ms(sol_ms)} ms{where})" if sol_ms else "")
     return text + (f". {basis}" if basis else "")
+
+
+def measured_where(summary: RunSummary) -> str:
+    """Which measurement the headline's best time is: the final re-check, when it ran, which differs from the
+    candidate table's figure (its round's timing) by the noise of a second session."""
+    if summary.final_ms is None or summary.best_ms != summary.final_ms:
+        return " (its round's timing)" if summary.best_candidate else ""
+    if summary.best_round_ms is None:
+        return " (the final re-check)"
+    return (f" (the final re-check, on fresh inputs beside the baseline; its round's timing, the table's figure: "
+            f"{fmt_ms(summary.best_round_ms)} ms)")
+
+
+def bottleneck_text(summary: RunSummary) -> str:
+    """The one bottleneck (the diagnosis of the best kernel's profile), with the other two views named as what
+    they are, so that three different words read as three different questions."""
+    text = f"{summary.best_bottleneck} (the diagnosis of {summary.best_candidate}'s Nsight Compute profile)"
+    others = []
+    if summary.task_bound:
+        others.append(f"the task declares itself {summary.task_bound}-bound (its expectation, before any kernel ran)")
+    if summary.sol_limiter:
+        others.append(f"its speed-of-light bound is the {summary.sol_limiter} roof (the lower of the two roofs for "
+                      f"the units its code uses: where the limit is, not what holds the kernel back)")
+    return text + ("; " + "; ".join(others) if others else "")
 
 
 def _headline(summary: RunSummary) -> list[tuple[str, str]]:
@@ -102,9 +137,13 @@ def _headline(summary: RunSummary) -> list[tuple[str, str]]:
              if summary.state == "running" else f"not finished (continue with `cuda-llm resume {summary.run_id}`)")),
         (f"Baseline ({summary.baseline_label})", f"{fmt_ms(summary.baseline_ms)} ms"),
         ("Best", f"{best}: {fmt_ms(summary.best_ms)} ms, {fmt_x(summary.best_speedup)} over "
-                 + ("the baseline" if summary.baseline_label == NAIVE_BASELINE else summary.baseline_label)),
-        ("Speed of light", sol_text(summary.best_pct_of_sol, summary.best_sol_ms, summary.best_sol_basis)),
+                 + ("the baseline" if summary.baseline_label == NAIVE_BASELINE else summary.baseline_label)
+                 + measured_where(summary)),
+        ("Speed of light", sol_text(summary.best_pct_of_sol, summary.best_sol_ms, summary.best_sol_basis,
+                                    " at the final re-check's measured peaks" if summary.final_ms is not None else "")),
     ]
+    if summary.best_bottleneck:
+        items.append(("Bottleneck", bottleneck_text(summary)))
     if summary.library_ms is not None:
         lib = f"{fmt_ms(summary.library_ms)} ms"
         if summary.best_ms:
@@ -113,7 +152,8 @@ def _headline(summary: RunSummary) -> list[tuple[str, str]]:
                     else f" (best: {fmt_x(summary.library_ms / summary.best_ms)} over {summary.library_label})")
         items.append(("Library baseline" if summary.library_label == "library" else summary.library_label, lib))
     if summary.best_profile:
-        items.append(("Best's profile", summary.best_profile))
+        items.append(("Best's profile", summary.best_profile.removeprefix(f"{summary.best_bottleneck}: ")
+                      if summary.best_bottleneck else summary.best_profile))
     if summary.final_check:
         items.append(("Final check", summary.final_check))
     items.append(("Candidates", f"{summary.n_candidates} in {len(summary.rounds)} round(s), {summary.n_passed} passed"))
@@ -140,6 +180,8 @@ def render_report(summary: RunSummary) -> str:
     parts += ["", "## Candidates", ""]
     rows = _candidate_rows(summary, markdown=True)
     parts.append(md_table(CANDIDATE_HEADERS, rows) if rows else "No candidate was evaluated.")
+    if rows:
+        parts += ["", f"median ms: each candidate's timing in its round; {FEATURES_LEGEND}."]
     notes = [f"- round {r.index}: {r.note}" for r in summary.rounds if r.note]
     if notes:
         parts += ["", "Round notes:", ""] + notes

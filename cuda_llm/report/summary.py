@@ -8,13 +8,24 @@ from typing import Any
 
 from cuda_llm.report.markdown import CandidateSummary, RoundSummary, RunSummary
 from cuda_llm.agents.usage import total_tokens
+from cuda_llm.figures import fmt_ms
 from cuda_llm.results import baseline_label
 from cuda_llm.runs.replay import replay_line
+from cuda_llm.runs.rundir import read_json
+from cuda_llm.tasks import load_task
 from cuda_llm.runs.trace import read_trace
 
 
-def _rounds(rundir: Any, n_rounds: int, base_ms: float | None, current: dict[str, dict]) -> list[RoundSummary]:
+def credits(events: list[dict]) -> dict[str, dict]:
+    """Each measured candidate's credit event (what the detectors found new in it over its parent, and which
+    asked features they did not find): the one record of detected features every view reads."""
+    return {str(e.get("candidate")): e for e in events if e.get("event") == "credit"}
+
+
+def _rounds(rundir: Any, n_rounds: int, base_ms: float | None, current: dict[str, dict],
+            credit: dict[str, dict] | None = None) -> list[RoundSummary]:
     """Finished rounds from their candidates.json; the round in progress (no file yet) from the state."""
+    credit = credit or {}
     rounds: list[RoundSummary] = []
     best_ms = base_ms
     for r in range(1, n_rounds + 1):
@@ -28,7 +39,9 @@ def _rounds(rundir: Any, n_rounds: int, base_ms: float | None, current: dict[str
         rows = [CandidateSummary(id=c["id"], parent=c.get("parent"), features=c.get("features") or [],
                                  status=c.get("status") or "not_run", median_ms=c.get("ms"),
                                  speedup=(base_ms / c["ms"]) if base_ms and c.get("ms") else None,
-                                 message=c.get("note") or "") for c in cands]
+                                 message=c.get("note") or "",
+                                 detected=credit[c["id"]].get("credited") or [] if c["id"] in credit else None,
+                                 absent=(credit.get(c["id"]) or {}).get("absent") or []) for c in cands]
         repairs = max((c.get("attempt", 0) for c in cands), default=0)
         ok = [c["ms"] for c in cands if c.get("status") == "ok" and c.get("ms")]
         if ok and (best_ms is None or min(ok) < best_ms):
@@ -46,9 +59,10 @@ def build_summary(rundir: Any, values: dict[str, Any]) -> RunSummary:
     base = values.get("baseline") or {}
     best = values.get("best") or {}
     final = values.get("final") or {}
-    rounds = _rounds(rundir, int(values.get("round") or 0), base.get("ms"), values.get("cands") or {})
+    events = _trace_lines(rundir)
+    rounds = _rounds(rundir, int(values.get("round") or 0), base.get("ms"), values.get("cands") or {}, credits(events))
     history_best = {}
-    for line in _trace_lines(rundir):
+    for line in events:
         if line.get("event") == "round_end":
             history_best[line.get("round")] = line.get("best_ms")
     for r in rounds:
@@ -70,7 +84,23 @@ def build_summary(rundir: Any, values: dict[str, Any]) -> RunSummary:
         best_sol_ms=sol.get("sol_ms"), best_sol_basis=sol.get("sol_basis") or "",
         best_profile=profile_line(best), library_ms=base.get("library_ms"),
         baseline_label=baseline_label(base), library_label=base.get("library_label") or "library",
+        best_round_ms=best.get("ms"), final_ms=final.get("ms") if final.get("candidate") == best.get("id") else None,
+        **_bottleneck_views(rundir, best),
     )
+
+
+def _bottleneck_views(rundir: Any, best: dict[str, Any]) -> dict[str, str]:
+    """The best kernel's bottleneck (its profile's diagnosis, the one source), the task's declared bound and the
+    roof its speed-of-light bound is: three answers to three questions, named apart in the report."""
+    cid = best.get("id")
+    prof = (read_json(Path(rundir.root) / "profiles" / f"{cid}.json") or {}) if cid else {}
+    bottleneck = str((prof.get("diagnosis") or {}).get("bottleneck") or best.get("bottleneck") or "")
+    try:
+        task_bound = str(load_task(str(rundir.load_config().get("task"))).task.bound or "")
+    except Exception:  # noqa: BLE001 - a moved or broken task: the report goes on without its declared bound
+        task_bound = ""
+    return {"best_bottleneck": "" if bottleneck == "unknown" else bottleneck, "task_bound": task_bound,
+            "sol_limiter": str((prof.get("roofline") or {}).get("limiter") or "")}
 
 
 def _best_timing(rundir: Any, best: dict[str, Any]) -> dict[str, Any]:
@@ -102,7 +132,7 @@ def _best_path(rundir: Any, best: dict[str, Any], final: dict[str, Any]) -> str 
 
 
 def _ms(v: float | None) -> str:
-    return f"{v:.4f} ms" if v is not None else "not timed"
+    return f"{fmt_ms(v)} ms" if v is not None else "not timed"
 
 
 def _trace_lines(rundir: Any) -> list[dict]:

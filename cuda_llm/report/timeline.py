@@ -5,6 +5,8 @@ stopped). Pure formatting of trace events, so `cuda-llm trace` and tests share i
 
 from __future__ import annotations
 
+import textwrap
+from contextvars import ContextVar
 from datetime import datetime
 from typing import Any, Iterable, Sequence
 
@@ -28,8 +30,12 @@ def _x(v: Any) -> str:
     return fmt_x(v) if isinstance(v, (int, float)) else "-"
 
 
+_FULL: ContextVar[bool] = ContextVar("timeline_full", default=False)   # `trace --full`: no text is cut
+WRAP = 120
+
+
 def _short(text: Any, limit: int = 110) -> str:
-    return one_line(str(text or ""), limit)
+    return " ".join(str(text or "").split()) if _FULL.get() else one_line(str(text or ""), limit)
 
 
 def _when(ev: dict[str, Any]) -> float | None:
@@ -227,13 +233,23 @@ def select(events: Iterable[dict[str, Any]], *, kinds: Sequence[str] = (), round
     return out
 
 
-def render(events: Sequence[dict[str, Any]], root: str | None = None, **filters: Any) -> str:
-    """The timeline: `+seconds  round  event  what happened`, one line per selected event."""
+def render(events: Sequence[dict[str, Any]], root: str | None = None, full: bool = False, **filters: Any) -> str:
+    """The timeline: `+seconds  round  event  what happened`, one line per selected event; ``full``: no note,
+    summary or error cut, long ones wrapped under the description."""
     start = next((t for t in map(_when, events) if t is not None), None)
     lines = []
-    for rnd, ev in select(events, **filters):
-        t = _when(ev)
-        when = (f"+{t - start:.1f}s" if t is not None and start is not None else "").rjust(9)
-        kind = ev.get("event", "?") + (f"/{ev['kind']}" if ev.get("event") == "decision" else "")
-        lines.append(f"{when}  {'r' + str(rnd) if rnd is not None else '-':>3}  {kind:<19} {describe(ev, root)}")
+    token = _FULL.set(full)
+    try:
+        for rnd, ev in select(events, **filters):
+            t = _when(ev)
+            when = (f"+{t - start:.1f}s" if t is not None and start is not None else "").rjust(9)
+            kind = ev.get("event", "?") + (f"/{ev['kind']}" if ev.get("event") == "decision" else "")
+            line = f"{when}  {'r' + str(rnd) if rnd is not None else '-':>3}  {kind:<19} {describe(ev, root)}"
+            if full and len(line) > WRAP:
+                indent = " " * 36
+                line = "\n".join(textwrap.wrap(line, WRAP, subsequent_indent=indent, break_long_words=False,
+                                               break_on_hyphens=False))
+            lines.append(line)
+    finally:
+        _FULL.reset(token)
     return "\n".join(lines)

@@ -2,5 +2,5 @@
 
 Everything a run leaves on disk and everything that reads it back; no graph logic and no presentation.
 
-May import: cuda_llm.results, cuda_llm.paths.
+May import: cuda_llm.results, cuda_llm.figures, cuda_llm.paths.
 """

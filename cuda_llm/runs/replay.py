@@ -57,6 +57,22 @@ def replay_line(rundir: Any) -> str:
     return replay_text(replay_of(rundir))
 
 
+def installed_copy(runs_dir: Path, name: str) -> Any:
+    """The newest run in ``runs_dir`` that is a copy of recorded run ``name``, or None. A copy is found by
+    the recorded run's id in its replay entry, so copies installed before the entry named the recording
+    count too."""
+    meta_path = RECORDED_DIR / name / RECORDING_FILE
+    runs_dir = Path(runs_dir)
+    if not meta_path.is_file() or not runs_dir.is_dir():
+        return None
+    recorded_id = json.loads(meta_path.read_text()).get("run_id")
+    for root in sorted((p for p in runs_dir.iterdir() if (p / "config.json").is_file()), reverse=True):
+        replay = replay_of(RunDir(root))
+        if replay and (replay.get("recording") == name or (recorded_id and replay.get("run_id") == recorded_id)):
+            return RunDir(root)
+    return None
+
+
 def install(runs_dir: Path, name: str = DEFAULT_RECORDING) -> Any:
     """Copy recorded run ``name`` into ``runs_dir`` as a new run (a new id ending in -replay-XXXX) marked as a
     replay; returns its RunDir. The files get this user's umask, like any run's."""
@@ -78,6 +94,7 @@ def install(runs_dir: Path, name: str = DEFAULT_RECORDING) -> Any:
     _retarget_paths(root, str(meta.get("root") or ""))
     _retarget_checkpoint(rundir.checkpoint_path, rundir.run_id)
     config[REPLAY_KEY] = {k: meta.get(k) for k in ("kind", "summary", "device", "run_id", "sources", "not_recorded")}
+    config[REPLAY_KEY]["recording"] = name
     config.setdefault("options", {})["runs_dir"] = str(runs_dir)
     rundir.save_config(config)
     return rundir

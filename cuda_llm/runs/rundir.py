@@ -172,7 +172,7 @@ class RunDir:
             listing = "\n".join(f"  {r}" for r in recent[:RECENT_SHOWN])
             hint = f"Recent runs in {runs_dir}:\n{listing}"
         else:
-            hint = f"There are no runs in {runs_dir} (wrong --runs-dir?). Start one with `cuda-llm optimize TASK`."
+            hint = f"There are no runs in {runs_dir} (wrong --runs-dir?). Start one with `cuda-llm optimize TASK`, or install a recorded one with `cuda-llm demo`."
         raise RunNotFoundError(f"no run {given!r} in {runs_dir}.\n{hint}")
 
     # -- fixed paths

@@ -61,6 +61,12 @@ def list_task_names(extra: list[Path] | None = None) -> list[str]:
     return sorted(_candidates(task_dirs(extra)))
 
 
+def task_folder(name: str, extra: list[Path] | None = None) -> Path | None:
+    """The folder of the task called ``name`` in the task folders (the suite, $CUDA_LLM_TASKS, extra), or
+    None: how a command that checks a folder also takes the names `optimize` takes."""
+    return _candidates(task_dirs(extra)).get(name)
+
+
 def load_task(name_or_path: str | Path, extra: list[Path] | None = None) -> LoadedTask:
     """Load a task by name (searching the task folders) or by a path to its folder."""
     p = Path(name_or_path)

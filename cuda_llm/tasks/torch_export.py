@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ast
 import json
+import re
 from typing import Any
 
 from pydantic import BaseModel
@@ -415,9 +416,46 @@ Test it:
 {test}
 ```
 
-Rebuild for another GPU (from this folder; the same flags cuda-llm used, with your architecture):
+{rebuild_text(arch, command)}"""
+
+
+_GENCODE = re.compile(r"-gencode=arch=compute_\w+,code=sm_\w+")
+
+
+def _arch_words(arch: str) -> str:
+    """What a target's machine code runs on, for the README."""
+    if arch.endswith("a"):
+        return (f"the architecture-specific target of compute capability "
+                f"{arch[3:-2]}.{arch[-2]}: it loads only on GPUs of exactly that capability"
+                + (", H100 and H200" if arch == "sm_90a" else ""))
+    return f"machine code for {arch}: it loads on GPUs of that compute capability (and no PTX for others)"
+
+
+def rebuild_text(arch: str, command: str) -> str:
+    """How to rebuild kernel.so: the exact line cuda-llm built it with (run from this folder, nothing of
+    cuda-llm's cache needed), and the same line for another GPU."""
+    text = f"""## Rebuild
+
+`kernel.so` was built for **{arch}** ({_arch_words(arch)}). Rebuild it here, from this folder alone, with the
+flags cuda-llm used (nvcc from the CUDA toolkit on PATH; `-Xlinker -rpath,...` points the library at the
+toolkit's CUDA runtime: use your toolkit's `lib` folder on another machine):
 
 ```bash
 {command}
 ```
+"""
+    if not _GENCODE.search(command):
+        return text
+    other = _GENCODE.sub("-gencode=arch=compute_80,code=sm_80", command)
+    return text + f"""
+For another GPU, change the `-gencode` to its compute capability (`nvidia-smi --query-gpu=compute_cap
+--format=csv,noheader` says it: 8.0 -> `compute_80,code=sm_80`; 9.0 -> `compute_90a,code=sm_90a`). For an A100:
+
+```bash
+{other}
+```
+
+A kernel that uses {arch}-only instructions (wgmma, setmaxnreg on sm_90a) does not build for another target;
+`cuda-llm export RUN --torch DIR --arch sm_80` builds the export for that GPU or says why it cannot; then let
+cuda-llm optimize the task on that GPU.
 """

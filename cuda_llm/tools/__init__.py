@@ -5,5 +5,5 @@ static checks, symbols, SASS), bounds/ (speed of light), harness/ (the judge: th
 runs candidate code, in its worker, and the only one that times), profile/ (Nsight Compute, roofline,
 diagnosis), tune/ (the tuner). Nothing lives at this folder's root.
 
-May import: cuda_llm.results, cuda_llm.paths, cuda_llm.cache_store, cuda_llm.tasks.
+May import: cuda_llm.results, cuda_llm.figures, cuda_llm.paths, cuda_llm.cache_store, cuda_llm.tasks.
 """

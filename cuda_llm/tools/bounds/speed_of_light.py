@@ -31,6 +31,7 @@ from typing import Literal
 
 from pydantic import BaseModel
 
+from cuda_llm.figures import fmt_ms
 from cuda_llm.results import DeviceInfo, SassSummary
 from cuda_llm.tasks.model import Task
 from cuda_llm.tasks.precision import allows_plain_tf32
@@ -110,18 +111,18 @@ def bound(task: Task, sizes: dict[str, int], device: DeviceInfo | None, *, sass:
     mem = f"the task's minimum {nbytes / 1e6:.4g} MB over the measured bandwidth {device.peak_bandwidth_gbs:.0f} GB/s"
     if peak is not None:
         comp = f"its {flops / 1e9:.4g} GFLOP at the {unit_label(peak.unit)} peak {peak.gflops / 1e3:.4g} TFLOP/s"
-        head = (f"{comp} ({compute_ms:.4g} ms) is larger than {mem} ({memory_ms:.4g} ms)" if limiter == "compute"
-                else f"{mem} ({memory_ms:.4g} ms) is larger than {comp} ({compute_ms:.4g} ms)")
+        head = (f"{comp} ({fmt_ms(compute_ms)} ms) is larger than {mem} ({fmt_ms(memory_ms)} ms)" if limiter == "compute"
+                else f"{mem} ({fmt_ms(memory_ms)} ms) is larger than {comp} ({fmt_ms(compute_ms)} ms)")
         why = _why_unit(task, sass, library, peak.unit)
     else:
-        head = f"{mem} ({memory_ms:.4g} ms)"
+        head = f"{mem} ({fmt_ms(memory_ms)} ms)"
         if flops <= 0 or arithmetic_type(task) is None:
             why = "the task counts no floating-point work, so only bytes bound it"
         else:
             missing = written_for(task) if sass is None and library else None
             why = ("no measured peak for the units it may use" + (f" ({unit_label(missing)})" if missing else "")
                    + ", so the bound counts bytes only")
-    basis = f"Speed of light {ms:.4g} ms: {head}; {why}."
+    basis = f"Speed of light {fmt_ms(ms)} ms: {head}; {why}."
     return Bound(ms=ms, memory_ms=memory_ms, compute_ms=compute_ms, limiter=limiter,
                  unit=peak.unit if peak is not None else None, peak_gflops=peak.gflops if peak is not None else None,
                  peak_bandwidth_gbs=device.peak_bandwidth_gbs, basis=basis)

@@ -12,5 +12,5 @@ evaluation options, the worker's time command and the PyTorch timer's request ea
 chains compile -> judge -> time.
 Outside this folder only profile/ncu.py starts the worker (under Nsight Compute), through runner.py.
 
-May import: cuda_llm.results, cuda_llm.paths, cuda_llm.cache_store, cuda_llm.tasks, cuda_llm.tools.device, cuda_llm.tools.compiler, cuda_llm.tools.bounds.
+May import: cuda_llm.results, cuda_llm.figures, cuda_llm.paths, cuda_llm.cache_store, cuda_llm.tasks, cuda_llm.tools.device, cuda_llm.tools.compiler, cuda_llm.tools.bounds.
 """

@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 
+from cuda_llm.figures import fmt_ms, fmt_pct
 from cuda_llm.paths import cache_dir
 from cuda_llm.tasks.loader import LoadedTask
 from cuda_llm import cache_store
@@ -237,11 +238,11 @@ def verdict(loaded: LoadedTask, source: str, opts: EvalOptions, resp: EvaluateRe
     if resp.clock is not None and resp.clock.issues:
         t.doubts.append("clock")
         reasons.append("the times do not agree with the judge's clock: " + "; ".join(resp.clock.issues))
-    headline = f"{passed}; median {t.median_ms:.4g} ms"
+    headline = f"{passed}; median {fmt_ms(t.median_ms)} ms"
     if res.speedup is not None:
         headline += f" ({res.speedup:.2f}x the naive baseline)"
     if t.pct_of_sol is not None:
-        headline += f", {t.pct_of_sol:.0f}% of speed of light"
+        headline += f", {fmt_pct(t.pct_of_sol)}% of speed of light"
     if reasons:
         t.suspect, t.suspect_reason = True, "; ".join(reasons)
         return done(Status.suspect, f"{headline}; timing not trusted: {t.suspect_reason}")

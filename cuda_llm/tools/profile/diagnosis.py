@@ -59,6 +59,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
+from cuda_llm.figures import fmt_pct
 from cuda_llm.results import CompileResult
 from cuda_llm.tools.profile.profile_models import KernelMetrics, ProfileResult
 from cuda_llm.tools.profile.roofline import RooflinePoint
@@ -797,7 +798,7 @@ def diagnose(profile: ProfileResult | None, roofline: RooflinePoint | None, comp
         assert r is not None
         bottleneck: Bottleneck = "memory-bound" if r.limiter == "memory" else "compute-bound"
         features = list(AT_ROOF_MEMORY if r.limiter == "memory" else AT_ROOF_COMPUTE)  # fewer bytes/flops only
-        summary = (f"at the roof: {r.pct_of_sol:.3g}% of speed of light ({r.limiter}-limited). Only fewer "
+        summary = (f"at the roof: {fmt_pct(r.pct_of_sol)}% of speed of light (the {r.limiter} roof). Only fewer "
                    f"{'bytes' if r.limiter == 'memory' else 'flops'}, or another algorithm or unit, can help; "
                    f"or stop here.")
     elif (saturated := _saturated_unit(f, findings, total)) is not None:
@@ -805,12 +806,12 @@ def diagnose(profile: ProfileResult | None, roofline: RooflinePoint | None, comp
         summary = (f"{unit} is busy {f.unit_max():.0f}% of the time and no finding costs {SATURATED_LOSS_SHARE:.0%} "
                    f"or more: the kernel is {bottleneck}; what is left is doing less work on that unit.")
         if r is not None and r.pct_of_sol is not None:
-            summary += f" At {r.pct_of_sol:.3g}% of speed of light ({r.limiter}-limited roofline)."
+            summary += f" At {fmt_pct(r.pct_of_sol)}% of speed of light (whose bound is the {r.limiter} roof)."
     elif findings:
         top_rule, _, bottleneck = findings[0]
         summary = top_rule.advice + f" Estimated {losses[0].share_pct:.0f}% of the time lost to {top_rule.name}."
         if r is not None and r.pct_of_sol is not None:
-            summary += f" At {r.pct_of_sol:.3g}% of speed of light ({r.limiter}-limited roofline)."
+            summary += f" At {fmt_pct(r.pct_of_sol)}% of speed of light (whose bound is the {r.limiter} roof)."
     else:
         only = _roofline_only(f)
         if only is None:
@@ -821,7 +822,7 @@ def diagnose(profile: ProfileResult | None, roofline: RooflinePoint | None, comp
         features = list(feats)
         summary = f"by the roofline this task is limited by {'memory bandwidth' if bottleneck == 'memory-bound' else 'arithmetic throughput'}."
         if r is not None and r.pct_of_sol is not None:
-            summary += f" At {r.pct_of_sol:.3g}% of speed of light."
+            summary += f" At {fmt_pct(r.pct_of_sol)}% of speed of light."
     if past_fp32 is not None:     # the way past the fp32 roof leads (or follows the top finding's first fix)
         at = 0 if bottleneck == "compute-bound" else min(1, len(features))
         features[at:at] = list(past_fp32[1])

@@ -15,6 +15,7 @@ from typing import Literal
 
 from pydantic import BaseModel
 
+from cuda_llm.figures import fmt_ms, fmt_pct
 from cuda_llm.results import DeviceInfo, SassSummary
 from cuda_llm.tasks.model import Task
 from cuda_llm.tools.bounds.compute_peaks import ComputeUnit, may_use
@@ -45,11 +46,13 @@ class RooflinePoint(BaseModel):
 
     def summary(self) -> str:
         if self.attainable_ms is None:
-            return f"{self.median_ms:.4g} ms; no measured peaks, {self.limiter}-bound by the task's nature"
+            return f"{fmt_ms(self.median_ms)} ms; no measured peaks, {self.limiter}-bound by the task's nature"
         ai = "n/a" if self.arithmetic_intensity is None else f"{self.arithmetic_intensity:.3g}"
         unit = f", {self.compute_unit} bound" if self.compute_unit not in ("fp32", None) else ""
-        return (f"{self.median_ms:.4g} ms vs speed of light {self.attainable_ms:.4g} ms ({self.pct_of_sol:.3g}% of SOL, "
-                f"{self.limiter}-limited{unit}; AI {ai} flop/B, {self.achieved_gbs or 0:.4g} GB/s, "
+        # "the memory roof", not "memory-limited": which of the two bounds is the lower one, a fact of the
+        # task and the units, not the kernel's bottleneck (that is the diagnosis's word)
+        return (f"{fmt_ms(self.median_ms)} ms vs speed of light {fmt_ms(self.attainable_ms)} ms "
+                f"({fmt_pct(self.pct_of_sol)}% of SOL; the bound is the {self.limiter} roof{unit}; AI {ai} flop/B, {self.achieved_gbs or 0:.4g} GB/s, "
                 f"{self.achieved_gflops or 0:.4g} GFLOP/s)")
 
 
