@@ -202,6 +202,7 @@ class FeatureBrief(BaseModel):
     bottleneck: str = ""
     how: str = ""
     exemplar: str = ""
+    refinement: str = ""     # the parent already uses it: what to change (offers.toml's refinement)
 
     @classmethod
     def from_feature(cls, feature: Any) -> "FeatureBrief":
@@ -213,6 +214,8 @@ class FeatureBrief(BaseModel):
     def render(self, with_exemplar: bool = True) -> str:
         head = f"- `{self.id}` ({self.name})" if self.name else f"- `{self.id}`"
         text = head + (f": {self.how.strip()}" if self.how else "")
+        if self.refinement:
+            text += f"\n  The parent already uses it: refine it as {self.refinement.strip()}."
         if with_exemplar and self.exemplar.strip():
             text += "\n" + self.render_exemplar()
         return text

@@ -224,9 +224,13 @@ def _filters(f: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in f.items() if k in ("category", "bound", "tolerance", "float_inputs")}
 
 
-def feature_briefs(deps: Any, ids: Iterable[str]) -> list[FeatureBrief]:
+def feature_briefs(deps: Any, ids: Iterable[str], refinements: dict[str, str] | None = None) -> list[FeatureBrief]:
+    """The assigned features as the coder reads them; ``refinements``: feature id -> how a feature the parent
+    already uses is to be refined (the coder is told it is there and what to change)."""
     idx = {f.id: f for f in deps.catalogue}
-    return [FeatureBrief.from_feature(idx[i]) for i in ids if i in idx]
+    refine = refinements or {}
+    return [FeatureBrief.from_feature(idx[i]).model_copy(update={"refinement": refine.get(i, "")})
+            for i in ids if i in idx]
 
 
 def plan_of(deps: Any, round_: int) -> dict[str, Any]:
