@@ -104,6 +104,8 @@ def roofline_point(task: Task, sizes: dict, median_ms: float, device: DeviceInfo
         peak_bandwidth_gbs=device.peak_bandwidth_gbs, peak_fp32_gflops=device.peak_fp32_gflops,
         fallback_limiter=b.limiter if b is not None else task.bound,
         compute_unit=b.unit if b is not None else "fp32",
-        peak_compute_gflops=b.peak_gflops if b is not None else None,
+        # a split-precision kernel's flops cost ``products`` tensor-core products each: its roof is the
+        # tensor-core peak over that many (speed_of_light.split_of)
+        peak_compute_gflops=b.peak_gflops / b.products if b is not None and b.peak_gflops else None,
         tensor_unit=may_use(task), basis=b.basis if b is not None else None,
     )
