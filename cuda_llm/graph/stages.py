@@ -275,6 +275,7 @@ class ProfileStage:
 def _plan_and_changes(deps: Any, c: Any, res: Any) -> tuple[str, list[str]]:
     """The coder's plan sentence (answers/coder-<cid>.md) and what its build changed against the parent's
     (tools/compiler/build_summary.build_diff); empty where a file is missing."""
+    # local: `cuda-llm --help` loads this module; the loop's stages are needed only in a run
     from cuda_llm.graph import evidence
     from cuda_llm.graph import postmortem as pm
     from cuda_llm.tools.compiler.build_summary import BuildView, build_diff

@@ -90,14 +90,14 @@ def notable_warnings(view: BuildView) -> list[str]:
     out: list[str] = []
     for line in view.log.splitlines() + list(view.warnings):
         if (m := _SERIALIZED.search(line)) is not None:
-            text = f"ptxas ({m.group(1)}): {m.group(2)} - the warpgroup MMAs wait for each other, far below the wgmma rate"
+            text = f"ptxas ({m.group(1)}): {_short(m.group(2), 150)} - the warpgroup MMAs wait for each other, far below the wgmma rate"
         elif (m := _PERF_LOSS.search(line)) is not None and "Performance Loss" in line:
             text = f"ptxas {m.group(1) or ''}: Potential Performance Loss: {m.group(2)}".replace("  ", " ")
         elif (m := _LOCAL.search(line)) is not None and "ptxas" in line.lower():
             text = f"ptxas: {m.group(0)}: local memory is DRAM-backed, far slower than registers"
         else:
             continue
-        text = _short(text)
+        text = _short(text, 300)
         if text not in out:
             out.append(text)
     for k in view.kernels:

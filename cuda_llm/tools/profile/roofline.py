@@ -36,6 +36,7 @@ class RooflinePoint(BaseModel):
     attainable_ms: float | None                # speed of light: the larger of the two
     pct_of_sol: float | None                   # 100 * attainable / median (100 = at the roof)
     limiter: Literal["memory", "compute"]      # which roof is lower at this intensity
+    split: str = ""                            # a split-precision kernel's split ("3xTF32"): speed_of_light.split_of
     pct_of_peak_bandwidth: float | None = None
     pct_of_peak_flops: float | None = None
     compute_unit: ComputeUnit | None = "fp32"  # whose rate the compute roof is (None: no compute term)
@@ -108,4 +109,4 @@ def roofline_point(task: Task, sizes: dict, median_ms: float, device: DeviceInfo
         # tensor-core peak over that many (speed_of_light.split_of)
         peak_compute_gflops=b.peak_gflops / b.products if b is not None and b.peak_gflops else None,
         tensor_unit=may_use(task), basis=b.basis if b is not None else None,
-    )
+    ).model_copy(update={"split": b.split if b is not None else ""})
