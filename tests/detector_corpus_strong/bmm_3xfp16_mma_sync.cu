@@ -1,4 +1,4 @@
-// features: tensor_cores_split_fp16, tensor_cores_mma, smem_tiling, reduced_precision, coalesced_access, readonly_cache, loop_unrolling, bank_conflict_padding
+// features: tensor_cores_split_fp16, tensor_cores_mma, smem_tiling, reduced_precision, coalesced_access, readonly_cache, loop_unrolling, bank_conflict_padding, occupancy_tuning
 // case: batched fp32 matmul at fp32 accuracy on fp16 tensor cores: 3xFP16 (hi*hi + hi*lo + lo*hi, lo scaled by 2^11).
 #include <cuda_runtime.h>
 #include <cuda_fp16.h>

@@ -1,4 +1,4 @@
-// features: tensor_cores_3xtf32, tensor_cores_wmma, smem_tiling, coalesced_access, readonly_cache, loop_unrolling
+// features: tensor_cores_3xtf32, tensor_cores_wmma, smem_tiling, coalesced_access, readonly_cache, loop_unrolling, occupancy_tuning
 // case: batched fp32 matmul on tf32 WMMA with a 3xTF32 split of every fragment; tiles staged in shared memory.
 #include <cuda_runtime.h>
 #include <mma.h>

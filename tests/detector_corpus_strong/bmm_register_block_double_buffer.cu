@@ -1,4 +1,4 @@
-// features: smem_tiling, register_blocking, double_buffering, vector_loads, loop_unrolling, readonly_cache
+// features: smem_tiling, register_blocking, double_buffering, vector_loads, loop_unrolling, readonly_cache, occupancy_tuning
 // case: batched fp32 matmul on CUDA cores: 64 x 64 tiles, 4 x 4 outputs per thread, two shared stages (the next tile
 // loaded to registers, then stored to the other stage, while this one is used).
 #include <cuda_runtime.h>

@@ -1,4 +1,4 @@
-// features: thread_block_clusters, cooperative_groups, block_reduction_tree, warp_shuffle, coalesced_access, readonly_cache
+// features: thread_block_clusters, cooperative_groups, block_reduction_tree, warp_shuffle, coalesced_access, readonly_cache, occupancy_tuning
 // case: row sums of very long rows: a cluster of 8 blocks per row, block sums exchanged through distributed shared memory.
 #include <cuda_runtime.h>
 #include <cooperative_groups.h>

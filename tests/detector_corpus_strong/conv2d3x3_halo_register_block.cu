@@ -1,4 +1,4 @@
-// features: smem_tiling, register_blocking, coalesced_access, loop_unrolling, readonly_cache
+// features: smem_tiling, register_blocking, coalesced_access, loop_unrolling, readonly_cache, occupancy_tuning
 // case: 3x3 convolution, one channel plane per grid z: a 32 x 32 output tile with its halo in shared memory, each
 // thread computing a column of 4 outputs from registers.
 #include <cuda_runtime.h>

@@ -1,4 +1,4 @@
-// features: online_softmax, block_reduction_tree, warp_shuffle, coalesced_access, readonly_cache, fast_math_intrinsics
+// features: online_softmax, block_reduction_tree, warp_shuffle, coalesced_access, readonly_cache, fast_math_intrinsics, occupancy_tuning
 // case: cross-entropy per row (vocabulary 32k-256k): one block per row, each thread an online (max, sum) over its strided
 // columns, the pairs merged by shuffles and across warps in shared memory.
 #include <cuda_runtime.h>

@@ -1,4 +1,4 @@
-// features: tensor_cores_split_fp16, tensor_cores_wmma, smem_tiling, reduced_precision, coalesced_access, readonly_cache
+// features: tensor_cores_split_fp16, tensor_cores_wmma, smem_tiling, reduced_precision, coalesced_access, readonly_cache, occupancy_tuning
 // case: C = A (fp16) * B (fp32) at fp32 accuracy: A is exact in fp16, B splits into hi + lo halves: 2xFP16, two products.
 #include <cuda_runtime.h>
 #include <cuda_fp16.h>

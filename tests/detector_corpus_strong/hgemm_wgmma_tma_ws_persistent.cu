@@ -1,5 +1,5 @@
 // arch: sm_90a
-// features: wgmma, tma_bulk_copy, warp_specialization, double_buffering, persistent_kernel, smem_tiling, bank_conflict_padding, block_rasterization, loop_unrolling
+// features: wgmma, tma_bulk_copy, warp_specialization, double_buffering, persistent_kernel, smem_tiling, bank_conflict_padding, block_rasterization, loop_unrolling, occupancy_tuning, launch_config_tuning
 // case: batched hgemm on Hopper: a producer warp issues TMA loads into a 4-stage ring (full/empty mbarriers),
 // a consumer warpgroup runs wgmma m64n64k16 from 128B-swizzled tiles; persistent CTAs walk a grouped tile order.
 #include <cuda_runtime.h>

@@ -1,4 +1,4 @@
-// features: tma_bulk_copy, single_pass_row, block_reduction_tree, warp_shuffle, kernel_fusion, coalesced_access, readonly_cache
+// features: tma_bulk_copy, single_pass_row, block_reduction_tree, warp_shuffle, kernel_fusion, coalesced_access, readonly_cache, occupancy_tuning
 // case: LayerNorm with the row brought into shared memory by one cp.async.bulk (TMA, 1-D) completing on an mbarrier.
 #include <cuda_runtime.h>
 #include <cstdint>

@@ -1,4 +1,4 @@
-// features: warp_per_row, single_pass_row, warp_shuffle, vector_loads, coalesced_access, kernel_fusion, loop_unrolling, readonly_cache
+// features: warp_per_row, single_pass_row, warp_shuffle, vector_loads, coalesced_access, kernel_fusion, loop_unrolling, readonly_cache, occupancy_tuning
 // case: LayerNorm for rows of up to 1024 floats: a warp per row holds its row in registers (float4 x 8), two shuffle reductions.
 #include <cuda_runtime.h>
 

@@ -1,5 +1,5 @@
 // arch: sm_90a
-// features: wgmma, cp_async, double_buffering, vector_loads, smem_tiling, bank_conflict_padding, kernel_fusion, coalesced_access, readonly_cache, loop_unrolling, fast_math_intrinsics
+// features: wgmma, cp_async, double_buffering, vector_loads, smem_tiling, bank_conflict_padding, kernel_fusion, coalesced_access, readonly_cache, loop_unrolling, fast_math_intrinsics, occupancy_tuning
 // case: y = gelu(x W^T + b), fp16 in: 16-byte cp.async into an XOR-swizzled two-stage ring (wait_group 1), one warpgroup of
 // wgmma m64n64k16 per 64 x 64 tile, the GELU epilogue on the accumulators.
 #include <cuda_runtime.h>

@@ -1,4 +1,4 @@
-// features: block_reduction_tree, warp_shuffle, single_pass_row, kernel_fusion, coalesced_access, readonly_cache, reduced_precision
+// features: block_reduction_tree, warp_shuffle, single_pass_row, kernel_fusion, coalesced_access, readonly_cache, reduced_precision, occupancy_tuning
 // case: RMSNorm of bf16 rows, a block per row; the row stays in registers across CUB's BlockReduce.
 #include <cuda_runtime.h>
 #include <cuda_bf16.h>

@@ -1,4 +1,4 @@
-// features: decoupled_lookback_scan, warp_shuffle, coalesced_access, loop_unrolling, readonly_cache
+// features: decoupled_lookback_scan, warp_shuffle, coalesced_access, loop_unrolling, readonly_cache, occupancy_tuning
 // case: inclusive max-scan in one pass; status words carry the call's epoch, so no memset per call.
 #include <cuda_runtime.h>
 #include <cstdint>

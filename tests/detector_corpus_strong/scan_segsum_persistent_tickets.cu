@@ -1,4 +1,4 @@
-// features: decoupled_lookback_scan, persistent_kernel, warp_shuffle, vector_loads, coalesced_access, loop_unrolling, readonly_cache
+// features: decoupled_lookback_scan, persistent_kernel, warp_shuffle, vector_loads, coalesced_access, loop_unrolling, readonly_cache, occupancy_tuning, launch_config_tuning
 // case: a grid-stride look-back: device-sized grid, each block takes tiles by ordered tickets until they run out.
 #include <cuda_runtime.h>
 

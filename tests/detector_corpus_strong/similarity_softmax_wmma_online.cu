@@ -1,4 +1,4 @@
-// features: tensor_cores_wmma, online_softmax, kernel_fusion, fast_math_intrinsics, readonly_cache, warp_shuffle, coalesced_access
+// features: tensor_cores_wmma, online_softmax, kernel_fusion, fast_math_intrinsics, readonly_cache, warp_shuffle, coalesced_access, occupancy_tuning
 // case: P = softmax(Q K^T / sqrt(d)) row-wise for retrieval scores: WMMA score tiles, an online (max, sum) over the
 // column tiles in a first sweep, then the tiles recomputed and written normalized.
 #include <cuda_runtime.h>

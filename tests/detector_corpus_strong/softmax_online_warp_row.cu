@@ -1,4 +1,4 @@
-// features: online_softmax, warp_per_row, warp_shuffle, vector_loads, coalesced_access, fast_math_intrinsics, kernel_fusion, readonly_cache, loop_unrolling
+// features: online_softmax, warp_per_row, warp_shuffle, vector_loads, coalesced_access, fast_math_intrinsics, kernel_fusion, readonly_cache, loop_unrolling, occupancy_tuning
 // case: row softmax, one warp per row: one online pass for (max, sum), merged across lanes, then the output pass.
 #include <cuda_runtime.h>
 

@@ -1,4 +1,4 @@
-// features: persistent_kernel, vector_loads, warp_shuffle, block_reduction_tree, kernel_fusion, coalesced_access, readonly_cache, loop_unrolling
+// features: persistent_kernel, vector_loads, warp_shuffle, block_reduction_tree, kernel_fusion, coalesced_access, readonly_cache, loop_unrolling, occupancy_tuning, launch_config_tuning, cache_hints
 // case: sum of squares in one launch: a device-sized grid walks tiles, block partials, the last block to finish adds them.
 #include <cuda_runtime.h>
 
