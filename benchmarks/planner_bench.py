@@ -21,6 +21,17 @@ the same planner without the parent's facts (the task-level filters only, no pri
 
     python benchmarks/planner_bench.py [--candidates 4] [--free 1] [--per-candidate 2] [--seed 1]
                                        [--fixtures tests/fixtures/ncu] [--out bench-out]
+
+``--replay`` replays the recorded runs (benchmarks/agent_answers/<task>/ and the demo's
+cuda_llm/runs/recorded/<task>/) through the planner instead: for every round, each parent that round's
+assigned slots had, with the history the run had before that round (the features assigned to the parent
+and its ancestors, its children's outcomes), the rules planner's assignment is made again and the recorded
+assignment is fitted to the parent as an LLM planner's plan is (graph.planning.fit_to_parents). Each
+assigned feature is checked by a rule written here, apart from the planner: not a feature the parent uses
+(detected in its source, or assigned to it or an ancestor) unless its catalogue table names a refinement,
+not one of a child of that parent that regressed (>= 1.05x slower) or failed, not one whose precondition
+(offers.toml) the parent fails. Prints the recorded planner's violations and then
+``repeated or regressed assignments: N`` for the planner of today; exits 1 when N > 0.
 """
 
 from __future__ import annotations
@@ -53,18 +64,20 @@ APPLIES: dict[str, set[str]] = {
                                 "cp_async"},
     "hgemm": GENERIC | {"smem_tiling", "register_blocking", "tensor_cores_mma", "tensor_cores_wmma", "wgmma",
                         "cp_async", "tma_bulk_copy", "vector_loads"},
-    "sgemm": GENERIC | {"smem_tiling", "register_blocking", "tensor_cores_3xtf32", "cp_async", "tma_bulk_copy",
-                        "vector_loads"},
+    "sgemm": GENERIC | {"smem_tiling", "register_blocking", "tensor_cores_3xtf32", "tensor_cores_split_fp16",
+                        "cp_async", "tma_bulk_copy", "vector_loads"},
     "stencil2d": GENERIC | {"smem_tiling", "register_blocking", "vector_loads", "cp_async", "tma_bulk_copy",
                             "cache_hints", "grid_stride_loop", "persistent_kernel"},
     "sort_u32": GENERIC - {"readonly_cache"} | {"radix_sort", "decoupled_lookback_scan", "kernel_fusion",
                                                 "cuda_graphs", "programmatic_dependent_launch", "stream_ordered_alloc",
                                                 "warp_shuffle", "warp_vote_match", "cooperative_groups",
                                                 "grid_stride_loop", "persistent_kernel", "cache_hints"},
-    "attention": GENERIC | {"online_softmax", "smem_tiling", "register_blocking", "tensor_cores_3xtf32", "cp_async",
+    "attention": GENERIC | {"online_softmax", "smem_tiling", "register_blocking", "tensor_cores_3xtf32",
+                            "tensor_cores_split_fp16", "cp_async",
                             "tma_bulk_copy", "fast_math_intrinsics", "warp_shuffle", "coalesced_access",
                             "vector_loads"},
-    "conv2d": GENERIC | {"smem_tiling", "register_blocking", "tensor_cores_3xtf32", "cp_async", "tma_bulk_copy",
+    "conv2d": GENERIC | {"smem_tiling", "register_blocking", "tensor_cores_3xtf32", "tensor_cores_split_fp16",
+                         "cp_async", "tma_bulk_copy",
                          "vector_loads", "grid_stride_loop", "persistent_kernel"},
     "gemv": GENERIC | {"coalesced_access", "warp_per_row", "warp_shuffle", "vector_loads", "block_reduction_tree",
                        "split_k", "smem_tiling", "register_blocking", "cp_async", "tma_bulk_copy", "cache_hints",
@@ -72,6 +85,7 @@ APPLIES: dict[str, set[str]] = {
     "histogram": GENERIC | {"privatized_atomics", "warp_vote_match", "vector_loads", "grid_stride_loop",
                             "persistent_kernel", "cache_hints"},
     "kmeans_assign": GENERIC | {"distance_as_gemm", "smem_tiling", "register_blocking", "tensor_cores_3xtf32",
+                                "tensor_cores_split_fp16",
                                 "vector_loads", "coalesced_access", "warp_shuffle"},
     "layernorm": GENERIC | {"single_pass_row", "warp_per_row", "warp_shuffle", "vector_loads", "cp_async",
                             "tma_bulk_copy", "cache_hints", "cooperative_groups", "grid_stride_loop",
@@ -150,6 +164,177 @@ def share(num: int, den: int) -> str:
     return f"{num}/{den} = {100 * num / den:.1f}%" if den else "-"
 
 
+# ---------------------------------------------------------------- replaying recorded runs
+RECORDED_DIRS = (ROOT / "benchmarks" / "agent_answers", ROOT / "cuda_llm" / "runs" / "recorded")
+SLOWER = 1.05       # a child this much slower than its parent regressed (the checker's own threshold)
+
+
+def _table_rows(report: str) -> list[dict]:
+    """The candidates table of a run's report.md: id, round, parent, features, status, ms."""
+    rows = []
+    for line in report.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) < 6 or not cells[0].isdigit():
+            continue
+        cid = cells[1].strip("*")
+        feats = [] if cells[3] in ("-", "") else [f.strip() for f in cells[3].split(",")]
+        try:
+            ms = float(cells[5])
+        except ValueError:
+            ms = None
+        rows.append({"id": cid, "round": int(cells[0]), "slot": int(cid.rsplit("c", 1)[-1]) if "c" in cid else 0,
+                     "parent": cells[2], "features": feats, "status": cells[4],
+                     "ms": ms})
+    return rows
+
+
+def load_recorded(folder: Path) -> dict | None:
+    """One recorded run as {task, baseline_ms, cands: [records with parent_ms], sources: {id: source}}: a run
+    directory (rounds/r<N>/candidates.json, candidates/<id>.cu) or an answer folder (report.md's table, the
+    coder's answers)."""
+    from cuda_llm.agents.coder import extract_cuda
+    from cuda_llm.tasks.loader import SUITE_DIR
+
+    task = folder.name
+    if not (Path(SUITE_DIR) / task / "task.toml").is_file():
+        return None
+    sources = {"baseline": (Path(SUITE_DIR) / task / "naive.cu").read_text()}
+    if (folder / "rounds").is_dir():
+        cands = []
+        for r in sorted((p for p in (folder / "rounds").glob("r*") if p.name[1:].isdigit()), key=lambda p: int(p.name[1:])):
+            cands += json.loads((r / "candidates.json").read_text()) if (r / "candidates.json").is_file() else []
+        for c in cands:
+            cu = folder / "candidates" / f"{c['id']}.cu"
+            if cu.is_file():
+                sources[c["id"]] = cu.read_text()
+        return {"task": task, "cands": cands, "sources": sources, "where": str(folder.relative_to(ROOT))}
+    report = folder / "report.md"
+    if not report.is_file():
+        return None
+    text = report.read_text()
+    rows = _table_rows(text)
+    base = next((float(line.split(":", 1)[1].split("ms")[0].strip(" *"))
+                 for line in text.splitlines() if "Baseline (naive)" in line), None)
+    ms_of = {"baseline": base, **{r["id"]: r["ms"] for r in rows}}
+    for r in rows:
+        r["parent_ms"] = ms_of.get(r["parent"])
+        ans = folder / "answers" / f"coder-{r['id']}.md"
+        if ans.is_file():
+            try:
+                sources[r["id"]] = extract_cuda(ans.read_text())
+            except Exception:  # noqa: BLE001 - an answer without a usable source: the parent has no source facts
+                pass
+    return {"task": task, "cands": rows, "sources": sources, "where": str(folder.relative_to(ROOT))}
+
+
+def _lineage(cands: list[dict], pid: str) -> set[str]:
+    """The checker's own walk: the features assigned to ``pid`` and its ancestors."""
+    by_id, out = {c["id"]: c for c in cands}, set()
+    while pid in by_id:
+        out |= set(by_id[pid].get("features") or ())
+        pid = by_id[pid].get("parent") or "baseline"
+    return out
+
+
+def _regressed(cands: list[dict], pid: str) -> set[str]:
+    """The checker's own reading: features of children of ``pid`` that ran >= SLOWER x its time or failed,
+    unless another try of the same set on that parent was good."""
+    good, bad = set(), set()
+    for c in cands:
+        if (c.get("parent") or "baseline") != pid or not c.get("features"):
+            continue
+        ok = c.get("status") in ("ok", "suspect") and c.get("ms") is not None and \
+            not (c.get("parent_ms") and c["ms"] > SLOWER * c["parent_ms"])
+        (good if ok else bad).add(frozenset(c["features"]))
+    return {f for s in bad - good for f in s} - {f for s in good for f in s}
+
+
+def check_assignment(feats: list[str], *, uses: set[str], regressed: set[str], catalogue: dict, facts,
+                     offers) -> list[str]:
+    """What is wrong with one assigned feature set for this parent, in words (empty: nothing)."""
+    from cuda_llm.feature_db.offers import OfferRules, why_not
+
+    bare = facts.model_copy(update={"detected": frozenset(), "lineage": frozenset(), "regressed": frozenset()})
+    out = []
+    for f in feats:
+        rules = offers.features.get(f, OfferRules())
+        if f in regressed:
+            out.append(f"{f}: regressed or failed on this parent")
+        elif f in uses and rules.refinement is None:
+            out.append(f"{f}: the parent uses it")
+        elif any(g in uses for g in rules.superseded_by):
+            out.append(f"{f}: the parent uses a faster form")
+        elif f in catalogue and (why := why_not(catalogue[f], bare, offers)):
+            out.append(f"{f}: precondition: {why}")
+    return out
+
+
+def replay_main(a) -> int:
+    from cuda_llm.feature_db import assign_features, detect_features, load_catalogue
+    from cuda_llm.feature_db.offers import (
+        builtin_offers, lineage_features, parent_facts, ranked_offer, regressed_features, untried_wins,
+    )
+    from cuda_llm.graph.planning import BANDIT_OFFER, failed_ideas, fit_features
+    from cuda_llm.report.formats import render_table
+    from cuda_llm.tasks import load_task
+
+    catalogue = load_catalogue()
+    by_id = {f.id: f for f in catalogue}
+    offers = builtin_offers()
+    rows, before, after, checked = [], 0, 0, 0
+    for base in RECORDED_DIRS:
+        for folder in sorted(p for p in base.iterdir() if p.is_dir()):
+            run = load_recorded(folder)
+            if run is None or (a.only and a.only not in run["where"]):
+                continue
+            task = load_task(run["task"]).task
+            cands = run["cands"]
+            for r in sorted({c["round"] for c in cands}):
+                history = [c for c in cands if c["round"] < r]
+                assigned = [c for c in cands if c["round"] == r and c.get("features") and not c.get("repair_of")]
+                by_parent: dict[str, list[dict]] = {}
+                for c in assigned:
+                    by_parent.setdefault(c.get("parent") or "baseline", []).append(c)
+                for pid, slots in by_parent.items():
+                    src = run["sources"].get(pid, "")
+                    detected = detect_features(src, [], catalogue) if src else set()
+                    passed = ("ok", "suspect")
+                    facts = parent_facts(task, src, detected=detected, lineage=lineage_features(history, pid),
+                                         regressed=regressed_features(history, pid, passed))
+                    uses = detected | _lineage(history, pid)
+                    regressed = _regressed(history, pid)
+                    # the planner of the day
+                    for c in slots:
+                        bad = check_assignment(c["features"], uses=uses, regressed=regressed, catalogue=by_id,
+                                               facts=facts, offers=offers)
+                        before += bool(bad)
+                        if bad:
+                            rows.append([run["where"], c["id"], pid, "recorded", "+".join(c["features"]),
+                                         "; ".join(bad)])
+                    # today's rules planner, and the recorded sets fitted as an LLM planner's plan
+                    ranked = ranked_offer(catalogue, [], task=task, facts=facts, arch=ARCH, seed=r,
+                                          top=max(BANDIT_OFFER, len(slots) * a.per_candidate), slots=len(slots))
+                    blocked = failed_ideas(history).get(pid, set())
+                    sets = assign_features(ranked, len(slots), a.per_candidate, seed=r, blocked=blocked,
+                                           prefer=untried_wins(ranked, task))
+                    fitted = [fit_features(c["features"], facts, blocked, by_id) for c in slots]
+                    for kind, got in (("rules", sets), ("fitted", fitted)):
+                        for c, feats in zip(slots, got):
+                            checked += 1
+                            bad = check_assignment(feats, uses=uses, regressed=regressed, catalogue=by_id,
+                                                   facts=facts, offers=offers)
+                            after += bool(bad)
+                            rows.append([run["where"], c["id"], pid, kind, "+".join(feats) or "(free)",
+                                         "; ".join(bad) or "-"])
+    print("Recorded runs replayed through the planner (source-level detection; history as each round had it)")
+    print(render_table(["run", "slot", "parent", "planner", "assigned", "repeated / regressed / precondition"], rows,
+                       align="llllll"))
+    print(f"recorded planner: repeated or regressed assignments: {before}")
+    print(f"replayed slots: {checked}")
+    print(f"repeated or regressed assignments: {after}")
+    return 0 if after == 0 else 1
+
+
 def main(argv: list[str] | None = None) -> int:
     from cuda_llm.feature_db import applicable, assign_features, detect_features, load_catalogue, rank_features
     from cuda_llm.feature_db import task_filters
@@ -166,7 +351,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=1, help="the round's seed (round 1)")
     ap.add_argument("--fixtures", type=Path, default=ROOT / "tests" / "fixtures" / "ncu")
     ap.add_argument("--out", type=Path, default=ROOT / "bench-out")
+    ap.add_argument("--replay", action="store_true", help="replay the recorded runs through the planner")
+    ap.add_argument("--only", default="", help="with --replay: only the recorded runs whose path contains this")
     a = ap.parse_args(argv)
+    if a.replay:
+        return replay_main(a)
 
     catalogue = load_catalogue()
     tasks = sorted(p.name for p in Path(SUITE_DIR).iterdir() if (p / "task.toml").is_file())

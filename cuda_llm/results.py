@@ -67,6 +67,10 @@ class SassSummary(BaseModel):
     # facts of the PTX's dataflow (tools/compiler/ptx/: shared_tile, register_tile, shared_stages) -> instances,
     # summed over the kernels; empty where the PTX was not read (old results, a build without it)
     flow: dict[str, int] = Field(default_factory=dict)
+    # per innermost loop of the machine code (a backward branch holding no other), the counts of the
+    # instruction classes tools/compiler/sass.MIX_CLASSES names (HGMMA, HMMA, FFMA, LDGSTS, UTMALDG, BAR...),
+    # largest loops first; empty in old results
+    loops: list[dict[str, int]] = Field(default_factory=list)
 
     @property
     def uses_tensor_cores(self) -> bool:

@@ -100,7 +100,7 @@ def test_one_bound_the_judge_and_the_roofline_read_alike(tasks, task, build, uni
     assert bound_peak(t, H100, sass).unit == unit
     b = speed_of_light.bound(t, t.benchmark, H100, sass=sass)
     roof = roofline_point(t, t.benchmark, 1.0, H100, sass=sass)
-    assert b.unit == unit and roof.compute_unit == unit and roof.peak_compute_gflops == b.peak_gflops
+    assert b.unit == unit and roof.compute_unit == unit and roof.peak_compute_gflops == b.peak_gflops / b.products
     assert roof.attainable_ms == pytest.approx(b.ms, rel=1e-12)
     assert roof.attainable_ms == pytest.approx(speed_of_light.sol_ms(t, t.benchmark, H100, sass=sass), rel=1e-12)
     assert roof.pct_of_sol == pytest.approx(speed_of_light.pct_of_sol(b.ms, 1.0), rel=1e-12)
@@ -114,8 +114,19 @@ def test_the_sentence_says_which_unit_and_why(tasks):
     assert "fp32 FMA peak 60 TFLOP/s" in ffma.basis and "no tensor-core instructions" in ffma.basis
     tc = speed_of_light.bound(sgemm, sgemm.benchmark, H100, sass=SASS["sgemm_3xtf32_sm80"])
     assert tc.unit == "tf32-tensor" and "tf32 tensor-core peak 375 TFLOP/s" in tc.basis
-    assert "measured against the tensor-core bound" in tc.basis and "3xTF32" in tc.basis and "a third" in tc.basis
-    assert tc.ms == pytest.approx(ffma.ms * 60000.0 / 375000.0)
+    assert "3xTF32 split, so the bound counts 3 products per multiply-add" in tc.basis
+    assert tc.split == "3xTF32" and tc.products == 3 and "x 3 products (3xTF32)" in tc.basis
+    assert tc.ms == pytest.approx(3 * ffma.ms * 60000.0 / 375000.0)          # three products counted
+    assert tc.single_ms == pytest.approx(ffma.ms * 60000.0 / 375000.0)        # ... and one, beside it
+    assert f"At one product per multiply-add (no split) the bound would be {tc.single_ms:.4g} ms" in tc.basis
+    # the same tf32 code where the tolerance allows plain TF32: one product, no split
+    plain = speed_of_light.bound(_tf32_tolerant(sgemm), sgemm.benchmark, H100, sass=SASS["sgemm_3xtf32_sm80"])
+    assert plain.products == 1 and plain.split == "" and plain.single_ms is None
+    # fp16 tensor cores on fp32 data at fp32 accuracy: a 3xFP16 split
+    fp16_split = speed_of_light.split_of(sgemm, SASS["hgemm_wgmma_sm90a"])
+    assert fp16_split is not None and (fp16_split.name, fp16_split.products) == ("3xFP16", 3)
+    assert speed_of_light.split_of(hgemm, SASS["hgemm_wgmma_sm90a"]) is None     # fp16 data: one product
+    assert speed_of_light.split_of(sgemm, SASS["sgemm_naive_sm90a"]) is None     # CUDA cores
     wg = speed_of_light.bound(hgemm, hgemm.benchmark, H100, sass=SASS["hgemm_wgmma_sm90a"])
     assert "fp16 tensor-core instructions" in wg.basis and "3xTF32" not in wg.basis
     mem = speed_of_light.bound(softmax, softmax.benchmark, H100, sass=SASS["sgemm_naive_sm90a"])

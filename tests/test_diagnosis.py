@@ -212,7 +212,9 @@ def test_fp32_gemm_is_bounded_by_the_unit_its_sass_shows():
     plain = roofline_point(sgemm, sizes, 2.7, dev, sass=FFMA)
     assert plain.compute_unit == "fp32" and plain.tensor_unit == "3xtf32-tensor"
     tc = roofline_point(sgemm, sizes, 2.7, dev, sass=HMMA_TF32)
-    assert tc.compute_unit == "tf32-tensor" and tc.peak_compute_gflops == 400_000.0 and tc.pct_of_sol < plain.pct_of_sol
+    # a 3xTF32 split: three tf32 products per multiply-add, the roof a third of the tf32 peak
+    assert tc.compute_unit == "tf32-tensor" and tc.peak_compute_gflops == pytest.approx(400_000.0 / 3) \
+        and tc.pct_of_sol < plain.pct_of_sol
     k = kern(duration_ns=2.7e6, sm_throughput_pct=70, memory_throughput_pct=40, tensor_pipe_pct=60.0)
     d = diagnose(profile(k), tc, None)
     assert d.roof == "tf32-tensor" and any("tensor-core bound" in e for e in d.evidence)
@@ -587,3 +589,45 @@ def test_hot_global_atomics_are_told_to_privatize():
     assert d.rules[0] == "hot-atomics" and d.suggested_features[0] == "privatized_atomics"
     spread = kern(l2_atomic_pct=30.0, l2_atomic_max_pct=80.0, stalls=stalls(long_scoreboard=100))
     assert "hot-atomics" not in diagnose(profile(spread), roof(0.5), None).rules     # many addresses: no pile-up
+
+
+def test_tensor_advice_rises_with_the_kernel():
+    """Never a tensor-core form the kernel already has or passed; mma.sync told what wgmma gives on Hopper; a
+    split named; L2 re-reads pointed to clusters with TMA multicast."""
+    from cuda_llm.results import SassSummary
+    from cuda_llm.tools.bounds.tensor_rates import hardware_facts, rates_for
+    from cuda_llm.tools.profile.tensor_advice import advise
+
+    wg = advise(SassSummary(opcodes={"HGMMA": 64}, tensor={"fp16": 64}), arch="sm_90a", tensor_pipe_pct=80)
+    assert {"tensor_cores_mma", "tensor_cores_wmma", "wgmma"} <= set(wg.drop) and "wgmma" not in wg.add
+    hmma = advise(SassSummary(opcodes={"HMMA": 64}, tensor={"fp16": 64}), arch="sm_90a", tensor_pipe_pct=66)
+    assert hmma.add == ["wgmma"] and "tensor_cores_mma" in hmma.drop
+    r = rates_for("sm_90a")
+    assert r is not None and r.wgmma.measured and r.mma_sync.source       # every figure says where it came from
+    assert "busy 66% on HMMA (mma.sync)" in hmma.evidence[0] and f"wgmma's {r.wgmma.fp16:.0f}" in hmma.evidence[0]
+    assert advise(SassSummary(opcodes={"HMMA": 64}, tensor={"fp16": 64}), arch="sm_80").add == []   # no wgmma there
+    split = advise(SassSummary(opcodes={"HMMA": 96}, tensor={"fp16": 96}), arch="sm_90a", split="3xFP16")
+    assert "tensor_cores_3xtf32" in split.drop and "3xFP16 split" in split.evidence[0] and "slower" in split.evidence[0]
+    l2 = advise(SassSummary(opcodes={"HGMMA": 8, "UTMALDG": 4}, tensor={"fp16": 8}), arch="sm_90a", l2_pct=70,
+                dram_pct=20, tiled=True)
+    assert "thread_block_clusters" in l2.add and "multicast" in l2.evidence[-1]
+    facts = hardware_facts("sm_90a")
+    assert any("K-major" in x for x in facts) and any("low 13 mantissa bits" in x for x in facts)
+    assert hardware_facts("sm_80") == []
+
+
+def test_the_diagnosis_never_suggests_the_form_the_kernel_already_uses():
+    from cuda_llm.results import CompileResult, SassSummary
+
+    sgemm = load_task("sgemm").task
+    sizes = {"M": 4096, "N": 4096, "K": 4096}
+    dev = h100(peak_tf32_tc_gflops=464_000.0, peak_fp16_tc_gflops=928_000.0)
+    sass = SassSummary(opcodes={"HMMA": 96}, tensor={"fp16": 96})
+    roof = roofline_point(sgemm, sizes, 2.0, dev, sass=sass)
+    assert roof.split == "3xFP16"
+    comp = CompileResult(ok=True, arch="sm_90a", source_hash="h", sass=sass)
+    k = kern(duration_ns=2.0e6, sm_throughput_pct=70, memory_throughput_pct=40, tensor_pipe_pct=66.0)
+    d = diagnose(profile(k), roof, comp)
+    assert not {"tensor_cores_3xtf32", "tensor_cores_mma", "tensor_cores_wmma"} & set(d.suggested_features)
+    assert d.suggested_features[0] == "wgmma"
+    assert any("mma.sync reaches" in e for e in d.evidence) and any("3xFP16 split" in e for e in d.evidence)

@@ -39,15 +39,42 @@ def test_which_candidates_get_a_post_mortem():
     def cand(status: str, ms: float | None, parent_ms: float | None) -> Candidate:
         return Candidate(id="r2c0", round=2, slot=0, parent="r1c0", parent_ms=parent_ms, status=status, ms=ms)
 
-    assert pm.outcome_of(cand("ok", 3.0, 2.0), None) == pm.SLOWER            # 1.5x: the edge
-    assert pm.outcome_of(cand("ok", 2.9, 2.0), None) is None
+    assert pm.outcome_of(cand("ok", 2.2, 2.0), None) == pm.SLOWER            # 1.1x: the edge
+    assert pm.outcome_of(cand("ok", 2.1, 2.0), None) is None
     assert pm.outcome_of(cand("ok", 9.0, None), None) is None                  # no parent time to compare with
     cases = [CaseResult(sizes={"n": 1}, passed=True)]
     at_bench = EvalResult(task="t", candidate="r2c0", source_hash="h", status=Status.wrong_answer,
                           validation=ValidationResult(passed=True, cases=cases))
     early = at_bench.model_copy(update={"validation": ValidationResult(passed=False, cases=cases)})
     assert pm.outcome_of(cand("wrong_answer", None, 2.0), at_bench) == pm.BENCHMARK_FAILURE
-    assert pm.outcome_of(cand("wrong_answer", None, 2.0), early) is None      # wrong everywhere: its error says it
+    assert pm.outcome_of(cand("wrong_answer", None, 2.0), early) == pm.FAILED  # wrong everywhere: a failure
+    assert pm.outcome_of(cand("compile_error", None, 2.0), None) == pm.FAILED
+    assert pm.outcome_of(cand("no_code", None, 2.0), None) is None            # nothing was written
+
+
+def test_profiling_only_from_one_and_a_half_and_the_plan_and_the_changes_are_told():
+    from cuda_llm.results import CompileResult, KernelResources, SassSummary
+    from cuda_llm.tools.compiler.build_summary import BuildView, build_diff
+
+    built = EvalResult(task="t", candidate="r2c0", source_hash="h", status=Status.ok,
+                       compile=CompileResult(ok=True, arch="sm_90a", source_hash="h", so_path="/x.so"))
+    assert not pm.worth_profiling(pm.SLOWER, built, 1.3) and pm.worth_profiling(pm.SLOWER, built, 1.6)
+    answer = ("Plan: a persistent scan with a TMA ring: each CTA takes tiles by ticket. Then look-back. More.\n"
+              "```cuda\nint x;\n```")
+    assert pm.plan_sentence(answer) == "a persistent scan with a TMA ring: each CTA takes tiles by ticket. Then look-back."
+    parent = BuildView(kernels=[KernelResources(name="scan(float*)", registers=32, shared_bytes=4096)],
+                       sass=SassSummary(ops={"FADD": 40, "BAR.SYNC": 4, "LDG.E": 8}),
+                       source="scan<<<blocks, 256>>>(x);")
+    child = BuildView(kernels=[KernelResources(name="scan_ring(float*)", registers=96, shared_bytes=65536)],
+                      sass=SassSummary(ops={"FADD": 40, "SYNCS.ARRIVE.TRANS64": 12, "UTMALDG.1D": 2, "LDG.E": 2}),
+                      source="scan_ring<<<sms, 384>>>(x);")
+    diff = build_diff(parent, child)
+    assert diff[0] == "kernels: 1 -> 1; new: scan_ring; gone: scan"
+    assert "launches: scan<<<blocks, 256>>> -> scan_ring<<<sms, 384>>>" in diff
+    assert "registers per thread (max): 32 -> 96" in diff and "static shared memory (max): 4.0 KiB -> 64.0 KiB" in diff
+    assert "new instructions: UTMALDG 2, SYNCS 12" in diff and "instructions gone: BAR 4" in diff
+    text = pm.postmortem_text(plan="a TMA ring", changes=diff, cause="1.3x slower than its parent r1c0", parent="r1c0")
+    assert text.startswith('the plan: "a TMA ring" | against r1c0: kernels: 1 -> 1') and "cause: 1.3x slower" in text
 
 
 def test_history_line_carries_the_cause():
@@ -80,4 +107,5 @@ def test_a_regression_is_profiled_stored_and_explained_in_the_next_prompt(tmp_pa
     coder = next(c.text for c in model.calls_for("coder") if "Write candidate `r2c0`" in c.text)
     line = next(x for x in coder.splitlines() if x.startswith("- r1 r1c1"))
     after = coder.split(line, 1)[1].lstrip("\n")
-    assert after.startswith("  post-mortem: 1.6x slower than its parent baseline; occupancy-bound"), after[:200]
+    assert after.startswith("  post-mortem: "), after[:200]
+    assert "cause: 1.6x slower than its parent baseline; occupancy-bound" in after.splitlines()[0], after[:400]

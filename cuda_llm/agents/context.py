@@ -144,9 +144,13 @@ class BuildBrief(BaseModel):
     ptx_isa: str = ""            # e.g. 9.0
     command: str = ""            # the nvcc line every candidate is compiled with
     rules: str = ""              # what needs which target, guards, links (the compile tool's own text)
+    hardware_facts: list[str] = Field(default_factory=list)   # this GPU's facts coders ask for (tools/bounds/tensor_rates)
 
     def render(self) -> str:
         lines = []
+        if self.hardware_facts:
+            lines.append("Hardware facts of this GPU (stated once; from the project's stored table, each figure "
+                         "marked measured or estimate):\n" + "\n".join(f"- {x}" for x in self.hardware_facts))
         if self.cuda_version or self.ptx_isa:
             lines.append(f"Toolchain: CUDA {self.cuda_version or '?'} (nvcc), PTX ISA {self.ptx_isa or '?'}")
         if self.command and self.command not in self.rules:   # the compile tool's rules usually give it already
@@ -207,6 +211,7 @@ class FeatureBrief(BaseModel):
     bottleneck: str = ""
     how: str = ""
     exemplar: str = ""
+    refinement: str = ""     # the parent already uses it: what to change (offers.toml's refinement)
 
     @classmethod
     def from_feature(cls, feature: Any) -> "FeatureBrief":
@@ -218,6 +223,8 @@ class FeatureBrief(BaseModel):
     def render(self, with_exemplar: bool = True) -> str:
         head = f"- `{self.id}` ({self.name})" if self.name else f"- `{self.id}`"
         text = head + (f": {self.how.strip()}" if self.how else "")
+        if self.refinement:
+            text += f"\n  The parent already uses it: refine it as {self.refinement.strip()}."
         if with_exemplar and self.exemplar.strip():
             text += "\n" + self.render_exemplar()
         return text
@@ -304,6 +311,8 @@ class ParentKernel(BaseModel):
     diagnosis: DiagnosisBrief | None = None
     critique: CritiqueBrief | None = None
     features: list[str] = Field(default_factory=list)
+    build_notes: list[str] = Field(default_factory=list)   # ptxas messages that cost speed (wgmma serialized, spills)
+    sass: list[str] = Field(default_factory=list)          # its machine code summarized: instruction mix, per loop
     label: str = "Parent kernel"          # or: a stepping-stone parent, another approach's best, an inspiration
     role: str = "the kernel to improve on"   # why it is shown (a stepping stone's reason, an inspiration's)
 
@@ -320,6 +329,11 @@ class ParentKernel(BaseModel):
         if self.features:
             lines.append("Features it was asked to apply: " + ", ".join(self.features))
         lines += ["Resource usage (ptxas):", render_resources(self.resources)]
+        if self.build_notes:
+            lines += ["ptxas messages about its build that cost speed:"] + [f"- {x}" for x in self.build_notes]
+        if self.sass:
+            lines += ["Its machine code (SASS), summarized (counts of instructions; a loop's counts are per "
+                      "iteration):"] + [f"- {x}" for x in self.sass]
         return "\n".join(lines)
 
     def render_evidence(self) -> str:

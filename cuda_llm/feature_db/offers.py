@@ -149,7 +149,15 @@ class ParentFacts(BaseModel):
     facts: frozenset[str] = frozenset()
     kernels: int | None = None           # kernel launches per solve()
     kernels_from: str = ""               # "profile" or "source"
-    detected: frozenset[str] = frozenset()   # features the parent uses
+    detected: frozenset[str] = frozenset()   # features the detectors find in the parent
+    lineage: frozenset[str] = frozenset()    # features assigned to the parent or one of its ancestors
+    regressed: frozenset[str] = frozenset()  # features of candidates that regressed on (or failed from) it
+
+    @property
+    def uses(self) -> frozenset[str]:
+        """What the parent uses: detected, or assigned to it or an ancestor (a detector can miss a feature
+        the coder did apply; an assignment it took is still in the kernel it handed down)."""
+        return self.detected | self.lineage
 
     def has(self, fact: str) -> bool:
         return fact in self.facts
@@ -244,10 +252,13 @@ def task_facts(task: Any, sm_count: int | None = None) -> set[str]:
 
 
 def parent_facts(task: Any, source: str, *, n_kernels: int | None = None, detected: Iterable[str] = (),
-                 shared_bytes: int = 0, sm_count: int | None = None) -> ParentFacts:
+                 shared_bytes: int = 0, sm_count: int | None = None, lineage: Iterable[str] = (),
+                 regressed: Iterable[str] = ()) -> ParentFacts:
     """The facts of one parent: ``n_kernels`` from its profile (None: counted from the source's launch
     sites, a launch inside a loop counting as several), ``detected`` its features, ``shared_bytes`` the
-    largest static shared memory of its kernels (ptxas)."""
+    largest static shared memory of its kernels (ptxas), ``lineage`` the features assigned to it and its
+    ancestors, ``regressed`` the features of its children that regressed or failed (lineage_features and
+    regressed_features compute both from a run's candidates)."""
     facts = task_facts(task, sm_count)
     code = code_of(source)
     if n_kernels is not None and n_kernels > 0:
@@ -264,10 +275,54 @@ def parent_facts(task: Any, source: str, *, n_kernels: int | None = None, detect
     if _MATH.search(code):
         facts.add("math_functions")
     found = frozenset(detected)
-    if found & TILED_FEATURES:
+    if (found | frozenset(lineage)) & TILED_FEATURES:
         facts.add("tiled")
     return ParentFacts(family=str(task.family), tags=tuple(str(t) for t in task.tags), facts=frozenset(facts),
-                       kernels=kernels, kernels_from=origin, detected=found)
+                       kernels=kernels, kernels_from=origin, detected=found, lineage=frozenset(lineage),
+                       regressed=frozenset(regressed))
+
+
+# ---------------------------------------------------------------- a parent's history in the run
+REGRESSION = 1.05    # a passing candidate this much slower than its parent regressed
+
+
+def _get(c: Any, key: str) -> Any:
+    return c.get(key) if isinstance(c, Mapping) else getattr(c, key, None)
+
+
+def lineage_features(cands: Iterable[Any], parent_id: str, baseline: str = "baseline") -> set[str]:
+    """The features assigned to ``parent_id`` and to every ancestor of it (its parent, that one's parent, ...).
+    ``cands``: candidate records (Candidate or dicts with id, parent, features). The last record of an id
+    wins (a repair keeps its features). Pure."""
+    by_id = {str(_get(c, "id")): c for c in cands if _get(c, "id")}
+    out: set[str] = set()
+    seen: set[str] = set()
+    cur = parent_id or baseline
+    while cur and cur != baseline and cur not in seen and cur in by_id:
+        seen.add(cur)
+        c = by_id[cur]
+        out |= set(_get(c, "features") or ())
+        cur = _get(c, "parent") or baseline
+    return out
+
+
+def regressed_features(cands: Iterable[Any], parent_id: str, passed: Iterable[str] = ("ok",),
+                       baseline: str = "baseline") -> set[str]:
+    """The features of ``parent_id``'s children that regressed (passed, ``REGRESSION`` x slower than the
+    parent) or failed in every try: each is not given to that parent again, whatever it is paired with. A
+    feature of a set that also had a good try (a repair that passed and was fast) is not counted. Pure."""
+    ok_status = set(passed)
+    verdict: dict[frozenset[str], bool] = {}
+    for c in cands:
+        feats = frozenset(_get(c, "features") or ())
+        status = _get(c, "status")
+        if not feats or status in (None, "no_code") or (_get(c, "parent") or baseline) != (parent_id or baseline):
+            continue
+        ms, pms = _get(c, "ms"), _get(c, "parent_ms")
+        good = status in ok_status and ms is not None and not (pms and ms > REGRESSION * pms)
+        verdict[feats] = verdict.get(feats, False) or good
+    good_feats = {f for s, g in verdict.items() if g for f in s}
+    return {f for s, g in verdict.items() if not g for f in s} - good_feats
 
 
 # ---------------------------------------------------------------- decisions
@@ -276,9 +331,12 @@ def why_not(feature: Feature, facts: ParentFacts, offers: OffersFile | None = No
     (family, bound, tolerance, dtypes, arch) are bandit.applicable's; these are the parent's."""
     offers = offers or builtin_offers()
     rules = offers.features.get(feature.id, OfferRules())
-    if feature.id in facts.detected and rules.refinement is None:
-        return "the parent already uses it"
-    beyond = [f for f in rules.superseded_by if f in facts.detected]
+    if feature.id in facts.regressed:
+        return "it regressed or failed on this parent"
+    if feature.id in facts.uses and rules.refinement is None:
+        return ("the parent already uses it" if feature.id in facts.detected
+                else "it was assigned to the parent or an ancestor")
+    beyond = [f for f in rules.superseded_by if f in facts.uses]
     if beyond:
         return "the parent already uses " + ", ".join(beyond) + ", which goes further"
     missing = [f for f in rules.needs if not facts.has(f)]
@@ -294,7 +352,7 @@ def why_not(feature: Feature, facts: ParentFacts, offers: OffersFile | None = No
 
 def refinement_of(feature_id: str, facts: ParentFacts, offers: OffersFile | None = None) -> str | None:
     """The refinement a feature the parent already uses is offered as (None: not a refinement)."""
-    if feature_id not in facts.detected:
+    if feature_id not in facts.uses:
         return None
     return (offers or builtin_offers()).features.get(feature_id, OfferRules()).refinement
 

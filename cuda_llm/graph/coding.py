@@ -83,7 +83,7 @@ def coder_context(deps: Any, job: dict) -> Any:
     inspirations = [k for k in inspirations if k.source.strip() != parent.source.strip()]
     return CoderContext(
         task=evidence.task_brief(deps), device=deps.device, build=evidence.build_brief(deps), candidate=job["cid"],
-        features=evidence.feature_briefs(deps, job["features"]), free=bool(job.get("free")) and not job["features"],
+        features=evidence.feature_briefs(deps, job["features"], job.get("refinements")), free=bool(job.get("free")) and not job["features"],
         idea=evidence.idea_of(deps, job["round"], job["slot"]),
         parent=parent, inspirations=inspirations,
         history=read_context(deps, job["round"], job.get("attempt", 0)), repair=repair,

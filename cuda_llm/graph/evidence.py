@@ -12,6 +12,8 @@ import json
 from pathlib import Path
 from typing import Any, Iterable
 
+from cuda_llm.tools.bounds.tensor_rates import hardware_facts
+from cuda_llm.tools.compiler.build_summary import BuildView, notable_warnings, sass_lines
 from cuda_llm.agents.context import (
     BuildBrief, CritiqueBrief, DiagnosisBrief, FeatureBrief, HistoryItem, ParentKernel, TaskBrief,
 )
@@ -32,7 +34,13 @@ def task_brief(deps: Any) -> TaskBrief:
 
 
 def build_brief(deps: Any) -> BuildBrief:
-    return BuildBrief(**deps.evaluator.toolchain())
+    """The toolchain and the GPU's hardware facts (mma.sync vs wgmma rates, operand rules), said once."""
+    arch = str(getattr(deps, "arch", "") or "")
+    try:
+        facts = hardware_facts(arch) if arch else []
+    except ValueError:          # a broken table must not stop a prompt
+        facts = []
+    return BuildBrief(**deps.evaluator.toolchain(), hardware_facts=facts)
 
 
 def candidate_source(deps: Any, cid: str) -> str | None:
@@ -172,7 +180,16 @@ def parent_kernel(deps: Any, parent_id: str, *, features: Iterable[str] = (), me
         pct_of_sol=pct, sol_basis=basis,
         resources=list(res.compile.kernels) if res is not None and res.compile is not None else [],
         profile=summary, profile_evidence=evidence, profile_note=note, diagnosis=diag,
-        critique=load_critique(deps, parent_id or BASELINE), features=list(features))
+        critique=load_critique(deps, parent_id or BASELINE), features=list(features),
+        **build_lines(res.compile if res is not None else None))
+
+
+def build_lines(compile_result: Any) -> dict[str, list[str]]:
+    """What the coder cannot see of a build: the ptxas messages that cost speed and the SASS summary."""
+    if compile_result is None:
+        return {"build_notes": [], "sass": []}
+    view = BuildView.of(compile_result)
+    return {"build_notes": notable_warnings(view), "sass": sass_lines(view.sass)}
 
 
 # ---------------------------------------------------------------- history and catalogue
@@ -224,9 +241,13 @@ def _filters(f: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in f.items() if k in ("category", "bound", "tolerance", "float_inputs")}
 
 
-def feature_briefs(deps: Any, ids: Iterable[str]) -> list[FeatureBrief]:
+def feature_briefs(deps: Any, ids: Iterable[str], refinements: dict[str, str] | None = None) -> list[FeatureBrief]:
+    """The assigned features as the coder reads them; ``refinements``: feature id -> how a feature the parent
+    already uses is to be refined (the coder is told it is there and what to change)."""
     idx = {f.id: f for f in deps.catalogue}
-    return [FeatureBrief.from_feature(idx[i]) for i in ids if i in idx]
+    refine = refinements or {}
+    return [FeatureBrief.from_feature(idx[i]).model_copy(update={"refinement": refine.get(i, "")})
+            for i in ids if i in idx]
 
 
 def plan_of(deps: Any, round_: int) -> dict[str, Any]:

@@ -24,7 +24,8 @@ from cuda_llm.agents.planner import OfferedFeature
 from cuda_llm.feature_db.bandit import assign_features
 from cuda_llm.feature_db.detect import detect_features
 from cuda_llm.feature_db.offers import (
-    not_offered, parent_facts as facts_of, ranked_offer, refinement_of, untried_wins, why_not,
+    REGRESSION, lineage_features, not_offered, parent_facts as facts_of, ranked_offer, refinement_of,
+    regressed_features, untried_wins, why_not,
 )
 from cuda_llm.graph.stages import coder_model
 from cuda_llm.tools.profile.profile_models import ProfileResult
@@ -51,10 +52,24 @@ def _stats(deps: Any) -> Any:
 
 
 # ---------------------------------------------------------------- the parent's facts and failed ideas
+def run_candidates(deps: Any) -> list[dict[str, Any]]:
+    """Every candidate record of the rounds written so far (rounds/r<N>/candidates.json), oldest first."""
+    out: list[dict[str, Any]] = []
+    root = Path(deps.rundir.root) / "rounds"
+    rounds = sorted((int(p.name[1:]) for p in root.glob("r*") if p.name[1:].isdigit()), key=int) \
+        if root.is_dir() else []
+    for r in rounds:
+        out += read_json(root / f"r{r}" / "candidates.json") or []
+    return out
+
+
 def parent_facts(deps: Any, parent_id: str) -> Any:
     """What decides which features can help ``parent_id`` (feature_db.offers): its source, its kernels per
-    solve() (the stored profile's count, else the source's launch sites), the features it uses."""
+    solve() (the stored profile's count, else the source's launch sites), the features it uses (detected, or
+    assigned to it or an ancestor) and the features that regressed or failed on it."""
     pid = parent_id or evidence.BASELINE
+    history = run_candidates(deps)
+    passed = tuple(str(s) for s in evidence.PASSED)
     source = evidence.candidate_source(deps, pid) or ""
     res = deps.rundir.read_result(pid)
     kernels = list(res.compile.kernels) if res is not None and res.compile is not None else []
@@ -76,10 +91,8 @@ def parent_facts(deps: Any, parent_id: str) -> Any:
     except Exception:  # noqa: BLE001 - no evaluator yet: the default GPU size
         sm = None
     return facts_of(deps.task, source, n_kernels=n_kernels, detected=detected,
-                    shared_bytes=max((k.shared_bytes for k in kernels), default=0), sm_count=sm or None)
-
-
-REGRESSION = 1.05    # a passing candidate this much slower than its parent regressed
+                    shared_bytes=max((k.shared_bytes for k in kernels), default=0), sm_count=sm or None,
+                    lineage=lineage_features(history, pid), regressed=regressed_features(history, pid, passed))
 
 
 def failed_ideas(cands: Iterable[Any]) -> dict[str, set[frozenset[str]]]:
@@ -182,6 +195,14 @@ def bandit_plan(deps: Any, round_: int, per_candidate: int, parents: list[dict[s
     return out
 
 
+def fit_features(features: list[str], facts: Any, failed: Iterable[frozenset[str]], catalogue: dict[str, Any]) -> list[str]:
+    """One planned feature set fitted to its parent: what cannot help it (used already unless as a refinement,
+    regressed on it, its precondition failed) dropped; a set that already failed there leaves the slot free.
+    Pure."""
+    keep = [f for f in features if f not in catalogue or why_not(catalogue[f], facts) is None]
+    return [] if frozenset(keep) in set(failed) else keep
+
+
 def fit_to_parents(deps: Any, round_: int, plans: list[Any], parents: list[dict[str, Any]]) -> list[str]:
     """A planner's plan made against the best, fitted to each slot's own parent: features that cannot help
     that parent are dropped, and a set that already failed or regressed on it leaves the slot free.
@@ -196,12 +217,14 @@ def fit_to_parents(deps: Any, round_: int, plans: list[Any], parents: list[dict[
         pid = (parents[slot] if slot < len(parents) else parents[-1]).get("parent") or evidence.BASELINE
         if pid not in facts:
             facts[pid] = parent_facts(deps, pid)
-        keep = [f for f in cp.features if f not in catalogue or why_not(catalogue[f], facts[pid]) is None]
-        if len(keep) < len(cp.features):
-            notes.append(f"slot {slot}: dropped {sorted(set(cp.features) - set(keep))}, which cannot help {pid}")
-        if frozenset(keep) in failed.get(pid, set()):
-            notes.append(f"slot {slot}: {sorted(keep)} already failed or regressed on {pid}; the slot is free")
-            keep = []
+        kept = [f for f in cp.features if f not in catalogue or why_not(catalogue[f], facts[pid]) is None]
+        if len(kept) < len(cp.features):
+            why = {f: why_not(catalogue[f], facts[pid]) for f in cp.features if f not in kept}
+            notes.append(f"slot {slot}: dropped " + "; ".join(f"{f} ({w})" for f, w in sorted(why.items()))
+                         + f", for {pid}")
+        keep = fit_features(cp.features, facts[pid], failed.get(pid, set()), catalogue)
+        if kept and not keep:
+            notes.append(f"slot {slot}: {sorted(kept)} already failed or regressed on {pid}; the slot is free")
         cp.features = keep
     return notes
 
@@ -211,15 +234,23 @@ def jobs_for(deps: Any, round_: int, plans: list[Any], parents: list[dict[str, A
     """The round's coder jobs (small: they travel in the state), the whole plan kept in rounds/r<N>/plan.json.
     ``parents``: per slot, the parent chosen from the program database (search.choose_parents)."""
     jobs, kept = [], {}
+    facts: dict[str, Any] = {}
     for slot, cp in enumerate(plans):
         cid = candidate_id(round_, slot)
         par = parents[slot] if slot < len(parents) else parents[-1]
+        pid = par.get("parent") or evidence.BASELINE
+        refinements: dict[str, str] = {}
+        if cp.features and getattr(deps, "task", None) is not None:   # a parent's facts need the task
+            if pid not in facts:
+                facts[pid] = parent_facts(deps, pid)
+            refinements = {f: r for f in cp.features if (r := refinement_of(f, facts[pid]))}
         jobs.append({"cid": cid, "round": round_, "slot": slot, "attempt": 0, "features": list(cp.features),
+                     "refinements": refinements,
                      "free": not cp.features,
                      "parent": par.get("parent") or evidence.BASELINE, "parent_ms": par.get("parent_ms"),
                      "parent_features": list(par.get("features") or ()), "parent_kind": par.get("kind", ""),
                      "parent_why": par.get("why", ""), "inspirations": list(par.get("inspirations") or ())})
         kept[cid] = {"features": list(cp.features), "idea": cp.idea, "parent": jobs[-1]["parent"],
-                     "free": not cp.features}
+                     "free": not cp.features, "refinements": refinements}
     evidence.write_json(deps, f"rounds/r{round_}/plan.json", {"by": by, "rationale": rationale, "candidates": kept})
     return jobs

@@ -250,20 +250,48 @@ class ProfileStage:
         profiled = 0
         for ratio, c, res, outcome in sorted(todo, key=lambda t: -t[0]):
             record = records.get(c.id)
-            if record is None and profiled < pm.MAX_PER_ROUND and pm.worth_profiling(outcome, res):
+            if record is None and profiled < pm.MAX_PER_ROUND and pm.worth_profiling(outcome, res, ratio or None):
                 try:
                     record = profile_and_diagnose(deps, c.id, deps.source(c.hash), res)
                     profiled += 1
                 except Exception as exc:  # noqa: BLE001 - an explanation is a bonus: the round goes on
                     ctx.event("warning", where="postmortem", candidate=c.id, error=short(str(exc), 300))
             diag = (record or {}).get("diagnosis") or {}
+            failing = outcome in (pm.BENCHMARK_FAILURE, pm.FAILED) and res is not None
             cause = pm.cause_text(outcome, parent=c.parent, ratio=ratio or None, diagnosis=diag,
-                                  failure=failure_text.note(res) if outcome == pm.BENCHMARK_FAILURE and res else "")
+                                  failure=failure_text.note(res) if failing else (c.note if outcome == pm.FAILED else ""))
+            plan, changes = _plan_and_changes(deps, c, res)
             done = pm.PostMortem(candidate=c.id, round=c.round, parent=c.parent, features=c.features, outcome=outcome,
                                  status=c.status or "", ms=c.ms, parent_ms=c.parent_ms, ratio=ratio or None,
-                                 bottleneck=str(diag.get("bottleneck") or ""), profiled=record is not None, cause=cause)
+                                 bottleneck=str(diag.get("bottleneck") or ""), profiled=record is not None, cause=cause,
+                                 plan=plan, changes=changes)
             pm.write(deps.rundir, done)
             ctx.event("postmortem", candidate=c.id, round=c.round, parent=c.parent, outcome=outcome,
-                      ratio=done.ratio, profiled=done.profiled, cause=cause)
-            update = ctx.merge(update, ctx.patch(c.id, cause=cause))
+                      ratio=done.ratio, profiled=done.profiled, cause=cause, plan=plan, changes=changes)
+            update = ctx.merge(update, ctx.patch(c.id, cause=done.text()))
         return update
+
+
+def _plan_and_changes(deps: Any, c: Any, res: Any) -> tuple[str, list[str]]:
+    """The coder's plan sentence (answers/coder-<cid>.md) and what its build changed against the parent's
+    (tools/compiler/build_summary.build_diff); empty where a file is missing."""
+    # local: `cuda-llm --help` loads this module; the loop's stages are needed only in a run
+    from cuda_llm.graph import evidence
+    from cuda_llm.graph import postmortem as pm
+    from cuda_llm.tools.compiler.build_summary import BuildView, build_diff
+
+    plan = ""
+    answer = Path(deps.rundir.root) / "answers" / f"coder-{c.id}.md"
+    try:
+        plan = pm.plan_sentence(answer.read_text()) if answer.is_file() else ""
+    except OSError:
+        plan = ""
+    try:
+        parent_res = deps.rundir.read_result(c.parent) if c.parent else None
+        parent_src = evidence.candidate_source(deps, c.parent) or ""
+        child_src = evidence.candidate_source(deps, c.id) or (deps.source(c.hash) if c.hash else "")
+        changes = build_diff(BuildView.of(parent_res.compile if parent_res else None, parent_src),
+                             BuildView.of(res.compile if res is not None else None, child_src))
+    except Exception:  # noqa: BLE001 - a missing or old record: the post-mortem says less
+        changes = []
+    return plan, changes

@@ -83,6 +83,64 @@ def global_access_width(opcode: str) -> int | None:
     return next((_WIDTH_MODS[m] for m in parts[1:] if m in _WIDTH_MODS), 4)
 
 
+# The instruction classes a prompt's SASS summary counts (the coder has no disassembler): the tensor-core
+# generations, CUDA-core math, the copy paths (LDG, LDGSTS = cp.async, UTMALDG/UBLKCP = TMA), shared memory,
+# synchronization (BAR, SYNCS = mbarrier, WARPGROUP = wgmma fences), shuffles, atomics, local memory.
+MIX_CLASSES: dict[str, tuple[str, ...]] = {
+    "HGMMA": ("HGMMA",), "HMMA": ("HMMA",), "IMMA": ("IMMA", "IGMMA"), "FFMA": ("FFMA",),
+    "FADD/FMUL": ("FADD", "FMUL"), "HFMA2": ("HFMA2", "HMUL2", "HADD2"), "MUFU": ("MUFU",),
+    "LDG": ("LDG",), "STG": ("STG",), "LDGSTS": ("LDGSTS",), "UTMALDG": ("UTMALDG", "UBLKCP", "UTMAPF"),
+    "UTMASTG": ("UTMASTG",), "LDS": ("LDS", "LDSM"), "STS": ("STS",), "BAR": ("BAR",), "SYNCS": ("SYNCS",),
+    "WARPGROUP": ("WARPGROUP",), "SHFL": ("SHFL",), "ATOM": ("ATOM", "ATOMG", "ATOMS", "RED", "REDG"),
+    "LDL/STL": ("LDL", "STL"),
+}
+_CLASS_OF = {b: c for c, bases in MIX_CLASSES.items() for b in bases}
+_BRANCH = re.compile(r"^\s*/\*(?P<at>[0-9a-f]{4,})\*/\s+(?:@!?U?P\w+\s+)?BRA(?:\.\w+)*\s+(?:`?\(?)?(?:0x)?(?P<to>[0-9a-f]+)\b")
+_ADDRESS = re.compile(r"^\s*/\*(?P<at>[0-9a-f]{4,})\*/")
+MAX_LOOPS = 6
+
+
+def mix_class(opcode: str) -> str | None:
+    """The summary class of an opcode (``HGMMA.64x128x16.F32`` -> HGMMA), or None for one not counted."""
+    base = opcode.split(".", 1)[0]
+    if base == "HFMA2" and ".MMA" in opcode:      # HFMA2.MMA: a move on the MMA pipe, often a constant
+        return None
+    return _CLASS_OF.get(base)
+
+
+def innermost_loops(text: str) -> list[dict[str, int]]:
+    """Per innermost loop of each function of a ``cuobjdump -sass`` listing (a backward branch whose body
+    holds no other backward branch), the counts of the MIX_CLASSES in its body; the largest MAX_LOOPS by
+    counted instructions, loops counting nothing left out. Pure."""
+    loops: list[dict[str, int]] = []
+    for func in re.split(r"\n\s*(?:\.section|Function\s*:)", text):
+        body: list[tuple[int, str | None]] = []
+        branches: list[tuple[int, int]] = []
+        for line in func.splitlines():
+            m = _INSTRUCTION.match(line)
+            a = _ADDRESS.match(line)
+            if not m or not a:
+                continue
+            at = int(a.group("at"), 16)
+            body.append((at, mix_class(m.group("op"))))
+            b = _BRANCH.match(line)
+            if b:
+                to = int(b.group("to"), 16)
+                if to < at:                              # backward: a loop (BRA to itself is the trailing trap)
+                    branches.append((to, at))
+        inner = [(lo, hi) for lo, hi in branches
+                 if not any((lo2, hi2) != (lo, hi) and lo <= lo2 and hi2 <= hi for lo2, hi2 in branches)]
+        for lo, hi in inner:
+            counts: dict[str, int] = {}
+            for at, cls in body:
+                if lo <= at <= hi and cls is not None:
+                    counts[cls] = counts.get(cls, 0) + 1
+            if counts:
+                loops.append(counts)
+    loops.sort(key=lambda c: -sum(c.values()))
+    return loops[:MAX_LOOPS]
+
+
 def summarize_sass(text: str) -> SassSummary:
     """Instruction counts of a ``cuobjdump -sass`` listing (all kernels of the object together), by base
     mnemonic and by full opcode (the feature detectors' SASS rules read the latter)."""
@@ -106,7 +164,8 @@ def summarize_sass(text: str) -> SassSummary:
             packed += 1
         if (width := global_access_width(op)) is not None:
             widths[width] = widths.get(width, 0) + 1
-    return SassSummary(opcodes=opcodes, ops=ops, tensor=tensor, packed_half=packed, global_widths=widths)
+    return SassSummary(opcodes=opcodes, ops=ops, tensor=tensor, packed_half=packed, global_widths=widths,
+                       loops=innermost_loops(text))
 
 
 # ------------------------------------------------------------------------------------------ the tool

@@ -63,6 +63,7 @@ from cuda_llm.figures import fmt_pct
 from cuda_llm.results import CompileResult
 from cuda_llm.tools.profile.profile_models import KernelMetrics, ProfileResult
 from cuda_llm.tools.profile.roofline import RooflinePoint
+from cuda_llm.tools.profile.tensor_advice import TensorAdvice, advise
 
 Bottleneck = Literal["memory-bound", "compute-bound", "latency-bound", "occupancy-bound", "launch-bound",
                      "divergence", "bank-conflicts", "algorithm-bound", "unknown"]
@@ -745,6 +746,21 @@ def _dedupe(items: Sequence[str]) -> list[str]:
     return list(dict.fromkeys(items))
 
 
+def _tensor_advice(f: "Facts") -> TensorAdvice:
+    """tensor_advice.advise for the facts' build, roofline and longest kernel (Hopper's mma.sync vs wgmma,
+    splits, L2 re-reads)."""
+    sass = f.compile.sass if f.compile is not None else None
+    k = f.kernel
+    flow = sass.flow if sass is not None else {}
+    ops = sass.opcodes if sass is not None else {}
+    tiled = bool(flow.get("shared_tile") or ops.get("LDGSTS") or ops.get("UTMALDG") or ops.get("HGMMA"))
+    return advise(sass, arch=f.compile.arch if f.compile is not None else "",
+                  split=f.roofline.split if f.roofline is not None else "",
+                  tensor_pipe_pct=k.tensor_pipe_pct if k is not None else None,
+                  l2_pct=k.l2_throughput_pct if k is not None else None,
+                  dram_pct=k.dram_throughput_pct if k is not None else None, tiled=tiled)
+
+
 def diagnose(profile: ProfileResult | None, roofline: RooflinePoint | None, compile: CompileResult | None,
              *, rules: Sequence[Rule] = RULES, max_features: int = 6,
              allowed_features: Collection[str] | None = None) -> Diagnosis:
@@ -828,6 +844,9 @@ def diagnose(profile: ProfileResult | None, roofline: RooflinePoint | None, comp
         features[at:at] = list(past_fp32[1])
     if bottleneck == "memory-bound" and k is not None and (name := _memory_name(k)) is not None and name != "DRAM":
         summary += f" The busy memory is {name}, not DRAM ({_memory_text(k)})."
+    advice = _tensor_advice(f)
+    evidence += [e for e in advice.evidence if e not in evidence]
+    features = advice.add + [x for x in features if x not in advice.drop]
     allowed = set(allowed_features) if allowed_features is not None else None
     suggested = [x for x in _dedupe(features) if allowed is None or x in allowed][:max_features]
     names = [rule.name for rule, _, _ in findings] or [f"roofline-{'memory' if bottleneck == 'memory-bound' else 'compute'}"]

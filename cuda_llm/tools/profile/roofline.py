@@ -37,6 +37,7 @@ class RooflinePoint(BaseModel):
     attainable_ms: float | None                # speed of light: the larger of the two
     pct_of_sol: float | None                   # 100 * attainable / median (100 = at the roof)
     limiter: Literal["memory", "compute"]      # which roof is lower at this intensity
+    split: str = ""                            # a split-precision kernel's split ("3xTF32"): speed_of_light.split_of
     pct_of_peak_bandwidth: float | None = None
     pct_of_peak_flops: float | None = None
     compute_unit: ComputeUnit | None = "fp32"  # whose rate the compute roof is (None: no compute term)
@@ -107,6 +108,8 @@ def roofline_point(task: Task, sizes: dict, median_ms: float, device: DeviceInfo
         peak_bandwidth_gbs=device.peak_bandwidth_gbs, peak_fp32_gflops=device.peak_fp32_gflops,
         fallback_limiter=b.limiter if b is not None else task.bound,
         compute_unit=b.unit if b is not None else "fp32",
-        peak_compute_gflops=b.peak_gflops if b is not None else None,
+        # a split-precision kernel's flops cost ``products`` tensor-core products each: its roof is the
+        # tensor-core peak over that many (speed_of_light.split_of)
+        peak_compute_gflops=b.peak_gflops / b.products if b is not None and b.peak_gflops else None,
         tensor_unit=may_use(task), basis=b.basis if b is not None else None,
-    )
+    ).model_copy(update={"split": b.split if b is not None else ""})
