@@ -391,7 +391,8 @@ def _child(sandbox: Sandbox, args: list[str], result_file: Path | None, cover: s
 
 def run_forked(sandbox: Sandbox, args: list[str], timeout: float, cover: str | None = None,
                result_file: Path | None = None) -> str:
-    """'passed', 'failed' or 'timeout'."""
+    """'passed', 'failed' (a test failed, or the mutant broke collection), 'missing' (pytest found no such
+    test: exit 4 or 5) or 'timeout'."""
     pid = os.fork()
     if pid == 0:
         try:
@@ -415,7 +416,8 @@ def run_forked(sandbox: Sandbox, args: list[str], timeout: float, cover: str | N
         os.killpg(pid, signal.SIGKILL)   # whatever the tests left running
     except (ProcessLookupError, PermissionError):
         pass
-    return "passed" if os.waitstatus_to_exitcode(status) == 0 else "failed"
+    code = os.waitstatus_to_exitcode(status)
+    return {0: "passed", 4: "missing", 5: "missing"}.get(code, "failed")
 
 
 # ---------------------------------------------------------------- one module
@@ -453,7 +455,7 @@ def run_module(module: str, conf: dict, sandbox: Sandbox, limit: int | None = No
         if outcome == "survived" and not m.in_function:
             sandbox.write(module, mutated_source(tree, m.index))
             s = time.monotonic()
-            outcome = {"failed": "killed", "passed": "survived", "timeout": "timeout"}[
+            outcome = {"failed": "killed", "passed": "survived", "timeout": "timeout", "missing": "survived"}[
                 run_forked(sandbox, conf["tests"], timeout=10 + 3 * out["baseline_seconds"])]
             secs = round(time.monotonic() - s, 2)
             sandbox.write(module, normalised(source))
@@ -462,7 +464,7 @@ def run_module(module: str, conf: dict, sandbox: Sandbox, limit: int | None = No
         if outcome in ("survived", "uncovered") and m.key in equivalent:
             outcome = "equivalent"
         results.append({"index": m.index, "line": m.line, "key": m.key, "outcome": outcome, "tests": r["tests"],
-                        "seconds": secs})
+                        "seconds": secs, "killer": r.get("killer", "") if outcome == "killed" else ""})
         if not quiet and outcome not in ("killed", "timeout"):
             print(f"  {module} {outcome:9s} {m.key}", flush=True)
     sandbox.write(module, source)
@@ -502,7 +504,7 @@ def run_named(sandbox: Sandbox, names: list[str] | None = None) -> list[dict]:
         source = (ROOT / module_path(m["module"])).read_text()
         sandbox.write(m["module"], apply_named(source, m))
         s = time.monotonic()
-        outcome = {"failed": "killed", "passed": "survived", "timeout": "timeout"}[
+        outcome = {"failed": "killed", "passed": "survived", "timeout": "timeout", "missing": "no tests"}[
             run_forked(sandbox, m["tests"], timeout=float(m.get("timeout", 300)))]
         sandbox.write(m["module"], source)
         out.append({"name": m["name"], "module": m["module"], "outcome": outcome,
@@ -514,24 +516,29 @@ def run_named(sandbox: Sandbox, names: list[str] | None = None) -> list[dict]:
 # ---------------------------------------------------------------- sample (CI)
 
 def draw_sample(n: int, seed: int) -> list[tuple[str, dict]]:
-    """n mutants recorded as killed, drawn with a fixed seed across the recorded modules: each must stay killed."""
+    """n mutants recorded as killed (with the test that killed them), drawn with a fixed seed across the
+    recorded modules: each must stay killed."""
     pool = []
     for f in sorted(RESULTS.glob("*.json")):
+        if f.name == "named.json":
+            continue
         rec = json.loads(f.read_text())
         for r in rec["results"]:
-            if r["outcome"] == "killed" and r["seconds"] <= 8:
+            if r["outcome"] == "killed" and r.get("killer") and r["seconds"] <= 5:
                 pool.append((rec["module"], r))
     rng = random.Random(seed)
     return rng.sample(pool, min(n, len(pool)))
 
 
 def run_sample(sandbox: Sandbox, n: int, seed: int, config: dict) -> list[dict]:
-    """Each drawn mutant (found by its key, so edits elsewhere in the module don't break it) against the
-    module's tests that reach it; a mutant whose key no longer exists is reported, not failed."""
+    """Each drawn mutant (found by its key, so edits elsewhere in the module don't break it) against the test
+    that killed it, or the module's tests where that test is gone; a mutant whose key no longer exists is
+    reported as gone, not failed."""
     out = []
-    picks = draw_sample(n, seed)
     trees: dict[str, tuple[list[Mutant], ast.Module, str]] = {}
-    for module, r in picks:
+    for module, r in draw_sample(n, seed):
+        if module not in config:
+            continue
         if module not in trees:
             source = (ROOT / module_path(module)).read_text()
             ms, tree = enumerate_mutants(module, source)
@@ -540,11 +547,14 @@ def run_sample(sandbox: Sandbox, n: int, seed: int, config: dict) -> list[dict]:
         match = [m for m in ms if m.key == r["key"]]
         if not match:
             out.append({"module": module, "key": r["key"], "outcome": "gone"})
+            print(f"  sample {module:32s} gone      {r['key']}", flush=True)
             continue
         sandbox.write(module, mutated_source(tree, match[0].index))
         s = time.monotonic()
-        outcome = {"failed": "killed", "passed": "survived", "timeout": "timeout"}[
-            run_forked(sandbox, config[module]["tests"], timeout=120)]
+        got = run_forked(sandbox, [r["killer"]], timeout=120)
+        if got == "missing":
+            got = run_forked(sandbox, config[module]["tests"], timeout=900)
+        outcome = {"failed": "killed", "passed": "survived", "timeout": "timeout", "missing": "survived"}[got]
         sandbox.write(module, source)
         out.append({"module": module, "key": r["key"], "outcome": outcome, "seconds": round(time.monotonic() - s, 1)})
         print(f"  sample {module:32s} {outcome:9s} {r['key']}", flush=True)
@@ -626,18 +636,24 @@ def main(argv: list[str] | None = None) -> int:
     preload()
     sandbox = Sandbox()
     try:
-        if a.named:
-            res = run_named(sandbox, a.name)
-            if not a.name:
-                RESULTS.mkdir(exist_ok=True)
-                (RESULTS / "named.json").write_text(json.dumps(res, indent=1) + "\n")
-                write_report(config)
-            return 0 if all(r["outcome"] != "survived" for r in res) else 1
-        if a.sample:
-            res = run_sample(sandbox, a.sample, a.seed, config)
-            bad = [r for r in res if r["outcome"] == "survived"]
-            print(f"sample: {len(res)} mutants, {len(bad)} survived, "
-                  f"{sum(r['outcome'] == 'gone' for r in res)} no longer in the source")
+        if a.named or a.sample:
+            bad = []
+            if a.named:
+                res = run_named(sandbox, a.name)
+                if not a.name and not a.sample:
+                    RESULTS.mkdir(exist_ok=True)
+                    (RESULTS / "named.json").write_text(json.dumps(res, indent=1) + "\n")
+                    write_report(config)
+                bad += [r for r in res if r["outcome"] not in ("killed", "timeout")]
+                print(f"named: {len(res)} mutants, {len(res) - len(bad)} killed")
+            if a.sample:
+                res = run_sample(sandbox, a.sample, a.seed, config)
+                lost = [r for r in res if r["outcome"] == "survived"]
+                bad += lost
+                print(f"sample: {len(res)} mutants, {len(lost)} survived, "
+                      f"{sum(r['outcome'] == 'gone' for r in res)} no longer in the source")
+            for r in bad:
+                print(f"NOT KILLED: {r.get('name') or r['module']}: {r.get('key') or r.get('why')}")
             return 1 if bad else 0
         RESULTS.mkdir(exist_ok=True)
         for m in modules:

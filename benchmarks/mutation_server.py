@@ -81,10 +81,12 @@ class Server:
     def __init__(self, job: dict) -> None:
         self.job = job
         self.failed = False
+        self.killer = ""
 
     def pytest_runtest_logreport(self, report):
         if report.failed:
             self.failed = True
+            self.killer = self.killer or report.nodeid
 
     def _child(self, items, body) -> None:
         os.setpgrp()
@@ -197,17 +199,22 @@ class Server:
             budget = 10 + 3 * sum(dur.get(n, 5.0) for n in reach)
             Path(target).write_text(m["source"])
 
-            def body(items, src=m["source"]):
+            kill_file = Path(job["out"] + ".kill")
+            kill_file.unlink(missing_ok=True)
+
+            def body(items, src=m["source"], kill_file=kill_file):
                 swap_in(module, src, target)
-                return self._run_items(items)
+                code = self._run_items(items)
+                if self.killer:
+                    kill_file.write_text(self.killer)
+                return code
 
             s = time.monotonic()
             outcome = self._fork(items, body, budget)
             Path(target).write_text(original)
-            if outcome == "timeout":
-                outcome = "timeout"
+            killer = kill_file.read_text() if outcome == "killed" and kill_file.exists() else ""
             results["results"].append({"index": m["index"], "outcome": outcome, "tests": len(items),
-                                       "seconds": round(time.monotonic() - s, 2)})
+                                       "seconds": round(time.monotonic() - s, 2), "killer": killer})
             if job.get("verbose"):
                 print(f"  {job['module']} {m['index']} {outcome}", file=sys.__stderr__, flush=True)
         Path(job["out"]).write_text(json.dumps(results))
