@@ -470,12 +470,19 @@ def test_a_relative_work_folder_reaches_the_worker(tmp_path, monkeypatch):
     monkeypatch.setenv("CUDA_LLM_CACHE", str(tmp_path / "cache"))
     monkeypatch.chdir(tmp_path)
     script = tmp_path / "reads.py"
-    script.write_text("import sys, pathlib\npathlib.Path(sys.argv[sys.argv.index('--request') + 1]).read_text()\n"
+    seen = tmp_path / "request-seen.json"
+    script.write_text("import sys, pathlib\n"
+                      "text = pathlib.Path(sys.argv[sys.argv.index('--request') + 1]).read_text()\n"
+                      f"pathlib.Path({str(seen)!r}).write_text(text)\n"
                       "import os\nos._exit(9)\n")
     loaded = load_task(_small_gelu(tmp_path))
-    run_compiled(loaded, str(tmp_path / "none.so"), source="", options=EvalOptions(timeout_s=20, seed=1),
+    res = run_compiled(loaded, str(tmp_path / "none.so"), source="", options=EvalOptions(timeout_s=20, seed=1),
                        work_dir=Path("relative-work"), worker_argv=[sys.executable, str(script)])
-    assert "FileNotFoundError" not in (tmp_path / "relative-work" / "worker_stderr.log").read_text()
+    log = (tmp_path / "relative-work" / "worker_stderr.log").read_text()
+    assert "FileNotFoundError" not in log and "Traceback" not in log, log[-2000:]
+    request = json.loads(seen.read_text())                       # the worker read the whole request
+    assert request["so_path"] == str(tmp_path / "none.so") and Path(request["task_folder"]).is_dir()
+    assert res.status.value == "runtime_error" and "exit code 9" in res.message, res.message   # its own exit
 
 
 def test_runtime_only_candidates_build_without_the_checks(tmp_path):

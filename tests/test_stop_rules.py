@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import pytest
 
 from cuda_llm.graph import stop_rules as sr
@@ -56,9 +58,19 @@ def test_rounds_that_keep_failing_end_the_run():
     assert stop(failed_rounds=3, best_pct_of_sol=97.0) == sr.SPEED_OF_LIGHT
 
 
-def test_every_reason_has_a_sentence():
-    for reason in (sr.PLATEAU, sr.MAX_ROUNDS, sr.TIME, sr.TOKENS, sr.SPEED_OF_LIGHT, sr.FAILING):
-        assert sr.reason_text(reason)
+def test_every_reason_has_its_own_sentence_with_the_runs_numbers():
+    reasons = [sr.PLATEAU, sr.MAX_ROUNDS, sr.TIME, sr.TOKENS, sr.SPEED_OF_LIGHT, sr.FAILING, sr.NO_DEVICE,
+               sr.BASELINE_FAILED, sr.NO_CODE, sr.ENDPOINT_ERRORS, sr.SEED_FAILED, sr.WORKERS_LOST]
+    texts = [sr.reason_text(r) for r in reasons]
+    assert all(len(t.split()) >= 4 for t in texts), texts                  # a sentence, not a word
+    assert len(set(texts)) == len(texts)                                    # each says something of its own
+    assert all(r not in t for r, t in zip(reasons, texts) if "_" in r)      # never the code itself
+    assert sr.reason_text("no_such_reason") == "" and sr.reason_text(None) == ""
+    limits = SimpleNamespace(plateau_rounds=3, plateau_threshold=0.02, max_rounds=12)
+    assert sr.reason_text(sr.PLATEAU, limits) == "the best latency did not improve by more than 2% for 3 rounds"
+    assert sr.reason_text(sr.MAX_ROUNDS, limits) == "all 12 rounds were run"
+    assert sr.reason_text(sr.PLATEAU) == "the best latency stopped improving"
+    assert "speed-of-light" in sr.reason_text(sr.SPEED_OF_LIGHT) and "token" in sr.reason_text(sr.TOKENS)
 
 
 def test_the_optimize_flags_for_speed_of_light_and_search(monkeypatch, capsys, tmp_path):
