@@ -41,11 +41,12 @@ class Kept:
     library: bool = False
 
 
-def kept_kernels(tasks: set[str] | None) -> list[Kept]:
-    """Every kernel the repository keeps for a built-in task."""
+def kept_kernels(tasks: set[str] | None, baselines: bool = True) -> list[Kept]:
+    """Every kernel the repository keeps for a built-in task (``baselines``: the suite's naive and library
+    kernels too, which the GPU tests judge anyway)."""
     out: list[Kept] = []
     suite = ROOT / "cuda_llm" / "tasks" / "suite"
-    for folder in sorted(suite.iterdir()):
+    for folder in sorted(suite.iterdir()) if baselines else []:
         for name, lib in (("naive.cu", False), ("library.cu", True)):
             if (folder / name).is_file():
                 out.append(Kept(str((folder / name).relative_to(ROOT)), folder.name, (folder / name).read_text(), lib))
@@ -72,8 +73,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--tasks", help="only these tasks (comma-separated)")
     ap.add_argument("--out", type=Path, default=ROOT / "bench-out" / "rejudge.md")
     ap.add_argument("--work", type=Path, default=ROOT / "bench-out" / "rejudge-work")
+    ap.add_argument("--no-baselines", action="store_true", help="leave out the suite's naive and library kernels")
     args = ap.parse_args(argv)
-    kernels = kept_kernels(set(args.tasks.split(",")) if args.tasks else None)
+    kernels = kept_kernels(set(args.tasks.split(",")) if args.tasks else None, baselines=not args.no_baselines)
     gpus = [int(g) for g in args.gpus.split(",")]
     free: Queue[int] = Queue()
     for g in gpus:

@@ -203,7 +203,7 @@ if wants range; then       # issue #32: range-limited kernels, memo rates, the h
   step range "$BENCH/range.log" python3 -m pytest -m gpu_long -q -rA -s tests/test_judge_range_gpu.py
 fi
 if wants rejudge; then     # every kept kernel judged again by today's judge
-  step rejudge "$BENCH/rejudge.log" python3 benchmarks/rejudge_bench.py --gpus "${REJUDGE_GPUS:-0}" --out "$BENCH/rejudge.md"
+  step rejudge "$BENCH/rejudge.log" python3 benchmarks/rejudge_bench.py --gpus "${REJUDGE_GPUS:-0}" --out "$BENCH/rejudge.md" ${REJUDGE_ARGS:-}
 fi
 if wants pool; then
   step pool "$BENCH/pool.log" python3 -m pytest -m gpu_long -q -rA -s tests/test_gpu_pool_gpu.py

@@ -127,10 +127,11 @@ def test_3xtf32_sgemm_gets_the_tf32_peak_not_bytes_only(tasks):
     sgemm = tasks["sgemm"]
     tf = _summary("sgemm_3xtf32_sm80.sass")
     sol = speed_of_light.sol_ms(sgemm, sgemm.benchmark, H100, sass=tf)
-    assert sol == pytest.approx(_flops_ms(sgemm, 375000.0))
+    # three tf32 products per multiply-add (the split is recognized): the bound counts all three
+    assert sol == pytest.approx(3 * _flops_ms(sgemm, 375000.0))
     assert sol > 5 * sgemm.bytes_at(sgemm.benchmark) / 3000e9 * 1e3
-    # 1.13x faster than cuBLAS's 2.717 ms: about 15% of the tf32 bound, not 2%
-    assert 10 < speed_of_light.pct_of_sol(sol, 2.717 / 1.13) < 30
+    # 1.13x faster than cuBLAS's 2.717 ms: about 46% of the 3xTF32 bound (15% of one product's), not 2%
+    assert 30 < speed_of_light.pct_of_sol(sol, 2.717 / 1.13) < 60
 
 
 def test_unknown_units_and_library_yardsticks(tasks):
