@@ -296,7 +296,7 @@ def _time_with(monkeypatch, commands: list[bytes]) -> list[str]:
     monkeypatch.setattr(worker_loop, "Buffers", _FakeBuffers)
     monkeypatch.setattr(worker_loop, "SetStore", _FakeSets)
     monkeypatch.setattr(worker_loop, "_Slots", _FakeSlots)
-    monkeypatch.setattr(worker_loop.Worker, "_loop", lambda self, c, prep, call, sched, slots, report=True:
+    monkeypatch.setattr(worker_loop.Worker, "_loop", lambda self, c, prep, call, sched, slots, *a, **k:
                         ([1.0], [0], "enough"))
     events: list[str] = []
     loaded = SimpleNamespace(task=SimpleNamespace())
