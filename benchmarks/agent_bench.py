@@ -1,7 +1,10 @@
 """What the loop adds to a strong model after its first answer: runs whose coder is a model playing the
-manual provider, 3 rounds x 2 candidates, the feature bandit as planner and the rule diagnosis as critic.
+manual provider, 3 rounds x 2 candidates, the feature bandit as planner and the rule diagnosis as critic, or
+(`--planner manual --critic manual`) the planner and the critic played by a model too, each pending prompt
+answered from its file alone.
 
     python benchmarks/agent_bench.py start --tasks softmax,hgemm,conv2d [--runs-dir agent-runs]   # on the GPU
+    python benchmarks/agent_bench.py start --tasks ... --planner manual --critic manual --runs-dir agent-runs-model
     python benchmarks/agent_bench.py pending [--runs-dir agent-runs]     # the prompts that wait for a coder
     python benchmarks/agent_bench.py step [--runs-dir agent-runs]        # on the GPU: resume every answered run
     python benchmarks/agent_bench.py table [--runs-dir agent-runs] [--out docs/agent_bench.md]
@@ -17,7 +20,10 @@ statistics the planner learns from (RUNS_DIR/feature_stats.sqlite).
 `table` reads each run's report data (`cuda-llm report RUN --json`; cuda_llm/report/round_table.py): per
 task and round, the best passing time so far, its % of speed of light (the one bound the run reports for
 that kernel), the ratio to the task's library yardstick where it has one, and the gain of rounds 2-3 over
-round 1 (round 1's best over the final best). Needs no GPU.
+round 1 (round 1's best over the final best), and per run which roles played the planner and the critic and
+where its new bests came from (a candidate faster than every earlier one: from an assigned slot, one with
+features, or from the free slot). Run it on a rules-roles folder and a model-roles folder to set the two side
+by side. Needs no GPU.
 """
 
 from __future__ import annotations
@@ -78,7 +84,7 @@ def cmd_start(a: argparse.Namespace) -> int:
         if task in have:
             print(f"{task}: already started ({have[task].name})")
             continue
-        proc = cli(a.runs_dir, "optimize", task, "--coder", "manual", "--planner", "rules", "--critic", "rules",
+        proc = cli(a.runs_dir, "optimize", task, "--coder", "manual", "--planner", a.planner, "--critic", a.critic,
                    "--rounds", str(a.rounds), "--candidates", str(a.candidates), "--plateau-rounds", str(a.rounds),
                    "--eval-time", str(a.eval_time), "--runs-dir", str(a.runs_dir), "--quiet")
         if proc.returncode not in (0, WAITING):
@@ -124,11 +130,58 @@ def _report(runs_dir: Path, root: Path) -> dict[str, Any]:
     return json.loads(proc.stdout)
 
 
+def new_bests(data: dict[str, Any]) -> dict[str, int]:
+    """Where a run's new bests came from: the passing candidates faster than every earlier one (the naive
+    baseline first), by round order, counted as from an assigned slot (it had features) or from the free slot;
+    ``after_round_1`` counts those of rounds 2 and later. Pure: reads a report's JSON."""
+    best = (data.get("summary") or {}).get("baseline_ms")
+    out = {"new_bests": 0, "assigned": 0, "free": 0, "after_round_1": 0, "assigned_after_round_1": 0}
+    cands = sorted(data.get("candidates") or [], key=lambda c: (int(c.get("round") or 0), str(c.get("id") or "")))
+    for c in cands:
+        ms = c.get("median_ms")
+        if c.get("status") != "ok" or not ms or (best is not None and ms >= best):
+            continue
+        best = ms
+        kind = "assigned" if c.get("features") else "free"
+        out["new_bests"] += 1
+        out[kind] += 1
+        if int(c.get("round") or 0) >= 2:
+            out["after_round_1"] += 1
+            out["assigned_after_round_1"] += kind == "assigned"
+    return out
+
+
+def roles_of(root: Path) -> str:
+    """'planner rules, critic rules' (or manual, or a model): who played the two roles in a run."""
+    try:
+        llm = json.loads((root / "config.json").read_text()).get("llm") or {}
+    except (OSError, ValueError):
+        return "?"
+    def who(role: str) -> str:
+        r = llm.get(role) or {}
+        return str(r.get("provider") or "?") + (f" ({r['model']})" if r.get("model") else "")
+    return f"planner {who('planner')}, critic {who('critic')}"
+
+
 def cmd_table(a: argparse.Namespace) -> int:
     from cuda_llm.report.round_table import round_rows, round_table
 
-    per_task = {task: round_rows(_report(a.runs_dir, root)) for task, root in sorted(runs_of(a.runs_dir).items())}
+    reports = {task: _report(a.runs_dir, root) for task, root in sorted(runs_of(a.runs_dir).items())}
+    per_task = {task: round_rows(data) for task, data in reports.items()}
     text = round_table(per_task)
+    lines = ["| task | roles | new bests | new bests from assigned slots | after round 1 | from assigned after round 1 |",
+             "|---|---|---|---|---|---|"]
+    tot = {"new_bests": 0, "assigned": 0, "after_round_1": 0, "assigned_after_round_1": 0}
+    for task, data in reports.items():
+        nb = new_bests(data)
+        for k in tot:
+            tot[k] += nb[k]
+        lines.append(f"| {task} | {roles_of(runs_of(a.runs_dir)[task])} | {nb['new_bests']} | {nb['assigned']} | "
+                     f"{nb['after_round_1']} | {nb['assigned_after_round_1']} |")
+    share = (f"{100 * tot['assigned'] / tot['new_bests']:.0f}%" if tot["new_bests"] else "-")
+    lines.append(f"| all | | {tot['new_bests']} | {tot['assigned']} ({share}) | {tot['after_round_1']} | "
+                 f"{tot['assigned_after_round_1']} |")
+    text = text.rstrip("\n") + "\n\n" + "\n".join(lines) + "\n"
     print(text)
     if a.out:
         a.out.parent.mkdir(parents=True, exist_ok=True)
@@ -163,6 +216,10 @@ def main(argv: list[str] | None = None) -> int:
             s.add_argument("--rounds", type=int, default=3)
             s.add_argument("--candidates", type=int, default=2)
             s.add_argument("--eval-time", type=float, default=3.0)
+            s.add_argument("--planner", choices=("rules", "manual"), default="rules",
+                           help="who plans: the bandit, or a model answering the pending planner prompts")
+            s.add_argument("--critic", choices=("rules", "manual"), default="rules",
+                           help="who reviews: the rule diagnosis, or a model answering the pending critic prompts")
         if name == "table":
             s.add_argument("--out", type=Path)
         if name == "keep":

@@ -123,15 +123,15 @@ def test_cuda_core_candidates_get_the_fp32_peak(tasks):
 
 def test_3xtf32_sgemm_gets_the_tf32_peak_not_bytes_only(tasks):
     """Issue 11: an honest 3xTF32 sgemm was reported at 2.0% of speed of light because a word in its source
-    dropped the compute term. Its SASS has tf32 HMMA: the bound is flops over the tf32 tensor peak."""
+    dropped the compute term. Its SASS has tf32 HMMA: the bound is flops over the tf32 tensor peak, three
+    products per multiply-add (issue 36: a 3xTF32 split counted at one product read "15% of SOL")."""
     sgemm = tasks["sgemm"]
     tf = _summary("sgemm_3xtf32_sm80.sass")
     sol = speed_of_light.sol_ms(sgemm, sgemm.benchmark, H100, sass=tf)
-    # three tf32 products per multiply-add (the split is recognized): the bound counts all three
     assert sol == pytest.approx(3 * _flops_ms(sgemm, 375000.0))
     assert sol > 5 * sgemm.bytes_at(sgemm.benchmark) / 3000e9 * 1e3
-    # 1.13x faster than cuBLAS's 2.717 ms: about 46% of the 3xTF32 bound (15% of one product's), not 2%
-    assert 30 < speed_of_light.pct_of_sol(sol, 2.717 / 1.13) < 60
+    # 1.13x faster than cuBLAS's 2.717 ms: about 46% of the 3xTF32 bound (15% of the one-product bound), not 2%
+    assert 40 < speed_of_light.pct_of_sol(sol, 2.717 / 1.13) < 50
 
 
 def test_unknown_units_and_library_yardsticks(tasks):

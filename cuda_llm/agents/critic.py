@@ -60,6 +60,8 @@ class CriticContext(BaseModel):
     profile_unavailable_reason: str = ""
     resources: list[KernelResources] = Field(default_factory=list)
     compile_warnings: list[str] = Field(default_factory=list)
+    build_notes: list[str] = Field(default_factory=list)   # ptxas messages that cost speed (wgmma serialized, spills)
+    sass: list[str] = Field(default_factory=list)          # the build's machine code summarized (instruction mix, loops)
     source: str = ""                        # the whole source of what is judged
     diff: str = ""                          # make_diff(parent_source, source)
     diagnosis: DiagnosisBrief               # always given
@@ -95,6 +97,10 @@ def build_critic_messages(ctx: CriticContext) -> list[BaseMessage]:
     compile_report = render_resources(ctx.resources)
     if ctx.compile_warnings:
         compile_report += "\nWarnings:\n" + "\n".join(f"- {w}" for w in ctx.compile_warnings[:10])
+    if ctx.build_notes:
+        compile_report += "\nptxas messages that cost speed:\n" + "\n".join(f"- {w}" for w in ctx.build_notes)
+    if ctx.sass:
+        compile_report += "\nMachine code (SASS), summarized:\n" + "\n".join(f"- {w}" for w in ctx.sass)
     metrics = ctx.metrics.strip() or f"(not profiled: {ctx.profile_unavailable_reason or 'unavailable'})"
     catalogue = "\n".join(f"- {f.id}: {f.name} — {f.bottleneck}" for f in ctx.catalogue) or "(empty)"
     sections = [

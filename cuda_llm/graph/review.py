@@ -38,6 +38,12 @@ def profile_and_diagnose(deps: Any, cid: str, source: str, res: EvalResult) -> d
     return record
 
 
+def _build_lines(res: EvalResult | None) -> dict[str, list[str]]:
+    """The ptxas messages that cost speed and the SASS summary of the judged build (evidence.build_lines)."""
+    lines = evidence.build_lines(res.compile if res is not None else None)
+    return {"build_notes": lines["build_notes"], "sass": lines["sass"]}
+
+
 def _critic_context(deps: Any, c: Candidate, round_: int, current: list[Candidate]) -> Any:
     res = deps.rundir.read_result(c.id)
     rec = evidence.load_profile(deps, c.id)
@@ -60,6 +66,7 @@ def _critic_context(deps: Any, c: Candidate, round_: int, current: list[Candidat
         profile_unavailable_reason=note,
         resources=list(res.compile.kernels) if res is not None and res.compile else [],
         compile_warnings=list(res.compile.warnings) if res is not None and res.compile else [],
+        **_build_lines(res),
         source=source, diff=diff, diagnosis=diag,
         catalogue=[FeatureBrief.from_feature(f) for f in evidence.task_catalogue(deps)],
         history=evidence.history(deps, round_, [x for x in current if x.id != c.id]),

@@ -16,7 +16,7 @@ from cuda_llm.results import baseline_label
 NODE_EVENTS = ("node_start", "node_end")   # shown only on request: they double every step
 # every event and decision a run writes, each with its own sentence below (tests hold a real run's trace to it)
 EVENTS = ("run_start", "run_resume", "run_end", "baseline", "llm_call", "llm_error", "candidate", "compile_fix",
-          "evaluation", "credit", "profile", "tune", "gpu_job", "decision", "round_end", "final", "waiting", "error",
+          "evaluation", "credit", "profile", "postmortem", "tune", "gpu_job", "decision", "round_end", "final", "waiting", "error",
           "warning", *NODE_EVENTS)
 DECISIONS = ("features", "parents", "plan_adjusted", "selection", "critique", "reject", "repair", "repair_jobs",
              "refine_skipped", "stop", "halt", "gpus", "extend")
@@ -97,6 +97,9 @@ def describe(ev: dict[str, Any], root: str | None = None) -> str:
         return f"{ev.get('candidate')} {ev.get('status')} {_ms(ev.get('median_ms'))}{over}{cached}{note}"
     if kind == "profile":
         return f"{ev.get('candidate')}: {ev.get('bottleneck')}: {_short(ev.get('summary'), 100)}"
+    if kind == "postmortem":
+        ratio = f" {ev['ratio']:.2f}x its parent" if isinstance(ev.get("ratio"), (int, float)) else ""
+        return f"{ev.get('candidate')} post-mortem ({ev.get('outcome')}{ratio}): {_short(ev.get('cause'), 100)}"
     if kind == "decision":
         return _decision(ev)
     if kind == "round_end":

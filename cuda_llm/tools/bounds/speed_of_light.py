@@ -64,6 +64,9 @@ def unit_label(unit: str | None) -> str:
     return UNIT_LABELS.get(unit, unit.replace("-tensor", " tensor-core"))
 
 
+SPLIT_FAMILIES = frozenset({"matmul", "convolution", "attention"})
+
+
 class Split(BaseModel):
     """A split-precision kernel: how many tensor-core products one multiply-add of the task costs."""
 
@@ -76,8 +79,14 @@ def split_of(task: Task, sass: SassSummary | None) -> Split | None:
     """The split a kernel must be doing, recognized from its SASS's tensor-core input types and the task: fp32
     data whose tolerance plain TF32 products cannot meet (tasks/precision.allows_plain_tf32), computed on
     tf32, fp16 or bf16 tensor cores, keeps fp32 accuracy only by adding several products per multiply-add.
-    None: no split (CUDA-core code, a task whose tolerance allows one product, other tensor types). Pure."""
+    None: no split (CUDA-core code, a task whose tolerance allows one product, other tensor types, a task whose
+    outputs are not the products themselves). Only matrix products, convolutions and attention are counted:
+    there every output is a sum of products that must be fp32-accurate, while a nearest-centroid search may
+    screen candidates with one product and verify the few in fp32, and its bound must not call that
+    honest kernel ``suspect``. Pure."""
     if sass is None or not sass.uses_tensor_cores or arithmetic_type(task) != "fp32" or allows_plain_tf32(task):
+        return None
+    if str(task.family) not in SPLIT_FAMILIES and "gemm" not in {str(t) for t in task.tags}:
         return None
     kinds = {k for k, n in sass.tensor.items() if n}
     if not kinds or kinds - {"tf32", "fp16", "bf16"}:
