@@ -74,8 +74,11 @@ def test_the_demo_as_openinference_spans(demo_run):
     for e in calls:
         s = llm[f"{e['role']} {e['candidate']}"]
         a = s.attributes
-        assert a["llm.input_messages.0.message.role"] == "user"
-        assert a["llm.input_messages.0.message.content"] == (demo_run / "prompts" / Path(e["prompt"]).name).read_text()
+        prompt = (demo_run / "prompts" / Path(e["prompt"]).name).read_text()
+        assert a["llm.input_messages.0.message.role"] == "system" and a["llm.input_messages.1.message.role"] == "user"
+        assert a["input.value"] == prompt and "llm.input_messages.2.message.role" not in a
+        assert prompt.replace("## system\n\n", "").startswith(a["llm.input_messages.0.message.content"])
+        assert prompt.rstrip().endswith(a["llm.input_messages.1.message.content"])
         assert a["llm.output_messages.0.message.content"] == (demo_run / "answers" / Path(e["response"]).name).read_text()
         assert a["llm.token_count.prompt"] == e["input_tokens"] and a["llm.token_count.completion"] == e["output_tokens"]
         assert a["llm.token_count.total"] == e["input_tokens"] + e["output_tokens"]
@@ -313,3 +316,13 @@ def test_a_finished_run_appears_in_a_local_phoenix(demo_run, tmp_path, capsys):
     finally:
         server.terminate()
         server.wait(timeout=30)
+
+
+def test_a_prompt_file_reads_as_its_messages():
+    from cuda_llm.runs.otel_export import prompt_messages
+    from cuda_llm.runs.rundir import render_messages
+
+    text = render_messages([{"role": "system", "content": "rules\n## not a role"}, {"role": "human", "content": "go"},
+                            {"role": "ai", "content": "ok"}])
+    assert prompt_messages(text) == [("system", "rules\n## not a role"), ("user", "go"), ("assistant", "ok")]
+    assert prompt_messages("plain text") == [("user", "plain text")] and prompt_messages("") == []

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import threading
 import time
 from datetime import datetime
@@ -91,6 +92,23 @@ def _value(v: Any) -> Any:
     if isinstance(v, (list, tuple)) and all(isinstance(x, str) for x in v):
         return list(v)
     return json.dumps(v, default=str)
+
+
+_ROLE_HEADER = re.compile(r"^## (system|human|user|ai|assistant|tool)\n", re.M)
+_ROLES = {"human": "user", "ai": "assistant"}     # LangChain's message types as OpenInference roles
+
+
+def prompt_messages(text: str) -> list[tuple[str, str]]:
+    """A prompt file (rundir.render_messages: one ``## role`` section per message) as (role, content) pairs;
+    a file without sections is one user message."""
+    heads = list(_ROLE_HEADER.finditer(text))
+    if not heads or heads[0].start() != 0:
+        return [("user", text)] if text else []
+    out = []
+    for i, m in enumerate(heads):
+        end = heads[i + 1].start() if i + 1 < len(heads) else len(text)
+        out.append((_ROLES.get(m.group(1), m.group(1)), text[m.end():end].strip("\n")))
+    return out
 
 
 def _cut(text: str) -> str:
@@ -204,13 +222,15 @@ class SpanBuilder:
         model = str(ev.get("model") or "")
         attrs = {
             LLM_MODEL: model, LLM_PROVIDER: "manual" if model.startswith("manual") else None,
-            f"{LLM_INPUT}.0.message.role": "user", f"{LLM_INPUT}.0.message.content": prompt,
             f"{LLM_OUTPUT}.0.message.role": "assistant", f"{LLM_OUTPUT}.0.message.content": answer,
             INPUT_VALUE: prompt, INPUT_MIME: TEXT_MIME, OUTPUT_VALUE: answer, OUTPUT_MIME: TEXT_MIME,
             TOKENS_PROMPT: tin, TOKENS_COMPLETION: tout, TOKENS_TOTAL: tin + tout,
             METADATA: {k: ev.get(k) for k in ("role", "candidate", "call_id", "cached", "kind", "cutoff_retries")
                        if ev.get(k) is not None},
         }
+        for i, (role, content) in enumerate(prompt_messages(prompt)):
+            attrs[f"{LLM_INPUT}.{i}.message.role"] = role
+            attrs[f"{LLM_INPUT}.{i}.message.content"] = content
         span = self._start(f"{ev.get('role')} {ev.get('candidate') or ''}".strip(), "LLM", start, attrs)
         span.end(end_time=ns)
 
