@@ -1,6 +1,6 @@
 """The recorded run that `cuda-llm demo` installs: a run folder trimmed into the package's data.
 
-    python benchmarks/record_demo.py from-run RUN_DIR [--out cuda_llm/runs/recorded/softmax]
+    python benchmarks/record_demo.py from-run RUN_DIR [--out cuda_llm/runs/recorded/NAME] [--roles planner=model,...]
     python benchmarks/record_demo.py from-figures [--out cuda_llm/runs/recorded/softmax]
 
 from-run: a real run's folder, as a GPU machine left it (benchmarks/manual_run.py --runs-dir DIR, which
@@ -14,8 +14,10 @@ with every measurement taken from the H100 figures the repository recorded (RECO
 where it comes from) instead of a GPU. What was not recorded (per-case results, timing samples, the
 candidates' Nsight Compute profiles) stays absent. Needs nvcc; no GPU, no endpoint.
 
-Both write OUT/recording.json: what the recording is and where each figure comes from; `cuda-llm demo`
-shows it with the run.
+Both write OUT/recording.json: what the recording is, where each figure comes from and who played each role
+(--roles: the run's providers cannot tell a model answering the manual provider's prompt files from a
+person); `cuda-llm demo` shows it with the run, and `cuda-llm demo --list` lists every folder under
+cuda_llm/runs/recorded/ (a new recording is dropped in there under a name of its own).
 """
 
 from __future__ import annotations
@@ -223,6 +225,8 @@ def main(argv: list[str] | None = None) -> int:
     fr = sub.add_parser("from-run", help="trim a real run folder into the demo data")
     fr.add_argument("run_dir", type=Path)
     fr.add_argument("--device", default="", help="the GPU the run was measured on (default: the run's own trace)")
+    fr.add_argument("--roles", default="", metavar="ROLE=WHO,...",
+                    help="who played each role, e.g. planner=model,coder=model,critic=model (default: the providers)")
     ff = sub.add_parser("from-figures", help="drive the manual softmax run with the H100's recorded figures")
     for q in (fr, ff):
         q.add_argument("--out", type=Path, default=DEFAULT_OUT)
@@ -233,7 +237,8 @@ def main(argv: list[str] | None = None) -> int:
             "kind": "recorded run",
             "summary": f"a run measured on {device}: every figure is that GPU's (benchmarks/record_demo.py from-run)",
             "device": device, "sources": {"every figure": f"the run {args.run_dir.name} on {device}"},
-            "not_recorded": "builds, caches and Nsight Compute report files (the profiles' figures are kept)"})
+            "not_recorded": "builds, caches and Nsight Compute report files (the profiles' figures are kept)",
+            **({"roles": dict(kv.split("=", 1) for kv in args.roles.split(",") if "=" in kv)} if args.roles else {})})
     else:
         out = from_figures(args.out)
     size = sum(f.stat().st_size for f in out.rglob("*") if f.is_file())

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from cuda_llm.cli import main
+from cuda_llm.report.formats import fmt_ms
 
 ROOT = Path(__file__).resolve().parents[1]
 MAX_PAGE_BYTES = 2_000_000
@@ -301,3 +302,87 @@ def test_the_plot_draws_the_headline_bound(demo, capsys):
     sol = re.search(r"\*\*Speed of light\*\*: [\d.]+% of the bound \(([\d.]+) ms", md).group(1)
     assert f"speed of light {sol} ms" in page and f'id="sol-basis">Speed of light {sol} ms' in page
     assert "<br><sup>Speed of light" not in page          # no three-line subtitle running into the axis
+
+
+def test_demo_list_names_each_recording_and_who_played_each_role(capsys):
+    assert main(["demo", "--list"]) == 0
+    out = capsys.readouterr().out
+    assert "conv2d (default)\n  planner: rules, coder: model, critic: rules" in out
+    assert "softmax\n  planner: rules, coder: hand-written answers, critic: rules" in out
+
+
+def test_a_recording_dropped_in_is_listed_and_installed_by_name(tmp_path, capsys, monkeypatch):
+    """A second recorded run folder (as benchmarks/record_demo.py writes one) joins the registry: by
+    $CUDA_LLM_DEMOS, or given as a path; its roles come from its recording.json."""
+    from cuda_llm.runs.replay import RECORDED_DIR
+
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    extra = tmp_path / "demos" / "softmax-agents"
+    shutil.copytree(RECORDED_DIR / "softmax", extra)
+    rec = json.loads((extra / "recording.json").read_text())
+    rec["roles"] = {"planner": "model", "coder": "model", "critic": "model"}
+    (extra / "recording.json").write_text(json.dumps(rec))
+    monkeypatch.setenv("CUDA_LLM_DEMOS", str(tmp_path / "demos"))
+    assert main(["demo", "--list"]) == 0
+    assert "softmax-agents\n  planner: model, coder: model, critic: model" in capsys.readouterr().out
+    runs = tmp_path / "runs"
+    assert main(["demo", "softmax-agents", "--runs-dir", str(runs)]) == 0
+    out = capsys.readouterr().out
+    assert "Roles: planner: model, coder: model, critic: model" in out
+    (run,) = runs.iterdir()
+    assert json.loads((run / "config.json").read_text())["replay"]["recording"] == "softmax-agents"
+    monkeypatch.delenv("CUDA_LLM_DEMOS")
+    assert main(["demo", str(extra), "--runs-dir", str(runs)]) == 0          # a path: the same copy, found again
+    assert f"already installed as run {run.name}" in capsys.readouterr().out
+    assert main(["demo", "softmax-agents", "--runs-dir", str(runs)]) == 2    # gone from the registry: one line
+    err = capsys.readouterr().err
+    assert "no recorded run 'softmax-agents'" in err and len(err.strip().splitlines()) == 1
+
+
+def test_demo_live_plays_the_progress_display_back(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    runs = tmp_path / "runs"
+    t0 = time.monotonic()
+    assert main(["demo", "--live", "--speed", "100000", "--runs-dir", str(runs)]) == 0
+    cap = capsys.readouterr()
+    (run,) = runs.iterdir()
+    lines = cap.err.splitlines()
+    assert time.monotonic() - t0 < 30 and f"run {run.name}: optimizing conv2d" in cap.err
+    recorded = _recorded()
+    assert sum(line.split("] ", 1)[-1].startswith(f"round {r}: ") for line in lines for r in range(1, 4)) == recorded.rounds
+    assert any(f"new best: {recorded.best_id} at" in line for line in lines)
+    rows = [c for r in range(1, recorded.rounds + 1)
+            for c in json.loads((run / "rounds" / f"r{r}" / "candidates.json").read_text())]
+    round_ms = next(c["ms"] for c in rows if c["id"] == recorded.best_id)
+    assert lines[-2].split("] ", 1)[1] == f"finished (max_rounds); best {recorded.best_id} at {fmt_ms(round_ms)} ms in its round"
+    assert any(f"final re-check of {recorded.best_id}: ok, {fmt_ms(recorded.best_ms)} ms" in line for line in lines)
+    assert "the wait is left out of the replay" in cap.err and "installed run" in cap.out
+    with pytest.raises(SystemExit) as exc:
+        main(["demo", "--live", "--speed", "0"])
+    err = capsys.readouterr().err
+    assert exc.value.code == 2 and "above 0" in err and len(err.strip().splitlines()) == 1
+
+
+def test_the_replay_keeps_the_recorded_pace():
+    """Waits are the recorded gaps over the speed (capped), without the pauses between sessions; the stamps
+    are the recorded run's active time."""
+    import io
+
+    from cuda_llm.report.progress import ConsoleProgress
+    from cuda_llm.report.progress_replay import RecordedClock, replay
+
+    ev = [{"timestamp": "2026-01-01T00:00:00Z", "event": "run_start", "run_id": "r", "task": "t", "limits": {}},
+          {"timestamp": "2026-01-01T00:00:10Z", "event": "baseline", "median_ms": 2.0, "label": "naive"},
+          {"timestamp": "2026-01-01T00:00:20Z", "event": "run_end", "finished": False},
+          {"timestamp": "2026-01-01T05:00:00Z", "event": "run_resume"},
+          {"timestamp": "2026-01-01T05:01:00Z", "event": "evaluation", "candidate": "r1c0", "status": "ok",
+           "median_ms": 1.0},
+          {"timestamp": "2026-01-01T05:01:30Z", "event": "run_end", "finished": True, "stop_reason": "max_rounds",
+           "best": "r1c0", "best_ms": 1.0}]
+    waits: list[float] = []
+    clock = RecordedClock()
+    out = io.StringIO()
+    replay(ev, ConsoleProgress(out, clock=clock), clock, speed=10, sleep=waits.append, max_wait_s=5)
+    assert waits == [1.0, 1.0, 5.0, 3.0]               # 10 s, 10 s, 60 s (capped at 5), 30 s; the 5 h pause: none
+    text = out.getvalue()
+    assert "[     10s] naive baseline: 2.000 ms" in text and "[   1m50s] finished (max_rounds)" in text

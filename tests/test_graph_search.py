@@ -174,7 +174,7 @@ def test_a_candidate_far_slower_than_the_best_is_not_tuned(tmp_path):
     out = _run(tmp_path, model, ev, n_candidates=1, max_rounds=1, tune_evals=10)
     assert out.finished and not (out.root / "tuning" / "r1c0.json").exists()
     skipped = next(e for e in trace(out) if e["event"] == "tune")
-    assert skipped["skipped"] == "not tuned: 3.00x the best 1 ms (tuned only within 1.3x)"
+    assert skipped["skipped"] == "not tuned: 3.00x the best 1.000 ms (tuned only within 1.3x)"
     assert len(set(ev.measured)) == 2          # the baseline and the candidate as written: no tuning point
 
 

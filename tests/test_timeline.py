@@ -117,7 +117,7 @@ def test_the_events_a_real_run_writes_read_truthfully(tmp_path, tmp_path_factory
     assert ", repair of r1c1): " in lines["r1c1f1"]
     text = render(events, root=str(out.root), nodes=True)
     assert "r1c1 compile_error, back to the coder: " in text and "repair attempt 1 for r1c1" in text
-    assert "r1c0 credited features: " in text and "parents for round 1: r1c0 from baseline (best: " in text
+    assert "r1c0 detected (credited): " in text and "parents for round 1: r1c0 from baseline (best: " in text
     assert "r1c1 compile_error -" in text and "r1c0 ok 5.040 ms (2.00x over parent)" in text
     # decisions and all other events are sentences, never Python literals
     assert not re.search(r"[{}]|\['|': |None", text), text

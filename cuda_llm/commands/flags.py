@@ -9,6 +9,7 @@ Imported while `cuda-llm --help` builds every parser: what it imports is already
 from __future__ import annotations
 
 import argparse
+import os
 import re
 from pathlib import Path
 from typing import Any, Callable
@@ -111,12 +112,37 @@ def parse_positive_int(text: str) -> int:
 
 
 def add_role_arguments(p: argparse.ArgumentParser) -> None:
-    """--planner / --coder / --critic PROVIDER: who plays each role."""
+    """--planner / --coder / --critic PROVIDER: who plays each role; and --otel, where the roles' calls and the
+    tools' verdicts go as they happen (every command that runs roles takes both: optimize, resume, batch)."""
     g = p.add_argument_group("who plays each role (llm: an OpenAI-compatible endpoint; manual: you answer prompt "
                              "files; rules: no model)")
     g.add_argument("--planner", choices=("llm", "manual", "rules"), help="the planner (rules: the feature bandit)")
     g.add_argument("--coder", choices=("llm", "manual"), help="the coder")
     g.add_argument("--critic", choices=("llm", "manual", "rules"), help="the critic (rules: the rule-based diagnosis)")
+    t = p.add_argument_group("tracing")
+    t.add_argument("--otel", metavar="URL", action=OtelAction,
+                   help="also send the run, as it goes, as OpenTelemetry spans (OpenInference: graph nodes, LLM "
+                        "calls, tool calls) to this OTLP/HTTP endpoint, e.g. http://localhost:6006 for Phoenix "
+                        "(or $CUDA_LLM_OTEL_ENDPOINT; needs pip install 'cuda-llm[otel]')")
+
+
+class OtelAction(argparse.Action):
+    """--otel URL: checked at once (an http(s) URL, the otel extra installed), then made this process's
+    $CUDA_LLM_OTEL_ENDPOINT, which the run lifecycle reads for every run it drives (one run, a resume, each
+    task of a batch)."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
+                 option_string: str | None = None) -> None:
+        # the exporter's checks (no OpenTelemetry import unless --otel is given)
+        from cuda_llm.runs.otel_export import OTEL_ENV, OtelUnavailable, check_available, traces_url
+
+        try:
+            traces_url(str(values))
+            check_available()
+        except OtelUnavailable as exc:
+            parser.error(f"--otel: {exc}")
+        os.environ[OTEL_ENV] = str(values)
+        setattr(namespace, self.dest, values)
 
 
 def add_llm_arguments(p: argparse.ArgumentParser) -> None:

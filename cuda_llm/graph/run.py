@@ -12,6 +12,7 @@ step).
 
 from __future__ import annotations
 
+import os
 import signal
 import sqlite3
 import sys
@@ -382,6 +383,7 @@ def _drive_locked(rundir: Any, loaded: Any, settings: Any, options: RunOptions, 
     if evaluator is not None:
         require_evaluator(evaluator)   # refused whole, before the trace opens
     tracer = open_trace(rundir.trace_path)
+    otel = _live_otel(rundir, tracer)
     owned = evaluator is None          # made here: closed here (a default pool's workers)
     if evaluator is None:
         evaluator = default_evaluator(options)
@@ -479,6 +481,23 @@ def _drive_locked(rundir: Any, loaded: Any, settings: Any, options: RunOptions, 
         close = getattr(tracer, "close", None)
         if callable(close):
             close()
+        if otel is not None:
+            otel.stop()
+
+
+def _live_otel(rundir: Any, tracer: Any) -> Any:
+    """The run's spans sent as it goes, when $CUDA_LLM_OTEL_ENDPOINT (or --otel) names a backend; a set-up
+    problem is a warning in the trace, never the run's end."""
+    if not os.environ.get("CUDA_LLM_OTEL_ENDPOINT", "").strip():
+        return None
+    try:
+        # local: the exporter (the OpenTelemetry SDK, an extra) is loaded only when asked for
+        from cuda_llm.runs.otel_export import live_export_from_env
+
+        return live_export_from_env(rundir.root, rundir.run_id)
+    except Exception as exc:  # noqa: BLE001 - tracing is secondary to the run
+        tracer.event("warning", where="otel", error=f"{type(exc).__name__}: {exc}"[:300])
+        return None
 
 
 class NotExtendable(RuntimeError):

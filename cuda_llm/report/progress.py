@@ -178,7 +178,7 @@ class ConsoleProgress:
         else:
             best = getattr(outcome, "best", {}) or {}
             self.line(f"finished ({getattr(outcome, 'stop_reason', None) or 'done'}); best {best.get('id', '-')} "
-                      f"at {fmt_ms(best.get('ms'))} ms")
+                      f"at {fmt_ms(best.get('ms'))} ms in its round")
         self.close()
 
     def close(self) -> None:

@@ -149,11 +149,12 @@ def _candidate(ev: dict[str, Any]) -> str:
 
 def _credit(ev: dict[str, Any]) -> str:
     """What the feature statistics learned from one measured candidate."""
-    credited = ", ".join(ev.get("credited") or []) or "none"
-    absent = f"; asked but absent: {', '.join(ev['absent'])}" if ev.get("absent") else ""
+    credited = ", ".join(ev.get("credited") or []) or "nothing new"
+    absent = f"; asked but not found: {', '.join(ev['absent'])}" if ev.get("absent") else ""
     closed = ev.get("headroom_closed")
     gap = f"; closed {closed:.0%} of its parent's gap to speed of light" if isinstance(closed, (int, float)) else ""
-    return f"{ev.get('candidate')} credited features: {credited}{absent}{gap}"
+    # "detected", as the reports call them: what the detectors found new over the parent, which is credited
+    return f"{ev.get('candidate')} detected (credited): {credited}{absent}{gap}"
 
 
 def _decision(ev: dict[str, Any]) -> str:

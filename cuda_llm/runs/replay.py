@@ -10,6 +10,7 @@ shows ``replay_line`` with the run: nothing in such a run was measured on the ma
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import sqlite3
 from pathlib import Path
@@ -20,17 +21,74 @@ RECORDED_DIR = Path(__file__).resolve().parent / "recorded"
 RECORDING_FILE = "recording.json"    # in a recorded folder: what it is and where its figures come from
 REPLAY_KEY = "replay"                # in an installed run's config.json
 DEFAULT_RECORDING = "conv2d"   # a real H100 run (benchmarks/agent_bench.py); "softmax" is assembled from recorded figures
+DEMOS_ENV = "CUDA_LLM_DEMOS"   # more recorded run folders (or folders of them), os.pathsep-separated
+ROLES = ("planner", "coder", "critic")
 
 
 class RecordingError(RuntimeError):
     """A recorded run that is missing or incomplete (a broken installation)."""
 
 
+def recording_dirs() -> dict[str, Path]:
+    """Every recorded run by name: the ones shipped (cuda_llm/runs/recorded/<name>/, where a new recording is
+    dropped in) and those $CUDA_LLM_DEMOS names (a recorded folder, or a folder of them; a later one of the
+    same name wins)."""
+    found: dict[str, Path] = {}
+    places = [RECORDED_DIR] + [Path(p).expanduser() for p in os.environ.get(DEMOS_ENV, "").split(os.pathsep) if p]
+    for place in places:
+        if (place / RECORDING_FILE).is_file():
+            found[place.name] = place
+        elif place.is_dir():
+            found.update({p.name: p for p in sorted(place.iterdir()) if (p / RECORDING_FILE).is_file()})
+    return found
+
+
 def recordings() -> list[str]:
-    """The names of the recorded runs this installation ships."""
-    if not RECORDED_DIR.is_dir():
-        return []
-    return sorted(p.name for p in RECORDED_DIR.iterdir() if (p / RECORDING_FILE).is_file())
+    """The names of the recorded runs this installation can install."""
+    return sorted(recording_dirs())
+
+
+def find_recording(name: str) -> Path:
+    """The folder of recorded run ``name`` (a name, or the path of a recorded folder); RecordingError naming
+    the known ones otherwise."""
+    path = Path(name).expanduser()
+    if (path / RECORDING_FILE).is_file():
+        return path
+    found = recording_dirs().get(name)
+    if found is None:
+        raise RecordingError(f"no recorded run {name!r} (recorded runs: {', '.join(recordings()) or 'none'}; "
+                             f"or give the path of a recorded run folder)")
+    return found
+
+
+def roles(folder: Path) -> dict[str, str]:
+    """Who played each role in a recorded run: its recording.json's ``roles`` where it says (the provider
+    alone cannot tell a model answering prompt files from a person), else the run's configured providers."""
+    meta = json.loads((folder / RECORDING_FILE).read_text())
+    said = meta.get("roles") or {}
+    try:
+        llm = json.loads((folder / "config.json").read_text()).get("llm") or {}
+    except (OSError, ValueError):
+        llm = {}
+    out = {}
+    for role in ROLES:
+        if said.get(role):
+            out[role] = str(said[role])
+            continue
+        cfg = llm.get(role) or {}
+        provider = cfg.get("provider") or "llm"
+        out[role] = {"rules": "rules", "manual": "manual (answer files)"}.get(
+            provider, f"model {cfg.get('model')}" if cfg.get("model") else "model")
+    return out
+
+
+def roles_text(folder: Path) -> str:
+    """'planner: rules, coder: model, critic: rules'."""
+    return ", ".join(f"{role}: {who}" for role, who in roles(folder).items())
+
+
+def recording_summary(folder: Path) -> str:
+    return str(json.loads((folder / RECORDING_FILE).read_text()).get("summary") or "")
 
 
 def replay_text(replay: dict[str, Any] | None) -> str:
@@ -61,9 +119,13 @@ def installed_copy(runs_dir: Path, name: str) -> Any:
     """The newest run in ``runs_dir`` that is a copy of recorded run ``name``, or None. A copy is found by
     the recorded run's id in its replay entry, so copies installed before the entry named the recording
     count too."""
-    meta_path = RECORDED_DIR / name / RECORDING_FILE
+    try:
+        folder = find_recording(name)
+    except RecordingError:
+        return None
+    meta_path, name = folder / RECORDING_FILE, folder.name
     runs_dir = Path(runs_dir)
-    if not meta_path.is_file() or not runs_dir.is_dir():
+    if not runs_dir.is_dir():
         return None
     recorded_id = json.loads(meta_path.read_text()).get("run_id")
     for root in sorted((p for p in runs_dir.iterdir() if (p / "config.json").is_file()), reverse=True):
@@ -76,12 +138,9 @@ def installed_copy(runs_dir: Path, name: str) -> Any:
 def install(runs_dir: Path, name: str = DEFAULT_RECORDING) -> Any:
     """Copy recorded run ``name`` into ``runs_dir`` as a new run (a new id ending in -replay-XXXX) marked as a
     replay; returns its RunDir. The files get this user's umask, like any run's."""
-    src = RECORDED_DIR / name
-    meta_path = src / RECORDING_FILE
-    if not meta_path.is_file():
-        known = ", ".join(recordings()) or "none"
-        raise RecordingError(f"no recorded run {name!r} in {RECORDED_DIR} (recorded runs: {known})")
-    meta = json.loads(meta_path.read_text())
+    src = find_recording(name)
+    name = src.name
+    meta = json.loads((src / RECORDING_FILE).read_text())
     config = json.loads((src / "config.json").read_text())
     runs_dir = Path(runs_dir)
     runs_dir.mkdir(parents=True, exist_ok=True)
