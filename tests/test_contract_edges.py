@@ -4,6 +4,8 @@ no torch, no GPU."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from cuda_llm.graph import selection
@@ -118,3 +120,75 @@ def test_the_plateau_patience_and_counter_at_their_edges():
     assert sr.update_plateau(10.0, 1, 9.0, 0.2) == (10.0, 2)                     # 10% < 20%: flat
     assert sr.update_plateau(10.0, 1, 7.9, 0.2) == (7.9, 0)
     assert not sr.sol_reached(50.0, 0.0) and not sr.sol_reached(100.0, None) and sr.sol_reached(95.0, 0.95)
+
+
+# ---------------------------------------------------------------- tasks.import_limits
+def test_memory_sizes_parse_in_every_unit_and_bad_ones_are_refused():
+    from cuda_llm.tasks.import_limits import parse_memory
+
+    assert parse_memory("100") == 100 and parse_memory("100B") == 100 and parse_memory("100b") == 100
+    assert parse_memory("1K") == 1024 and parse_memory("1KB") == 1024
+    assert parse_memory("512M") == 512 << 20 and parse_memory("512MB") == 512 << 20
+    assert parse_memory("8G") == 8 << 30 and parse_memory("16GB") == 16 << 30 and parse_memory(" 1.5g ") == 3 << 29
+    assert parse_memory("2T") == 2 << 40 and parse_memory("1TB") == 1 << 40 and parse_memory(".5K") == 512
+    for bad in ("0", "0G", "-1G", "8X", "", "G", "1.2.3G", None):
+        with pytest.raises(ValueError, match="write a size such as 8G"):
+            parse_memory(bad)
+
+
+def test_byte_counts_read_in_the_largest_unit():
+    from cuda_llm.tasks.import_limits import human_bytes
+
+    assert human_bytes(0) == "0 B" and human_bytes(512) == "512 B" and human_bytes(1023.7) == "1023 B"
+    assert human_bytes(1024) == "1.0 KB" and human_bytes(1.5 * (1 << 20)) == "1.5 MB"
+    assert human_bytes(3 << 30) == "3.0 GB" and human_bytes(5 << 40) == "5120.0 GB"
+
+
+def test_failure_classes_clipping_and_defaults_without_torch(monkeypatch):
+    """The torch-free form of test_torch_kernelbench's failure classes (import_limits is pure)."""
+    from cuda_llm.tasks import import_limits as il
+
+    class OutOfMemoryError(RuntimeError):
+        pass
+
+    alloc = "DefaultCPUAllocator: not enough memory: you tried to allocate 8589934592 bytes."
+    assert il.is_allocation_failure(RuntimeError(alloc)) and il.is_allocation_failure(MemoryError())
+    assert il.is_allocation_failure(OutOfMemoryError("x")) and il.is_allocation_failure(RuntimeError("std::bad_alloc"))
+    assert not il.is_allocation_failure(ValueError(alloc))                 # only an allocator's RuntimeError
+    assert not il.is_allocation_failure(RuntimeError("shape mismatch"))
+    assert not il.is_dtype_error(RuntimeError(alloc)) and not il.is_dtype_error(ValueError("dtype"))
+    assert il.is_dtype_error(RuntimeError("expected m1 and m2 to have the same dtype, but got: double != float"))
+    assert il.is_dtype_error(NotImplementedError("\"addmm_impl_cpu_\" not implemented for 'Half'"))
+    assert il.is_dtype_error(TypeError("type mismatch"))
+    assert not il.is_dtype_error(RuntimeError("mat1 and mat2 shapes cannot be multiplied (2x3 and 2x3)"))
+    assert il.clip("a  b\n c") == "a b c" and il.clip("x" * 240) == "x" * 240
+    text = il.clip("you tried to allocate, " * 30, 60)
+    assert text.endswith(" ...") and len(text) <= 64 and not text[:-4].endswith(",")
+    assert text[:-4] == "you tried to allocate, " * 2 + "you tried to"
+    assert il.error_line(ValueError("bad\nthing")) == "ValueError: bad thing"
+    assert il.error_line(ValueError("y " * 200), 20).endswith(" ...")
+    at_limit = ValueError("z" * (240 - len("ValueError: ")))                  # 240 characters: whole
+    assert il.error_line(at_limit) == f"ValueError: {at_limit}"
+    assert il.error_line(ValueError("z " * 114 + "z")).endswith(" ...")      # 241: clipped
+    assert il.clip("w " * 120 + "w").endswith(" ...") and il.clip("w " * 119 + "ww") == "w " * 119 + "ww"
+    limits = il.ImportLimits(max_memory=1 << 30)
+    assert limits.max_seconds == 120.0 and limits.device == "cpu"
+    monkeypatch.setattr(il, "available_memory", lambda: 10 << 30)
+    assert il.default_max_memory() == 5 << 30                              # half of what is available
+    monkeypatch.setattr(il, "available_memory", lambda: 1 << 29)
+    assert il.default_max_memory() == 1 << 30                              # never below 1 GB
+    monkeypatch.setattr(il, "available_memory", lambda: None)
+    assert il.default_max_memory() == 4 << 30                              # unknown: 4 GB
+
+
+def test_available_memory_reads_memavailable():
+    from cuda_llm.tasks import import_limits as il
+
+    got = il.available_memory()
+    meminfo = Path("/proc/meminfo")
+    if meminfo.exists():
+        line = next(ln for ln in meminfo.read_text().splitlines() if ln.startswith("MemAvailable:"))
+        want = int(line.split()[1]) * 1024
+        assert got is not None and abs(got - want) < max(want // 5, 1 << 28)   # it moves a little meanwhile
+    else:
+        assert got is None or got > 0
