@@ -15,7 +15,7 @@ forked from a process that has already imported pytest and the heavy libraries. 
 measured cost.
 
 A mutant is one change: a comparison flipped (< <=, == !=, in / not in, is / is not), and/or swapped, a `not`
-removed, an arithmetic operator swapped, a number + 1, True/False swapped, a returned value replaced by None,
+removed, an arithmetic operator swapped, a number + 1 (a float of 1000 or more doubled), True/False swapped, a returned value replaced by None,
 a call statement removed, an `if` condition made always true. Strings, docstrings, f-strings, annotations and
 log calls are left alone. The tests run against a copy of the checkout (the module written from the mutated
 tree), so subprocesses the tests start see the mutant too and the checkout is never touched.
@@ -193,8 +193,9 @@ def _apply(node: ast.AST, kind: str, arg: object) -> ast.AST:
         new.op = _BIN_SWAP[type(new.op)]()
     elif kind == "bool_const":
         new.value = not new.value
-    elif kind == "num":
-        new.value = new.value + 1
+    elif kind == "num":   # + 1; a float of 1000 or more doubled instead (no behaviour could show a + 1 there)
+        v = new.value
+        new.value = v * 2 if isinstance(v, float) and abs(v) >= 1000 else v + 1
     elif kind == "return":
         new.value = ast.Constant(None)
     elif kind == "drop_call":

@@ -192,3 +192,21 @@ def test_available_memory_reads_memavailable():
         assert got is not None and abs(got - want) < max(want // 5, 1 << 28)   # it moves a little meanwhile
     else:
         assert got is None or got > 0
+
+
+def test_available_memory_falls_back_to_physical_memory(monkeypatch):
+    import builtins
+
+    from cuda_llm.tasks import import_limits as il
+
+    real_open = builtins.open
+
+    def no_proc(path, *a, **k):
+        if str(path) == "/proc/meminfo":
+            raise OSError("no /proc here")
+        return real_open(path, *a, **k)
+
+    monkeypatch.setattr(builtins, "open", no_proc)
+    import os
+
+    assert il.available_memory() == os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
