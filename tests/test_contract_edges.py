@@ -210,3 +210,53 @@ def test_available_memory_falls_back_to_physical_memory(monkeypatch):
     import os
 
     assert il.available_memory() == os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+
+
+# ---------------------------------------------------------------- tasks.shape_cases
+def test_odd_cases_exact_values_at_every_rule():
+    from cuda_llm.tasks import shape_cases as sc
+
+    assert (sc.CASES, sc.SHOWN, sc.KEEP_BELOW) == (6, 4, 9)                  # 4 shown, 2 held out
+    big = {"N": 4096, "M": 4096, "K": 8192}
+    assert sc.odd_case(big, 0) == {"N": 37, "M": 39, "K": 41}               # the case's base + 2 j
+    assert sc.odd_case(big, 1) == {"N": 19, "M": 21, "K": 23}
+    assert [sc.odd_case({"a": 1000}, k)["a"] for k in range(12)] == [37, 19, 53, 27, 45, 23, 31, 41, 37, 19, 53, 27]
+    assert sc.odd_case({"a": 37}, 0) == {"a": 35}                           # never the file's own value
+    # below the base: the odd values under the constant, in turn
+    assert [sc.odd_case({"a": 10}, k) for k in range(6)] == [{"a": 9}, {"a": 7}, {"a": 5}, {"a": 3}, {"a": 9}, {"a": 7}]
+    assert sc.odd_case({"a": 9}, 0) == {"a": 7} and sc.odd_case({"a": 8}, 0) == {}   # 9 varies, 8 stays
+    # two constants that would take the same value: the later one steps down, never below 3
+    assert sc.odd_case({"a": 9, "b": 10}, 0) == {"a": 7, "b": 5}
+    assert sc.odd_case({"a": 9, "b": 10}, 1) == {"a": 5, "b": 3}
+    assert sc.odd_case({"a": 9, "b": 10}, 2) == {"a": 3, "b": 3}
+    assert sc.odd_case({"a": 9, "kernel": 3, "b": 200}, 0) == {"a": 7, "b": 41}   # j counts every constant
+    grouped = sc.odd_case({"ch": 64, "groups": 64, "n": 100}, 0, keep_equal=True)
+    assert grouped["ch"] == grouped["groups"] == 37 and grouped["n"] == 39      # j over the representatives
+
+
+def test_halved_cases_exact_values_at_every_rule():
+    from cuda_llm.tasks import shape_cases as sc
+
+    big = {"N": 4096, "M": 4096, "K": 8192}
+    assert [sc.halved_case(big, k) for k in range(3)] == [{"N": 64, "M": 32, "K": 16}, {"N": 32, "M": 16, "K": 64},
+                                                          {"N": 16, "M": 64, "K": 32}]
+    assert sc.halved_case(big, 0, again=False) == {"N": 64, "M": 64, "K": 64}
+    assert sc.halved_case({"a": 64}, 0) == {"a": 64} and sc.halved_case({"a": 128}, 0) == {"a": 64}
+    assert sc.halved_case({"a": 96}, 0) == {"a": 48} and sc.halved_case({"a": 200}, 0) == {"a": 50}
+    assert sc.halved_case({"a": 16}, 2) == {"a": 4} and sc.halved_case({"a": 12}, 2) == {"a": 6}   # not below 4
+    assert sc.halved_case({"a": 9}, 2) == {"a": 9} and sc.halved_case({"a": 8}, 0) == {}
+    assert sc.halved_case({"k": 3, "a": 64}, 0) == {"a": 32}                 # j counts every constant
+    grouped = sc.halved_case(big, 0, keep_equal=True)
+    assert grouped["N"] == grouped["M"] == 64 and grouped["K"] == 32
+
+
+def test_shrink_exact_values_at_every_rule():
+    from cuda_llm.tasks.shape_cases import shrink
+
+    assert shrink({"a": 37, "b": 20}) == {"a": 21, "b": 20}
+    assert shrink({"a": 4}) == {"a": 3} and shrink({"a": 3}) is None and shrink({"a": 2, "b": 1}) is None
+    assert shrink({"a": 7}) == {"a": 3}                                     # 4 is even: one less, still >= 3
+    assert shrink({"a": 9}, floor=6) == {"a": 7}                            # 6 even, 5 below the floor: one more
+    assert shrink({"a": 5}, floor=4) is None                                 # that would be 5 again
+    assert shrink({"a": 100, "b": 100}) in ({"a": 60, "b": 100}, {"a": 100, "b": 60})
+    assert shrink({"a": 10}) == {"a": 6}
