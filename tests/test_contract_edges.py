@@ -260,3 +260,128 @@ def test_shrink_exact_values_at_every_rule():
     assert shrink({"a": 5}, floor=4) is None                                 # that would be 5 again
     assert shrink({"a": 100, "b": 100}) in ({"a": 60, "b": 100}, {"a": 100, "b": 60})
     assert shrink({"a": 10}) == {"a": 6}
+
+
+# ---------------------------------------------------------------- graph.planning
+TWO_KERNELS = """
+#include <cuda_runtime.h>
+__global__ void a(float* x, int n) { int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) x[i] += 1.0f; }
+__global__ void b(float* x, int n) { int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) x[i] *= 2.0f; }
+extern "C" void solve(const float* A, const float* B, float* C, int M, int N, int K) {
+    a<<<(M + 255) / 256, 256>>>(C, M);
+    b<<<(M + 255) / 256, 256>>>(C, M);
+}
+"""
+
+
+def _plan_deps(tmp_path, task: str = "sgemm"):
+    from types import SimpleNamespace
+
+    from cuda_llm.feature_db import load_catalogue
+    from cuda_llm.runs.rundir import RunDir
+    from cuda_llm.tasks import load_task
+
+    loaded = load_task(task)
+    events: list[tuple[str, dict]] = []
+    deps = SimpleNamespace(rundir=RunDir.create(tmp_path / "runs", task), loaded=loaded, task=loaded.task,
+                           catalogue=load_catalogue(), device=None, stats=None, arch="sm_90", models=None,
+                           event=lambda what, **f: events.append((what, f)))
+    return deps, events
+
+
+def _put(deps, rel: str, text: str) -> None:
+    p = Path(deps.rundir.root) / rel
+    p.parent.mkdir(parents=True, exist_ok=True)
+    p.write_text(text)
+
+
+def test_recommendations_and_the_offers_order(tmp_path):
+    import json
+
+    from cuda_llm.agents.context import CritiqueBrief
+    from cuda_llm.graph import planning
+
+    deps, events = _plan_deps(tmp_path)
+    src = Path(deps.loaded.task.baseline_path).read_text()
+    _put(deps, "candidates/r1c0.cu", src)
+    _put(deps, "critiques/r1c0.json", CritiqueBrief(candidate="r1c0", next_features=["cp_async", "split_k"]).model_dump_json())
+    _put(deps, "profiles/r1c0.json", json.dumps({"diagnosis": {"suggested_features": ["cp_async", "vector_loads"]}}))
+    recs = planning.recommendations(deps, "r1c0")
+    assert recs == {"cp_async": ["the critic", "the diagnosis"], "split_k": ["the critic"],
+                    "vector_loads": ["the diagnosis"]}
+    _put(deps, "critiques/r1c1.json", CritiqueBrief(candidate="r1c1", next_features=["cp_async"], by="rules").model_dump_json())
+    assert planning.recommendations(deps, "r1c1") == {"cp_async": ["the rules"]}
+    assert planning.recommendations(deps, "r9c9") == {}
+    offered = planning.offer(deps, 2, "r1c0")
+    ids = [o.feature for o in offered] if hasattr(offered[0], "feature") else [o.id for o in offered]
+    assert ids[0] == "cp_async" and "split_k" not in ids                    # 4096^2 outputs: split-K cannot help
+    groups = [0 if set(o.recommended_by) & {"the critic", "the rules"} else 1 if o.recommended_by else 2 for o in offered]
+    assert groups == sorted(groups) and groups[0] == 0 and 1 in groups and 2 in groups
+    said = [f for k, f in events if k == "decision" and f.get("kind") == "not_offered"]
+    assert len(said) == 1 and said[0]["round"] == 2 and said[0]["parent"] == "r1c0"
+    assert list(said[0]["features"]) == ["split_k"] and "needs:" in said[0]["features"]["split_k"]
+    assert len(ids) == len(set(ids)) > 5
+
+
+def test_the_bandit_plan_gives_every_slot_of_a_parent_its_own_set(tmp_path):
+    from cuda_llm.graph import planning
+
+    deps, _ = _plan_deps(tmp_path)
+    _put(deps, "candidates/r1c0.cu", Path(deps.loaded.task.baseline_path).read_text())
+    parents = [{"parent": "r1c0"}, {"parent": "r1c0"}, {"parent": ""}]
+    plan = planning.bandit_plan(deps, 2, 2, parents)
+    assert len(plan) == 3 and all(len(p) == 2 for p in plan)
+    assert frozenset(plan[0]) != frozenset(plan[1])
+    assert planning.ranked_for(deps, 2, "r1c0", top=None)                     # no statistics: a ranking still
+
+    class Broken:
+        def __iter__(self):
+            raise OSError("statistics unreadable")
+
+        def __getattr__(self, name):
+            raise OSError("statistics unreadable")
+
+    deps.stats = Broken()
+    events: list = []
+    deps.event = lambda what, **f: events.append((what, f))
+    ranked = planning.ranked_for(deps, 2, "r1c0", top=None)
+    assert ranked and any(k == "warning" and f.get("where") == "rank_features" for k, f in events)
+
+
+def test_the_parents_own_facts(tmp_path):
+    from cuda_llm.graph import planning
+
+    deps, _ = _plan_deps(tmp_path)
+    _put(deps, "candidates/r1c0.cu", TWO_KERNELS)
+    base = planning.parent_facts(deps, "")
+    assert base.kernels == 1 and base.kernels_from == "source" and not base.has("shared_memory")
+    own = planning.parent_facts(deps, "r1c0")
+    assert own.kernels == 2 and own.has("multi_kernel")                      # its own source, not the baseline's
+    assert planning.free_slots(1, 0, 1) == set()
+
+
+def test_failed_ideas_at_the_threshold_and_fit_to_more_slots_than_parents(tmp_path):
+    from cuda_llm.agents.planner import CandidatePlan
+    from cuda_llm.graph import planning
+    from cuda_llm.graph.state import Candidate
+
+    def cand(cid, feats, status, ms, parent_ms, parent="baseline"):
+        return Candidate(id=cid, round=1, slot=0, parent=parent, parent_ms=parent_ms, features=feats, status=status,
+                         ms=ms)
+
+    assert planning.failed_ideas([cand("r1c0", ["a"], "ok", 1.05, 1.0)]) == {}          # exactly 1.05x: not yet
+    assert planning.failed_ideas([cand("r1c0", ["a"], "ok", 2.05, 2.0)]) == {}          # 1.025x
+    assert planning.failed_ideas([cand("r1c0", ["a"], "wrong_answer", 0.5, 1.0)]) == {"baseline": {frozenset({"a"})}}
+    assert planning.failed_ideas([cand("r1c0", ["a"], "ok", None, 1.0)]) == {"baseline": {frozenset({"a"})}}
+    deps, _ = _plan_deps(tmp_path)
+    _put(deps, "candidates/r1c0.cu", Path(deps.loaded.task.baseline_path).read_text())
+    _put(deps, "rounds/r1/candidates.json", "[" + cand("r1c0", ["cp_async"], "wrong_answer", None, 1.0).model_dump_json()
+         + "]")
+    plans = [CandidatePlan(features=["made_up_feature"], idea="1"), CandidatePlan(features=["cp_async"], idea="2"),
+             CandidatePlan(features=["cp_async"], idea="3")]
+    notes = planning.fit_to_parents(deps, 2, plans, [{"parent": "r1c0"}, {"parent": "baseline"}])
+    assert plans[0].features == ["made_up_feature"]                          # not in the catalogue: kept as named
+    assert plans[1].features == [] and plans[2].features == []               # slot 2 takes the last parent's
+    assert len(notes) == 2
+    jobs = planning.jobs_for(deps, 2, plans, [{"parent": "r1c0"}], by="rules")
+    assert [j["attempt"] for j in jobs] == [0, 0, 0] and [j["parent"] for j in jobs] == ["r1c0"] * 3
