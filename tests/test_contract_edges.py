@@ -385,3 +385,40 @@ def test_failed_ideas_at_the_threshold_and_fit_to_more_slots_than_parents(tmp_pa
     assert len(notes) == 2
     jobs = planning.jobs_for(deps, 2, plans, [{"parent": "r1c0"}], by="rules")
     assert [j["attempt"] for j in jobs] == [0, 0, 0] and [j["parent"] for j in jobs] == ["r1c0"] * 3
+
+
+# ---------------------------------------------------------------- feature_db.offers
+# what each suite task's shape and family make true (offers.task_facts), read one by one: an elementwise GELU
+# and a max-pool have nothing to reduce or reuse, a sort scans, a transpose only transposes
+TASK_FACTS = {
+    'attention': {'softmax', 'input_reuse', 'long_reduction', 'matrix_product', 'reduces'},
+    'conv2d': {'long_reduction', 'matrix_product', 'reduces', 'input_reuse'},
+    'cross_entropy': {'softmax', 'few_outputs', 'rows', 'long_reduction', 'reduces'},
+    'gelu': set(),
+    'gemv': {'few_outputs', 'rows', 'input_reuse', 'long_reduction', 'reduces'},
+    'hgemm': {'long_reduction', 'matrix_product', 'reduces', 'input_reuse'},
+    'histogram': {'long_reduction', 'scatter', 'few_outputs', 'reduces'},
+    'kmeans_assign': {'input_reuse', 'long_reduction', 'matrix_product', 'reduces', 'distances'},
+    'layernorm': {'rows', 'reduces'},
+    'maxpool2d': set(),
+    'nbody': {'long_reduction', 'few_outputs', 'reduces', 'input_reuse'},
+    'prefix_sum': {'reduces', 'prefix'},
+    'reduce_sum': {'long_reduction', 'few_outputs', 'reduces'},
+    'rmsnorm': {'rows', 'reduces'},
+    'sgemm': {'long_reduction', 'matrix_product', 'reduces', 'input_reuse'},
+    'softmax': {'softmax', 'rows', 'reduces'},
+    'sort_u32': {'sorting', 'prefix'},
+    'spmv_csr': {'rows', 'reduces'},
+    'stencil2d': {'input_reuse'},
+    'transpose': {'transposes'},
+}
+
+
+def test_each_suite_tasks_facts():
+    from cuda_llm.feature_db.offers import task_facts
+    from cuda_llm.tasks import list_task_names, load_task
+
+    assert set(list_task_names()) >= set(TASK_FACTS)
+    for name, want in TASK_FACTS.items():
+        assert task_facts(load_task(name).task) == want, name
+    assert "few_outputs" not in task_facts(load_task("gemv").task, sm_count=4)       # 16k rows fill 4 SMs
