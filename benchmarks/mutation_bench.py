@@ -423,7 +423,8 @@ def run_forked(sandbox: Sandbox, args: list[str], timeout: float, cover: str | N
 
 # ---------------------------------------------------------------- one module
 
-def run_module(module: str, conf: dict, sandbox: Sandbox, limit: int | None = None, quiet: bool = False) -> dict:
+def run_module(module: str, conf: dict, sandbox: Sandbox, limit: int | None = None, quiet: bool = False,
+               max_seconds: float | None = None) -> dict:
     """Every mutant of the module (or the first `limit`) through the fork server (benchmarks/mutation_server.py);
     survivors of mutants run at import (module constants, class bodies) are tried again in a fresh pytest."""
     source = (ROOT / module_path(module)).read_text()
@@ -434,7 +435,7 @@ def run_module(module: str, conf: dict, sandbox: Sandbox, limit: int | None = No
     job_file = sandbox.dir / f".job-{module}.json"
     out_file = sandbox.dir / f".out-{module}.json"
     job = {"module": f"cuda_llm.{module}", "file": str(sandbox.dir / module_path(module)), "tests": conf["tests"],
-           "out": str(out_file), "verbose": not quiet,
+           "out": str(out_file), "verbose": not quiet, "max_seconds": max_seconds,
            "mutants": [{"index": m.index, "line": m.line, "source": mutated_source(tree, m.index),
                         "reach": None if (m.in_function and conf["coverage"]) else "all",
                         "fallback_all": conf["fallback_all"]} for m in chosen]}
@@ -451,6 +452,7 @@ def run_module(module: str, conf: dict, sandbox: Sandbox, limit: int | None = No
         raise SystemExit(f"{module}: its tests fail on the unmutated module; fix that first")
     equivalent = load_equivalent().get(module, {})
     results = []
+    chosen = chosen[:len(out["results"])]     # a time limit may have left the rest unrun
     for m, r in zip(chosen, out["results"], strict=True):
         outcome, secs = r["outcome"], r["seconds"]
         if outcome == "survived" and not m.in_function:
@@ -618,6 +620,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--report", action="store_true", help="only write docs/mutation.md from the recorded results")
     ap.add_argument("--list", action="store_true", help="list the mutants of the modules and exit")
     ap.add_argument("--quiet", action="store_true")
+    ap.add_argument("--max-seconds", type=float, help="per module: stop making mutants after this long (the rest "
+                    "are reported as not run)")
     a = ap.parse_args(argv)
     config = load_config()
     modules = a.module or list(config)
@@ -658,7 +662,7 @@ def main(argv: list[str] | None = None) -> int:
             return 1 if bad else 0
         RESULTS.mkdir(exist_ok=True)
         for m in modules:
-            rec = run_module(m, config[m], sandbox, a.limit, a.quiet)
+            rec = run_module(m, config[m], sandbox, a.limit, a.quiet, a.max_seconds)
             if a.limit is None:
                 (RESULTS / f"{m}.json").write_text(json.dumps(rec, indent=1) + "\n")
             c = summarise(rec)

@@ -193,8 +193,11 @@ class Server:
         module = sys.modules[job["module"]]
         original = Path(target).read_text()
 
-        # 2. the mutants
+        # 2. the mutants (until the job's time is up: those left are reported as not run)
+        stop_at = time.monotonic() + job["max_seconds"] if job.get("max_seconds") else None
         for m in job["mutants"]:
+            if stop_at is not None and time.monotonic() > stop_at:
+                break
             if m["reach"] == "all":
                 reach = everything
             else:
