@@ -422,3 +422,39 @@ def test_each_suite_tasks_facts():
     for name, want in TASK_FACTS.items():
         assert task_facts(load_task(name).task) == want, name
     assert "few_outputs" not in task_facts(load_task("gemv").task, sm_count=4)       # 16k rows fill 4 SMs
+
+
+# ---------------------------------------------------------------- feature_db.credit
+def test_the_headroom_closed_exactly():
+    from cuda_llm.feature_db.credit import headroom_closed
+
+    assert headroom_closed(10.0, 6.0, 2.0) == pytest.approx(0.5)            # 4 of the 8 ms of headroom
+    assert headroom_closed(10.0, 6.0, None) == pytest.approx(0.4)           # no bound: a share of the time
+    assert headroom_closed(10.0, 6.0, 0.0) == pytest.approx(0.4) and headroom_closed(10.0, 6.0, -1.0) == pytest.approx(0.4)
+    assert headroom_closed(10.0, 1.0, 5.0) == 1.0                           # clipped at the whole headroom
+    assert headroom_closed(10.0, 30.0, 5.0) == -1.0                         # a regression counts down to -1
+    assert headroom_closed(10.0, 9.9, 9.9) == pytest.approx(0.2)            # within 5% of the bound: 5% of 10 ms
+    assert headroom_closed(10.0, 10.0, 2.0) == 0.0
+    for bad in ((0.0, 1.0), (1.0, 0.0), (-1.0, 1.0)):
+        with pytest.raises(ValueError, match="times must be positive"):
+            headroom_closed(*bad, None)
+
+
+def test_credit_goes_to_new_detected_features_and_compliance_is_counted():
+    from cuda_llm.feature_db.credit import Credit, StepOutcome, credit_step
+
+    ok = StepOutcome(compiled=True, passed=True, ms=6.0, parent_ms=10.0, sol_ms=2.0)
+    c = credit_step(["a", "b", "a", "c"], {"a", "x", "old"}, {"old"}, ok)
+    assert c.asked == ["a", "b", "c"] and c.credited == ["a", "x"] and c.complied == ["a"] and c.absent == ["b", "c"]
+    assert c.headroom_closed == pytest.approx(0.5) and c.reward_per_feature == pytest.approx(0.25)
+    assert c.speedup_over_parent == pytest.approx(10 / 6) and c.compliance == pytest.approx(1 / 3)
+    nothing_new = credit_step(["old"], {"old"}, {"old"}, ok)
+    assert nothing_new.credited == [] and nothing_new.reward_per_feature is None and nothing_new.compliance == 1.0
+    assert nothing_new.headroom_closed == pytest.approx(0.5)
+    for failed in (StepOutcome(compiled=True, passed=False, ms=6.0, parent_ms=10.0),
+                   StepOutcome(compiled=True, passed=True, ms=None, parent_ms=10.0),
+                   StepOutcome(compiled=True, passed=True, ms=6.0, parent_ms=None)):
+        f = credit_step(["a"], {"a"}, set(), failed)
+        assert f.credited == ["a"] and f.headroom_closed is None and f.reward_per_feature is None
+        assert f.speedup_over_parent is None
+    assert Credit().compliance is None
