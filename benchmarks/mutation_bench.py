@@ -15,7 +15,7 @@ forked from a process that has already imported pytest and the heavy libraries. 
 measured cost.
 
 A mutant is one change: a comparison flipped (< <=, == !=, in / not in, is / is not), and/or swapped, a `not`
-removed, an arithmetic operator swapped, a number + 1, True/False swapped, a returned value replaced by None,
+removed, an arithmetic operator swapped, a number + 1 (a float of 1000 or more doubled), True/False swapped, a returned value replaced by None,
 a call statement removed, an `if` condition made always true. Strings, docstrings, f-strings, annotations and
 log calls are left alone. The tests run against a copy of the checkout (the module written from the mutated
 tree), so subprocesses the tests start see the mutant too and the checkout is never touched.
@@ -193,8 +193,9 @@ def _apply(node: ast.AST, kind: str, arg: object) -> ast.AST:
         new.op = _BIN_SWAP[type(new.op)]()
     elif kind == "bool_const":
         new.value = not new.value
-    elif kind == "num":
-        new.value = new.value + 1
+    elif kind == "num":   # + 1; a float of 1000 or more doubled instead (no behaviour could show a + 1 there)
+        v = new.value
+        new.value = v * 2 if isinstance(v, float) and abs(v) >= 1000 else v + 1
     elif kind == "return":
         new.value = ast.Constant(None)
     elif kind == "drop_call":
@@ -422,7 +423,8 @@ def run_forked(sandbox: Sandbox, args: list[str], timeout: float, cover: str | N
 
 # ---------------------------------------------------------------- one module
 
-def run_module(module: str, conf: dict, sandbox: Sandbox, limit: int | None = None, quiet: bool = False) -> dict:
+def run_module(module: str, conf: dict, sandbox: Sandbox, limit: int | None = None, quiet: bool = False,
+               max_seconds: float | None = None) -> dict:
     """Every mutant of the module (or the first `limit`) through the fork server (benchmarks/mutation_server.py);
     survivors of mutants run at import (module constants, class bodies) are tried again in a fresh pytest."""
     source = (ROOT / module_path(module)).read_text()
@@ -433,7 +435,7 @@ def run_module(module: str, conf: dict, sandbox: Sandbox, limit: int | None = No
     job_file = sandbox.dir / f".job-{module}.json"
     out_file = sandbox.dir / f".out-{module}.json"
     job = {"module": f"cuda_llm.{module}", "file": str(sandbox.dir / module_path(module)), "tests": conf["tests"],
-           "out": str(out_file), "verbose": not quiet,
+           "out": str(out_file), "verbose": not quiet, "max_seconds": max_seconds,
            "mutants": [{"index": m.index, "line": m.line, "source": mutated_source(tree, m.index),
                         "reach": None if (m.in_function and conf["coverage"]) else "all",
                         "fallback_all": conf["fallback_all"]} for m in chosen]}
@@ -450,6 +452,7 @@ def run_module(module: str, conf: dict, sandbox: Sandbox, limit: int | None = No
         raise SystemExit(f"{module}: its tests fail on the unmutated module; fix that first")
     equivalent = load_equivalent().get(module, {})
     results = []
+    chosen = chosen[:len(out["results"])]     # a time limit may have left the rest unrun
     for m, r in zip(chosen, out["results"], strict=True):
         outcome, secs = r["outcome"], r["seconds"]
         if outcome == "survived" and not m.in_function:
@@ -617,6 +620,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--report", action="store_true", help="only write docs/mutation.md from the recorded results")
     ap.add_argument("--list", action="store_true", help="list the mutants of the modules and exit")
     ap.add_argument("--quiet", action="store_true")
+    ap.add_argument("--max-seconds", type=float, help="per module: stop making mutants after this long (the rest "
+                    "are reported as not run)")
     a = ap.parse_args(argv)
     config = load_config()
     modules = a.module or list(config)
@@ -657,7 +662,7 @@ def main(argv: list[str] | None = None) -> int:
             return 1 if bad else 0
         RESULTS.mkdir(exist_ok=True)
         for m in modules:
-            rec = run_module(m, config[m], sandbox, a.limit, a.quiet)
+            rec = run_module(m, config[m], sandbox, a.limit, a.quiet, a.max_seconds)
             if a.limit is None:
                 (RESULTS / f"{m}.json").write_text(json.dumps(rec, indent=1) + "\n")
             c = summarise(rec)

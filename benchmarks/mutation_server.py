@@ -25,6 +25,7 @@ import pytest
 from _pytest.runner import runtestprotocol
 
 PLAIN = (int, float, bool, str, bytes, tuple, frozenset, type(None))
+CACHES: list = []     # cached functions of the module: emptied once the mutant's code is in
 
 
 def _functions(obj, prefix: str, module: str, out: dict, depth: int = 0) -> None:
@@ -39,7 +40,13 @@ def _functions(obj, prefix: str, module: str, out: dict, depth: int = 0) -> None
                 if isinstance(f, types.FunctionType):
                     out[f"{prefix}{name}.{part}"] = f
             continue
-        if isinstance(fn, types.FunctionType) and fn.__module__ == module:
+        wrapped = getattr(value, "__wrapped__", None)     # functools.cache / lru_cache / wraps
+        if not isinstance(fn, types.FunctionType) and isinstance(wrapped, types.FunctionType) \
+                and wrapped.__module__ == module:
+            out[prefix + name] = wrapped
+            if hasattr(value, "cache_clear"):
+                CACHES.append(value)
+        elif isinstance(fn, types.FunctionType) and fn.__module__ == module:
             out[prefix + name] = fn
         elif isinstance(value, type) and value.__module__ == module and depth < 3 and name != "__class__":
             _functions(value, f"{prefix}{name}.", module, out, depth + 1)
@@ -64,6 +71,8 @@ def swap_in(module: types.ModuleType, source: str, filename: str) -> None:
             f.__code__ = g.__code__
         f.__defaults__ = g.__defaults__
         f.__kwdefaults__ = g.__kwdefaults__
+    for cached in CACHES:
+        cached.cache_clear()
     for name, value in ns.items():
         old = module.__dict__.get(name, None)
         if isinstance(value, PLAIN) and (type(old) is not type(value) or old != value):
@@ -184,8 +193,11 @@ class Server:
         module = sys.modules[job["module"]]
         original = Path(target).read_text()
 
-        # 2. the mutants
+        # 2. the mutants (until the job's time is up: those left are reported as not run)
+        stop_at = time.monotonic() + job["max_seconds"] if job.get("max_seconds") else None
         for m in job["mutants"]:
+            if stop_at is not None and time.monotonic() > stop_at:
+                break
             if m["reach"] == "all":
                 reach = everything
             else:

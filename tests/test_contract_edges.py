@@ -4,6 +4,8 @@ no torch, no GPU."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from cuda_llm.graph import selection
@@ -118,3 +120,341 @@ def test_the_plateau_patience_and_counter_at_their_edges():
     assert sr.update_plateau(10.0, 1, 9.0, 0.2) == (10.0, 2)                     # 10% < 20%: flat
     assert sr.update_plateau(10.0, 1, 7.9, 0.2) == (7.9, 0)
     assert not sr.sol_reached(50.0, 0.0) and not sr.sol_reached(100.0, None) and sr.sol_reached(95.0, 0.95)
+
+
+# ---------------------------------------------------------------- tasks.import_limits
+def test_memory_sizes_parse_in_every_unit_and_bad_ones_are_refused():
+    from cuda_llm.tasks.import_limits import parse_memory
+
+    assert parse_memory("100") == 100 and parse_memory("100B") == 100 and parse_memory("100b") == 100
+    assert parse_memory("1K") == 1024 and parse_memory("1KB") == 1024
+    assert parse_memory("512M") == 512 << 20 and parse_memory("512MB") == 512 << 20
+    assert parse_memory("8G") == 8 << 30 and parse_memory("16GB") == 16 << 30 and parse_memory(" 1.5g ") == 3 << 29
+    assert parse_memory("2T") == 2 << 40 and parse_memory("1TB") == 1 << 40 and parse_memory(".5K") == 512
+    for bad in ("0", "0G", "-1G", "8X", "", "G", "1.2.3G", None):
+        with pytest.raises(ValueError, match="write a size such as 8G"):
+            parse_memory(bad)
+
+
+def test_byte_counts_read_in_the_largest_unit():
+    from cuda_llm.tasks.import_limits import human_bytes
+
+    assert human_bytes(0) == "0 B" and human_bytes(512) == "512 B" and human_bytes(1023.7) == "1023 B"
+    assert human_bytes(1024) == "1.0 KB" and human_bytes(1.5 * (1 << 20)) == "1.5 MB"
+    assert human_bytes(3 << 30) == "3.0 GB" and human_bytes(5 << 40) == "5120.0 GB"
+
+
+def test_failure_classes_clipping_and_defaults_without_torch(monkeypatch):
+    """The torch-free form of test_torch_kernelbench's failure classes (import_limits is pure)."""
+    from cuda_llm.tasks import import_limits as il
+
+    class OutOfMemoryError(RuntimeError):
+        pass
+
+    alloc = "DefaultCPUAllocator: not enough memory: you tried to allocate 8589934592 bytes."
+    assert il.is_allocation_failure(RuntimeError(alloc)) and il.is_allocation_failure(MemoryError())
+    assert il.is_allocation_failure(OutOfMemoryError("x")) and il.is_allocation_failure(RuntimeError("std::bad_alloc"))
+    assert not il.is_allocation_failure(ValueError(alloc))                 # only an allocator's RuntimeError
+    assert not il.is_allocation_failure(RuntimeError("shape mismatch"))
+    assert not il.is_dtype_error(RuntimeError(alloc)) and not il.is_dtype_error(ValueError("dtype"))
+    assert il.is_dtype_error(RuntimeError("expected m1 and m2 to have the same dtype, but got: double != float"))
+    assert il.is_dtype_error(NotImplementedError("\"addmm_impl_cpu_\" not implemented for 'Half'"))
+    assert il.is_dtype_error(TypeError("type mismatch"))
+    assert not il.is_dtype_error(RuntimeError("mat1 and mat2 shapes cannot be multiplied (2x3 and 2x3)"))
+    assert il.clip("a  b\n c") == "a b c" and il.clip("x" * 240) == "x" * 240
+    text = il.clip("you tried to allocate, " * 30, 60)
+    assert text.endswith(" ...") and len(text) <= 64 and not text[:-4].endswith(",")
+    assert text[:-4] == "you tried to allocate, " * 2 + "you tried to"
+    assert il.error_line(ValueError("bad\nthing")) == "ValueError: bad thing"
+    assert il.error_line(ValueError("y " * 200), 20).endswith(" ...")
+    at_limit = ValueError("z" * (240 - len("ValueError: ")))                  # 240 characters: whole
+    assert il.error_line(at_limit) == f"ValueError: {at_limit}"
+    assert il.error_line(ValueError("z " * 114 + "z")).endswith(" ...")      # 241: clipped
+    assert il.clip("w " * 120 + "w").endswith(" ...") and il.clip("w " * 119 + "ww") == "w " * 119 + "ww"
+    limits = il.ImportLimits(max_memory=1 << 30)
+    assert limits.max_seconds == 120.0 and limits.device == "cpu"
+    monkeypatch.setattr(il, "available_memory", lambda: 10 << 30)
+    assert il.default_max_memory() == 5 << 30                              # half of what is available
+    monkeypatch.setattr(il, "available_memory", lambda: 1 << 29)
+    assert il.default_max_memory() == 1 << 30                              # never below 1 GB
+    monkeypatch.setattr(il, "available_memory", lambda: None)
+    assert il.default_max_memory() == 4 << 30                              # unknown: 4 GB
+
+
+def test_available_memory_reads_memavailable():
+    from cuda_llm.tasks import import_limits as il
+
+    got = il.available_memory()
+    meminfo = Path("/proc/meminfo")
+    if meminfo.exists():
+        line = next(ln for ln in meminfo.read_text().splitlines() if ln.startswith("MemAvailable:"))
+        want = int(line.split()[1]) * 1024
+        assert got is not None and abs(got - want) < max(want // 5, 1 << 28)   # it moves a little meanwhile
+    else:
+        assert got is None or got > 0
+
+
+def test_available_memory_falls_back_to_physical_memory(monkeypatch):
+    import builtins
+
+    from cuda_llm.tasks import import_limits as il
+
+    real_open = builtins.open
+
+    def no_proc(path, *a, **k):
+        if str(path) == "/proc/meminfo":
+            raise OSError("no /proc here")
+        return real_open(path, *a, **k)
+
+    monkeypatch.setattr(builtins, "open", no_proc)
+    import os
+
+    assert il.available_memory() == os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+
+
+# ---------------------------------------------------------------- tasks.shape_cases
+def test_odd_cases_exact_values_at_every_rule():
+    from cuda_llm.tasks import shape_cases as sc
+
+    assert (sc.CASES, sc.SHOWN, sc.KEEP_BELOW) == (6, 4, 9)                  # 4 shown, 2 held out
+    big = {"N": 4096, "M": 4096, "K": 8192}
+    assert sc.odd_case(big, 0) == {"N": 37, "M": 39, "K": 41}               # the case's base + 2 j
+    assert sc.odd_case(big, 1) == {"N": 19, "M": 21, "K": 23}
+    assert [sc.odd_case({"a": 1000}, k)["a"] for k in range(12)] == [37, 19, 53, 27, 45, 23, 31, 41, 37, 19, 53, 27]
+    assert sc.odd_case({"a": 37}, 0) == {"a": 35}                           # never the file's own value
+    # below the base: the odd values under the constant, in turn
+    assert [sc.odd_case({"a": 10}, k) for k in range(6)] == [{"a": 9}, {"a": 7}, {"a": 5}, {"a": 3}, {"a": 9}, {"a": 7}]
+    assert sc.odd_case({"a": 9}, 0) == {"a": 7} and sc.odd_case({"a": 8}, 0) == {}   # 9 varies, 8 stays
+    # two constants that would take the same value: the later one steps down, never below 3
+    assert sc.odd_case({"a": 9, "b": 10}, 0) == {"a": 7, "b": 5}
+    assert sc.odd_case({"a": 9, "b": 10}, 1) == {"a": 5, "b": 3}
+    assert sc.odd_case({"a": 9, "b": 10}, 2) == {"a": 3, "b": 3}
+    assert sc.odd_case({"a": 9, "kernel": 3, "b": 200}, 0) == {"a": 7, "b": 41}   # j counts every constant
+    grouped = sc.odd_case({"ch": 64, "groups": 64, "n": 100}, 0, keep_equal=True)
+    assert grouped["ch"] == grouped["groups"] == 37 and grouped["n"] == 39      # j over the representatives
+
+
+def test_halved_cases_exact_values_at_every_rule():
+    from cuda_llm.tasks import shape_cases as sc
+
+    big = {"N": 4096, "M": 4096, "K": 8192}
+    assert [sc.halved_case(big, k) for k in range(3)] == [{"N": 64, "M": 32, "K": 16}, {"N": 32, "M": 16, "K": 64},
+                                                          {"N": 16, "M": 64, "K": 32}]
+    assert sc.halved_case(big, 0, again=False) == {"N": 64, "M": 64, "K": 64}
+    assert sc.halved_case({"a": 64}, 0) == {"a": 64} and sc.halved_case({"a": 128}, 0) == {"a": 64}
+    assert sc.halved_case({"a": 96}, 0) == {"a": 48} and sc.halved_case({"a": 200}, 0) == {"a": 50}
+    assert sc.halved_case({"a": 16}, 2) == {"a": 4} and sc.halved_case({"a": 12}, 2) == {"a": 6}   # not below 4
+    assert sc.halved_case({"a": 9}, 2) == {"a": 9} and sc.halved_case({"a": 8}, 0) == {}
+    assert sc.halved_case({"k": 3, "a": 64}, 0) == {"a": 32}                 # j counts every constant
+    grouped = sc.halved_case(big, 0, keep_equal=True)
+    assert grouped["N"] == grouped["M"] == 64 and grouped["K"] == 32
+
+
+def test_shrink_exact_values_at_every_rule():
+    from cuda_llm.tasks.shape_cases import shrink
+
+    assert shrink({"a": 37, "b": 20}) == {"a": 21, "b": 20}
+    assert shrink({"a": 4}) == {"a": 3} and shrink({"a": 3}) is None and shrink({"a": 2, "b": 1}) is None
+    assert shrink({"a": 7}) == {"a": 3}                                     # 4 is even: one less, still >= 3
+    assert shrink({"a": 9}, floor=6) == {"a": 7}                            # 6 even, 5 below the floor: one more
+    assert shrink({"a": 5}, floor=4) is None                                 # that would be 5 again
+    assert shrink({"a": 100, "b": 100}) in ({"a": 60, "b": 100}, {"a": 100, "b": 60})
+    assert shrink({"a": 10}) == {"a": 6}
+
+
+# ---------------------------------------------------------------- graph.planning
+TWO_KERNELS = """
+#include <cuda_runtime.h>
+__global__ void a(float* x, int n) { int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) x[i] += 1.0f; }
+__global__ void b(float* x, int n) { int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) x[i] *= 2.0f; }
+extern "C" void solve(const float* A, const float* B, float* C, int M, int N, int K) {
+    a<<<(M + 255) / 256, 256>>>(C, M);
+    b<<<(M + 255) / 256, 256>>>(C, M);
+}
+"""
+
+
+def _plan_deps(tmp_path, task: str = "sgemm"):
+    from types import SimpleNamespace
+
+    from cuda_llm.feature_db import load_catalogue
+    from cuda_llm.runs.rundir import RunDir
+    from cuda_llm.tasks import load_task
+
+    loaded = load_task(task)
+    events: list[tuple[str, dict]] = []
+    deps = SimpleNamespace(rundir=RunDir.create(tmp_path / "runs", task), loaded=loaded, task=loaded.task,
+                           catalogue=load_catalogue(), device=None, stats=None, arch="sm_90", models=None,
+                           event=lambda what, **f: events.append((what, f)))
+    return deps, events
+
+
+def _put(deps, rel: str, text: str) -> None:
+    p = Path(deps.rundir.root) / rel
+    p.parent.mkdir(parents=True, exist_ok=True)
+    p.write_text(text)
+
+
+def test_recommendations_and_the_offers_order(tmp_path):
+    import json
+
+    from cuda_llm.agents.context import CritiqueBrief
+    from cuda_llm.graph import planning
+
+    deps, events = _plan_deps(tmp_path)
+    src = Path(deps.loaded.task.baseline_path).read_text()
+    _put(deps, "candidates/r1c0.cu", src)
+    _put(deps, "critiques/r1c0.json", CritiqueBrief(candidate="r1c0", next_features=["cp_async", "split_k"]).model_dump_json())
+    _put(deps, "profiles/r1c0.json", json.dumps({"diagnosis": {"suggested_features": ["cp_async", "vector_loads"]}}))
+    recs = planning.recommendations(deps, "r1c0")
+    assert recs == {"cp_async": ["the critic", "the diagnosis"], "split_k": ["the critic"],
+                    "vector_loads": ["the diagnosis"]}
+    _put(deps, "critiques/r1c1.json", CritiqueBrief(candidate="r1c1", next_features=["cp_async"], by="rules").model_dump_json())
+    assert planning.recommendations(deps, "r1c1") == {"cp_async": ["the rules"]}
+    assert planning.recommendations(deps, "r9c9") == {}
+    offered = planning.offer(deps, 2, "r1c0")
+    ids = [o.feature for o in offered] if hasattr(offered[0], "feature") else [o.id for o in offered]
+    assert ids[0] == "cp_async" and "split_k" not in ids                    # 4096^2 outputs: split-K cannot help
+    groups = [0 if set(o.recommended_by) & {"the critic", "the rules"} else 1 if o.recommended_by else 2 for o in offered]
+    assert groups == sorted(groups) and groups[0] == 0 and 1 in groups and 2 in groups
+    said = [f for k, f in events if k == "decision" and f.get("kind") == "not_offered"]
+    assert len(said) == 1 and said[0]["round"] == 2 and said[0]["parent"] == "r1c0"
+    assert list(said[0]["features"]) == ["split_k"] and "needs:" in said[0]["features"]["split_k"]
+    assert len(ids) == len(set(ids)) > 5
+
+
+def test_the_bandit_plan_gives_every_slot_of_a_parent_its_own_set(tmp_path):
+    from cuda_llm.graph import planning
+
+    deps, _ = _plan_deps(tmp_path)
+    _put(deps, "candidates/r1c0.cu", Path(deps.loaded.task.baseline_path).read_text())
+    parents = [{"parent": "r1c0"}, {"parent": "r1c0"}, {"parent": ""}]
+    plan = planning.bandit_plan(deps, 2, 2, parents)
+    assert len(plan) == 3 and all(len(p) == 2 for p in plan)
+    assert frozenset(plan[0]) != frozenset(plan[1])
+    assert planning.ranked_for(deps, 2, "r1c0", top=None)                     # no statistics: a ranking still
+
+    class Broken:
+        def __iter__(self):
+            raise OSError("statistics unreadable")
+
+        def __getattr__(self, name):
+            raise OSError("statistics unreadable")
+
+    deps.stats = Broken()
+    events: list = []
+    deps.event = lambda what, **f: events.append((what, f))
+    ranked = planning.ranked_for(deps, 2, "r1c0", top=None)
+    assert ranked and any(k == "warning" and f.get("where") == "rank_features" for k, f in events)
+
+
+def test_the_parents_own_facts(tmp_path):
+    from cuda_llm.graph import planning
+
+    deps, _ = _plan_deps(tmp_path)
+    _put(deps, "candidates/r1c0.cu", TWO_KERNELS)
+    base = planning.parent_facts(deps, "")
+    assert base.kernels == 1 and base.kernels_from == "source" and not base.has("shared_memory")
+    own = planning.parent_facts(deps, "r1c0")
+    assert own.kernels == 2 and own.has("multi_kernel")                      # its own source, not the baseline's
+    assert planning.free_slots(1, 0, 1) == set()
+
+
+def test_failed_ideas_at_the_threshold_and_fit_to_more_slots_than_parents(tmp_path):
+    from cuda_llm.agents.planner import CandidatePlan
+    from cuda_llm.graph import planning
+    from cuda_llm.graph.state import Candidate
+
+    def cand(cid, feats, status, ms, parent_ms, parent="baseline"):
+        return Candidate(id=cid, round=1, slot=0, parent=parent, parent_ms=parent_ms, features=feats, status=status,
+                         ms=ms)
+
+    assert planning.failed_ideas([cand("r1c0", ["a"], "ok", 1.05, 1.0)]) == {}          # exactly 1.05x: not yet
+    assert planning.failed_ideas([cand("r1c0", ["a"], "ok", 2.05, 2.0)]) == {}          # 1.025x
+    assert planning.failed_ideas([cand("r1c0", ["a"], "wrong_answer", 0.5, 1.0)]) == {"baseline": {frozenset({"a"})}}
+    assert planning.failed_ideas([cand("r1c0", ["a"], "ok", None, 1.0)]) == {"baseline": {frozenset({"a"})}}
+    deps, _ = _plan_deps(tmp_path)
+    _put(deps, "candidates/r1c0.cu", Path(deps.loaded.task.baseline_path).read_text())
+    _put(deps, "rounds/r1/candidates.json", "[" + cand("r1c0", ["cp_async"], "wrong_answer", None, 1.0).model_dump_json()
+         + "]")
+    plans = [CandidatePlan(features=["made_up_feature"], idea="1"), CandidatePlan(features=["cp_async"], idea="2"),
+             CandidatePlan(features=["cp_async"], idea="3")]
+    notes = planning.fit_to_parents(deps, 2, plans, [{"parent": "r1c0"}, {"parent": "baseline"}])
+    assert plans[0].features == ["made_up_feature"]                          # not in the catalogue: kept as named
+    assert plans[1].features == [] and plans[2].features == []               # slot 2 takes the last parent's
+    assert len(notes) == 2
+    jobs = planning.jobs_for(deps, 2, plans, [{"parent": "r1c0"}], by="rules")
+    assert [j["attempt"] for j in jobs] == [0, 0, 0] and [j["parent"] for j in jobs] == ["r1c0"] * 3
+
+
+# ---------------------------------------------------------------- feature_db.offers
+# what each suite task's shape and family make true (offers.task_facts), read one by one: an elementwise GELU
+# and a max-pool have nothing to reduce or reuse, a sort scans, a transpose only transposes
+TASK_FACTS = {
+    'attention': {'softmax', 'input_reuse', 'long_reduction', 'matrix_product', 'reduces'},
+    'conv2d': {'long_reduction', 'matrix_product', 'reduces', 'input_reuse'},
+    'cross_entropy': {'softmax', 'few_outputs', 'rows', 'long_reduction', 'reduces'},
+    'gelu': set(),
+    'gemv': {'few_outputs', 'rows', 'input_reuse', 'long_reduction', 'reduces'},
+    'hgemm': {'long_reduction', 'matrix_product', 'reduces', 'input_reuse'},
+    'histogram': {'long_reduction', 'scatter', 'few_outputs', 'reduces'},
+    'kmeans_assign': {'input_reuse', 'long_reduction', 'matrix_product', 'reduces', 'distances'},
+    'layernorm': {'rows', 'reduces'},
+    'maxpool2d': set(),
+    'nbody': {'long_reduction', 'few_outputs', 'reduces', 'input_reuse'},
+    'prefix_sum': {'reduces', 'prefix'},
+    'reduce_sum': {'long_reduction', 'few_outputs', 'reduces'},
+    'rmsnorm': {'rows', 'reduces'},
+    'sgemm': {'long_reduction', 'matrix_product', 'reduces', 'input_reuse'},
+    'softmax': {'softmax', 'rows', 'reduces'},
+    'sort_u32': {'sorting', 'prefix'},
+    'spmv_csr': {'rows', 'reduces'},
+    'stencil2d': {'input_reuse'},
+    'transpose': {'transposes'},
+}
+
+
+def test_each_suite_tasks_facts():
+    from cuda_llm.feature_db.offers import task_facts
+    from cuda_llm.tasks import list_task_names, load_task
+
+    assert set(list_task_names()) >= set(TASK_FACTS)
+    for name, want in TASK_FACTS.items():
+        assert task_facts(load_task(name).task) == want, name
+    assert "few_outputs" not in task_facts(load_task("gemv").task, sm_count=4)       # 16k rows fill 4 SMs
+
+
+# ---------------------------------------------------------------- feature_db.credit
+def test_the_headroom_closed_exactly():
+    from cuda_llm.feature_db.credit import headroom_closed
+
+    assert headroom_closed(10.0, 6.0, 2.0) == pytest.approx(0.5)            # 4 of the 8 ms of headroom
+    assert headroom_closed(10.0, 6.0, None) == pytest.approx(0.4)           # no bound: a share of the time
+    assert headroom_closed(10.0, 6.0, 0.0) == pytest.approx(0.4) and headroom_closed(10.0, 6.0, -1.0) == pytest.approx(0.4)
+    assert headroom_closed(10.0, 1.0, 5.0) == 1.0                           # clipped at the whole headroom
+    assert headroom_closed(10.0, 30.0, 5.0) == -1.0                         # a regression counts down to -1
+    assert headroom_closed(10.0, 9.9, 9.9) == pytest.approx(0.2)            # within 5% of the bound: 5% of 10 ms
+    assert headroom_closed(10.0, 10.0, 2.0) == 0.0
+    for bad in ((0.0, 1.0), (1.0, 0.0), (-1.0, 1.0)):
+        with pytest.raises(ValueError, match="times must be positive"):
+            headroom_closed(*bad, None)
+
+
+def test_credit_goes_to_new_detected_features_and_compliance_is_counted():
+    from cuda_llm.feature_db.credit import Credit, StepOutcome, credit_step
+
+    ok = StepOutcome(compiled=True, passed=True, ms=6.0, parent_ms=10.0, sol_ms=2.0)
+    c = credit_step(["a", "b", "a", "c"], {"a", "x", "old"}, {"old"}, ok)
+    assert c.asked == ["a", "b", "c"] and c.credited == ["a", "x"] and c.complied == ["a"] and c.absent == ["b", "c"]
+    assert c.headroom_closed == pytest.approx(0.5) and c.reward_per_feature == pytest.approx(0.25)
+    assert c.speedup_over_parent == pytest.approx(10 / 6) and c.compliance == pytest.approx(1 / 3)
+    nothing_new = credit_step(["old"], {"old"}, {"old"}, ok)
+    assert nothing_new.credited == [] and nothing_new.reward_per_feature is None and nothing_new.compliance == 1.0
+    assert nothing_new.headroom_closed == pytest.approx(0.5)
+    for failed in (StepOutcome(compiled=True, passed=False, ms=6.0, parent_ms=10.0),
+                   StepOutcome(compiled=True, passed=True, ms=None, parent_ms=10.0),
+                   StepOutcome(compiled=True, passed=True, ms=6.0, parent_ms=None)):
+        f = credit_step(["a"], {"a"}, set(), failed)
+        assert f.credited == ["a"] and f.headroom_closed is None and f.reward_per_feature is None
+        assert f.speedup_over_parent is None
+    assert Credit().compliance is None
