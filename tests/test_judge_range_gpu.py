@@ -40,9 +40,11 @@ SEEDS = 20
 
 
 def _gpus() -> list[int]:
-    import subprocess
-    out = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=60).stdout
-    return list(range(max(1, len([ln for ln in out.splitlines() if ln.startswith("GPU ")]))))
+    """The GPUs this process sees (CUDA_VISIBLE_DEVICES where it is set), by index."""
+    from cuda_llm.tools.device import device_probe
+    from cuda_llm.tools.harness.runner import visible_devices
+    seen = visible_devices()
+    return list(range(len(seen) if seen is not None else max(1, device_probe.cuda_device_count() or 1)))
 
 
 def _on_gpus(jobs: list, run) -> list:
