@@ -113,7 +113,7 @@ def main(argv: list[str] | None = None) -> int:
         day = datetime.date.today().isoformat()
         src = f"measured by benchmarks/mma_rates_bench.py on {name}, {day}"
         path = ROOT / "cuda_llm" / "tools" / "bounds" / "tensor_rates.toml"
-        head = path.read_text().split("[sm_90]")[0]
+        head = path.read_text().split("\n[sm_90]\n")[0] + "\n"       # the table's own header line, not the comment's
         path.write_text(head + f'[sm_90]\ndevice = "{name}"\n\n'
                         + "".join(f'[sm_90.{form}]\nfp16 = {r["fp16"]:.1f}\ntf32 = {r["tf32"]:.1f}\nmeasured = true\n'
                                   f'source = "{src} (the project\'s tensor-peak kernels, {form})"\n\n'

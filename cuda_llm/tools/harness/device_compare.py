@@ -118,9 +118,10 @@ extern "C" long long cuda_llm_count_bad(const void* got, int got_type, const voi
 """
 
 
-def build(arch: str | None) -> str:
-    """The comparison library's shared object for ``arch`` (compiled once, then from the build cache)."""
-    comp = compile_source(SOURCE, arch=arch, filename="device_compare.cu")
+def build(arch: str | None, *, fresh: bool = False) -> str:
+    """The comparison library's shared object for ``arch`` (compiled once, then from the build cache;
+    ``fresh``: compiled again, for an entry evicted under the caller)."""
+    comp = compile_source(SOURCE, arch=arch, filename="device_compare.cu", cache=not fresh)
     if not comp.ok or not comp.so_path:
         raise RuntimeError(f"the harness's comparison kernel did not compile:\n{comp.errors}")
     return comp.so_path

@@ -24,12 +24,14 @@ import threading
 import sys
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
 
+from cuda_llm import cache_store
 from cuda_llm.paths import cache_dir
 from cuda_llm.results import CaseResult, Status, TimingResult, ValidationResult
 from cuda_llm.tasks.inputs import dims, make_case_inputs, reference_outputs
@@ -146,6 +148,7 @@ class Judge:
         self._verified: dict[int, dict[str, np.ndarray]] = {}
         self._verified_lock = threading.Lock()
         self._compare_lib: Future | None = None
+        self._held = ExitStack()                 # cache entries this evaluation holds in use (the comparison library)
         self._wrong_call: tuple[int, str, CaseResult] | None = None   # (call, where, failure) by the device check
 
     # ------------------------------------------------------------------------------------- helpers
@@ -246,7 +249,7 @@ class Judge:
                 self.state.costs["lock_wait_s"] = waited
                 if opts.timing:    # in the background: from the cache in a moment, or made once per task and shape
                     bench_future = self.pool.submit(bench_data.prepare, loaded, bench_sizes, cache_dir(), _progress)
-                    self._compare_lib = self.pool.submit(device_compare.build, opts.arch)
+                    self._compare_lib = self.pool.submit(self._held_compare_lib)
                 req = self.work / "serve_request.json"
                 # absolute paths: the worker runs in a fresh folder of its own
                 req.write_text(ServeRequest(so_path=str(Path(self.so_path).resolve()),
@@ -289,6 +292,7 @@ class Judge:
             if self.bench is not None:
                 self.bench.close()
             self.checker.close()
+            self._held.close()
             self._verified.clear()
             self.pool.shutdown(wait=True, cancel_futures=True)
             if self.exchange is not None:
@@ -385,6 +389,15 @@ class Judge:
                     self._verified.setdefault(s, raw.outputs)
             return result
         self.checker.submit(key, run)
+
+    def _held_compare_lib(self) -> str:
+        """The comparison library's build, held in use until the evaluation ends (another process's cache
+        cap would otherwise evict it between the build and the worker's load); built again if evicted first."""
+        for fresh in (False, True):
+            so = device_compare.build(self.opts.arch, fresh=fresh)
+            if self._held.enter_context(cache_store.in_use(Path(so).parent)) and Path(so).is_file():
+                return so
+        raise RuntimeError("the comparison library's build was removed from the cache as it was made")
 
     def _call_check(self, timed: list[int]) -> CallCheck | None:
         """What the worker compares every timed call with: each timed set's reference file and tolerance. None
