@@ -186,7 +186,7 @@ fi
 if wants kbstep; then      # ... and resume every answered run of it
   step kbstep "$BENCH/kbstep.log" python3 benchmarks/kernelbench_batch.py step --runs-dir kb-runs \
     --deadline-s "$(( DEADLINE_S - 40 - ($(date +%s) - start) ))" --out "$BENCH" ${KB_GPUS:+--gpus "$KB_GPUS"} \
-    ${KB_KILL_AFTER:+--kill-after-s "$KB_KILL_AFTER"}
+    ${KB_KILL_AFTER:+--kill-after-s "$KB_KILL_AFTER"} ${KB_MAX_ROUNDS:+--max-rounds "$KB_MAX_ROUNDS"}
 fi
 if wants scale; then       # issue #35: 1/2/4 GPUs, pool and Ray, a mixed queue; then the fault tests
   step scale "$BENCH/scale.log" python3 benchmarks/throughput_bench.py --out "$BENCH" --mix \

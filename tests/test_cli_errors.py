@@ -75,3 +75,10 @@ def test_features_takes_tasks_dir(tmp_path, capsys):
     assert "features for my_softmax on sm_90" in capsys.readouterr().out
     assert main(["features", "--task", "nope", "--tasks-dir", str(tmp_path / "tasks"), "--arch", "sm_90"]) == 2
     assert "no task named 'nope'" in capsys.readouterr().err
+
+
+def test_batch_max_rounds_only_ends_a_resumed_batch(tmp_path, capsys):
+    rc = main(["batch", "softmax", "--max-rounds", "1", "--runs-dir", str(tmp_path)])
+    err = capsys.readouterr().err.strip()
+    assert rc == 2 and len(err.splitlines()) == 1 and "--max-rounds" in err and "--resume" in err, err
+    assert not (tmp_path / "batches").exists()                # nothing started

@@ -68,8 +68,9 @@ def drive(mode: str, work: Path, run_id: str | None, delay_s: float) -> dict:
     model = _model(work / "llm.log")
     if mode == "start":
         out = start_run("softmax", None, _options(work / "runs"), evaluator=ev, model_factory=lambda r: model)
-    else:
-        out = resume_run(run_id, work / "runs", evaluator=ev, model_factory=lambda r: model)
+    else:                     # "resume", or "resume-N": end after round N at the latest
+        cap = int(mode.split("-")[1]) if "-" in mode else None
+        out = resume_run(run_id, work / "runs", evaluator=ev, model_factory=lambda r: model, max_rounds=cap)
     return out.model_dump(mode="json", exclude={"table"})
 
 
@@ -230,6 +231,24 @@ def test_sigterm_stops_at_a_step_boundary_and_resumes(work):
     assert out["finished"] and out["best"]["id"] == "r2c0"
     keys = [(e["kind"], e["candidate"]) for e in _log(work / "evals.log")]
     assert len(keys) == len(set(keys))
+
+
+def test_a_stopped_run_resumed_with_max_rounds_ends_after_that_round_with_its_final_check(work):
+    """The night is over: a run stopped in round 1 of 3 and resumed with max_rounds=1 finishes round 1 (its
+    measured candidates kept), stops by the max-rounds rule and runs its final check; no round 2 is planned."""
+    proc = _spawn("start", work, "-", 0.25)
+    root = _wait_for(work / "runs", lambda ev: any(e.get("event") == "evaluation" and e.get("candidate") == "r1c0" for e in ev))
+    proc.send_signal(signal.SIGTERM)
+    first = _outcome(proc)
+    assert not first["finished"]
+    out = _outcome(_spawn("resume-1", work, root.name, 0.0))
+    assert out["finished"] and out["stop_reason"] == "max_rounds", out
+    events = _events(root / "trace.jsonl")
+    assert any(e.get("event") == "decision" and e.get("kind") == "cap_rounds" and e["after"]["max_rounds"] == 1
+               for e in events)
+    assert not any(str(e.get("candidate", "")).startswith("r2") for e in _log(work / "evals.log"))
+    assert out["best"]["id"].startswith("r1") and out["final"]["ms"] is not None
+    assert json.loads((root / "config.json").read_text())["limits"]["max_rounds"] == 1
 
 
 def test_a_run_cannot_be_driven_by_two_processes(tmp_path):

@@ -71,6 +71,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     o.add_argument("--no-profile", action="store_true", help="skip Nsight Compute profiling")
     o.add_argument("--no-learn", action="store_true", help="do not update the feature statistics")
     o.add_argument("--quiet", action="store_true", help="no progress lines (the final table is still printed)")
+    o.add_argument("--max-rounds", type=parse_count("rounds"), default=None, metavar="N",
+                   help="with --resume: end every run after round N at the latest (each gets its final check and "
+                        "report), e.g. when the night is over and the results are wanted now")
 
 
 def _err(msg: str) -> int:
@@ -133,6 +136,8 @@ def run(args: argparse.Namespace) -> int:
         return 0
     if bool(args.suite) == bool(args.resume):
         return _err("give a SUITE to start a batch, or --resume BATCH_ID to continue one (see --help)")
+    if args.max_rounds is not None and not args.resume:
+        return _err("--max-rounds goes with --resume (it ends a resumed batch's runs early); to start a batch, give --rounds")
     if args.resume:
         try:
             root = open_batch(args.resume, args.runs_dir)
@@ -199,7 +204,10 @@ def run(args: argparse.Namespace) -> int:
             state.gpus = list(pool.labels)      # a new --gpus: the batch saves it, and in its runs, as it starts
             if args.parallel:
                 state.parallel = args.parallel
-        batch = Batch(root, state, pool=pool, run_options=run_options, settings=settings,
+        if args.max_rounds is not None:
+            run_options.limits = run_options.limits.model_copy(
+                update={"max_rounds": min(run_options.limits.max_rounds, args.max_rounds)})
+        batch = Batch(root, state, pool=pool, run_options=run_options, settings=settings, max_rounds=args.max_rounds,
                       model_factory=model_factory_override, on_event=_progress(args.quiet))
         out = _drive(batch)
     except BatchBusyError as exc:

@@ -286,11 +286,14 @@ class Batch:
     """Drives one batch: starts and resumes its tasks' runs on a shared evaluator pool (see the module doc).
 
     ``pool``: a GpuPool (measure/gpu_pool.py) or anything with ``client()`` and ``parallelism``; ``settings`` or
-    ``model_factory`` as for start_run; ``run_options``: the per-task RunOptions (limits and runs_dir included)."""
+    ``model_factory`` as for start_run; ``run_options``: the per-task RunOptions (limits and runs_dir included);
+    ``max_rounds``: resumed runs end after this round at the latest (resume_run), tasks not begun start with it."""
 
     def __init__(self, root: Path, state: BatchState, *, pool: Any, run_options: Any, settings: Any = None,
-                 model_factory: Any = None, on_event: Callable[[dict[str, Any]], None] | None = None):
+                 model_factory: Any = None, on_event: Callable[[dict[str, Any]], None] | None = None,
+                 max_rounds: int | None = None):
         self.root = Path(root)
+        self.max_rounds = max_rounds
         self.state = state
         self.pool = pool
         self.run_options = run_options
@@ -360,7 +363,8 @@ class Batch:
                     t.status = RUNNING
                 self.save()
                 try:
-                    out = resume_run(t.run_id, self.run_options.runs_dir, settings=self.settings, **common)
+                    out = resume_run(t.run_id, self.run_options.runs_dir, settings=self.settings,
+                                     max_rounds=self.max_rounds, **common)
                 except RuntimeError as exc:          # created, killed before its first checkpoint: start anew
                     if "no checkpoint" not in str(exc):
                         raise

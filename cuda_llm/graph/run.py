@@ -233,10 +233,13 @@ def start_run(task: Any, settings: Any, options: RunOptions | None = None, *, ev
 def resume_run(run_id: str, runs_dir: Path | str = "runs", *, settings: Any = None, evaluator: Evaluator | None = None,
                model_factory: ModelFactory | None = None, stages: Sequence[ToolStage] | None = None,
                progress: Any = None, handle_signals: bool = True, extend: Extension | None = None,
-               gpus: GpuChoice = Keep.SAVED, stop: threading.Event | None = None) -> RunOutcome:
+               gpus: GpuChoice = Keep.SAVED, stop: threading.Event | None = None,
+               max_rounds: int | None = None) -> RunOutcome:
     """Continue a run from its last checkpoint (its saved task, budgets, models and GPUs). ``extend`` gives a
     finished run more rounds, time or tokens and continues it with a new round. ``gpus``: the GPU pool's GPUs
-    from now on (None: all), saved with the run in place of the old choice; by default the saved ones."""
+    from now on (None: all), saved with the run in place of the old choice; by default the saved ones.
+    ``max_rounds``: an unfinished run ends after this round at the latest (its final check and report run as
+    at any stop rule): the night is over, the results are wanted now."""
     rundir = RunDir.open(run_id, Path(runs_dir))
     config = rundir.load_config()
     options = saved_options(config, runs_dir)
@@ -248,7 +251,7 @@ def resume_run(run_id: str, runs_dir: Path | str = "runs", *, settings: Any = No
         settings = settings_from_config(config.get("llm") or {})
     return _drive(rundir, loaded, settings, options, None, evaluator=evaluator, model_factory=model_factory,
                   stages=stages, progress=progress, handle_signals=handle_signals, extend=extend, stop=stop,
-                  gpus_before=saved)
+                  gpus_before=saved, max_rounds=max_rounds)
 
 
 def saved_options(config: dict[str, Any], runs_dir: Path | str) -> RunOptions:
@@ -356,7 +359,8 @@ def _stats(options: RunOptions) -> Any:
 def _drive(rundir: Any, loaded: Any, settings: Any, options: RunOptions, initial: dict | None, *,
            evaluator: Evaluator | None, model_factory: ModelFactory | None, stages: Sequence[ToolStage] | None,
            progress: Any, handle_signals: bool, extend: Extension | None = None,
-           stop: threading.Event | None = None, gpus_before: list[int] | None = None) -> RunOutcome:
+           stop: threading.Event | None = None, gpus_before: list[int] | None = None,
+           max_rounds: int | None = None) -> RunOutcome:
     # local: `cuda-llm --help` loads this module; the checkpointer pulls LangGraph
     from langgraph.checkpoint.sqlite import SqliteSaver
 
@@ -372,14 +376,14 @@ def _drive(rundir: Any, loaded: Any, settings: Any, options: RunOptions, initial
                              model_factory=model_factory, stages=stages, progress=progress,
                              handle_signals=handle_signals, open_trace=open_trace, load_catalogue=load_catalogue,
                              compile_graph=compile_graph, SqliteSaver=SqliteSaver, extend=extend, stop=stop,
-                             gpus_before=gpus_before)
+                             gpus_before=gpus_before, max_rounds=max_rounds)
 
 
 def _drive_locked(rundir: Any, loaded: Any, settings: Any, options: RunOptions, initial: dict | None, *,
                   evaluator: Evaluator | None, model_factory: ModelFactory | None, stages: Sequence[ToolStage] | None,
                   progress: Any, handle_signals: bool, open_trace: Any, load_catalogue: Any, compile_graph: Any,
                   SqliteSaver: Any, extend: Extension | None = None, stop: threading.Event | None = None,
-                  gpus_before: list[int] | None = None) -> RunOutcome:
+                  gpus_before: list[int] | None = None, max_rounds: int | None = None) -> RunOutcome:
     if evaluator is not None:
         require_evaluator(evaluator)   # refused whole, before the trace opens
     tracer = open_trace(rundir.trace_path)
@@ -411,6 +415,8 @@ def _drive_locked(rundir: Any, loaded: Any, settings: Any, options: RunOptions, 
             deps.elapsed_at_start = float(snap.values.get("elapsed_s") or 0.0)
             if extend:
                 snap = _extend(graph, config, snap, extend, rundir, tracer)
+            elif max_rounds is not None and snap.next:
+                snap = _cap_rounds(graph, config, snap, max_rounds, rundir, tracer)
             if options.gpus != gpus_before:
                 _change_gpus(rundir, tracer, gpus_before, options.gpus)
             tracer.event("run_resume", run_id=rundir.run_id, next=list(snap.next), elapsed_s=deps.elapsed_at_start,
@@ -498,6 +504,20 @@ def _live_otel(rundir: Any, tracer: Any) -> Any:
     except Exception as exc:  # noqa: BLE001 - tracing is secondary to the run
         tracer.event("warning", where="otel", error=f"{type(exc).__name__}: {exc}"[:300])
         return None
+
+
+def _cap_rounds(graph: Any, config: dict, snap: Any, max_rounds: int, rundir: Any, tracer: Any) -> Any:
+    """An unfinished run's rounds capped: it ends after round ``max_rounds`` (or the round it is in, when it is
+    past it) through the stop rules, so its final check and report run as at any stop."""
+    old = Limits(**(snap.values.get("limits") or {}))
+    cap = max(int(max_rounds), int(snap.values.get("round") or 0), 1)
+    if cap >= old.max_rounds:
+        return snap
+    new = old.model_copy(update={"max_rounds": cap})
+    graph.update_state(config, {"limits": new.model_dump()})
+    tracer.event("decision", kind="cap_rounds", before=old.model_dump(), after=new.model_dump())
+    rundir.save_config({**rundir.load_config(), "limits": new.model_dump()})
+    return graph.get_state(config)
 
 
 class NotExtendable(RuntimeError):
