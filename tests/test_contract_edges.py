@@ -458,3 +458,20 @@ def test_credit_goes_to_new_detected_features_and_compliance_is_counted():
         assert f.credited == ["a"] and f.headroom_closed is None and f.reward_per_feature is None
         assert f.speedup_over_parent is None
     assert Credit().compliance is None
+
+
+# ---------------------------------------------------------------- tools.bounds.speed_of_light
+def test_the_small_rules_of_the_speed_of_light():
+    from cuda_llm.tools.bounds import speed_of_light as sol
+
+    assert sol.unit_label(None) == "no compute" and sol.unit_label("fp32") == "fp32 FMA"
+    assert sol.unit_label("fp16x2") == "packed-half FMA (HFMA2)" and sol.unit_label("tf32-tensor") == "tf32 tensor-core"
+    assert sol.pct_of_sol(2.0, 4.0) == 50.0 and sol.pct_of_sol(None, 4.0) is None and sol.pct_of_sol(2.0, 0.0) is None
+    assert sol.SUSPECT_MARGIN == 0.8
+    assert sol.below_sol(0.79, 1.0) and not sol.below_sol(0.8, 1.0) and not sol.below_sol(0.5, None)
+    assert sol.below_sol(0.89, 1.0, margin=0.9) and not sol.below_sol(0.9, 1.0, margin=0.9)
+    from cuda_llm.tasks import load_task
+
+    task = load_task("gelu").task
+    assert sol.bound(task, dict(task.benchmark), None) is None
+    assert sol.sol_ms(task, dict(task.benchmark), None) is None
