@@ -475,3 +475,74 @@ def test_the_small_rules_of_the_speed_of_light():
     task = load_task("gelu").task
     assert sol.bound(task, dict(task.benchmark), None) is None
     assert sol.sol_ms(task, dict(task.benchmark), None) is None
+
+
+def test_the_offer_order_does_not_depend_on_the_ranking_and_says_why(tmp_path, monkeypatch):
+    import json
+
+    from cuda_llm.agents.context import CritiqueBrief
+    from cuda_llm.graph import planning
+
+    deps, events = _plan_deps(tmp_path)
+    _put(deps, "candidates/r1c0.cu", Path(deps.loaded.task.baseline_path).read_text())
+    _put(deps, "critiques/r1c0.json", CritiqueBrief(candidate="r1c0", next_features=["cp_async"]).model_dump_json())
+    _put(deps, "profiles/r1c0.json", json.dumps({"diagnosis": {"suggested_features": ["vector_loads"]}}))
+    real = planning.ranked_for
+    monkeypatch.setattr(planning, "ranked_for", lambda *a, **k: list(reversed(real(*a, **k))))
+    offered = planning.offer(deps, 2, "r1c0")
+    ids = [o.feature if hasattr(o, "feature") else o.id for o in offered]
+    assert ids[:2] == ["cp_async", "vector_loads"]                       # the critic's, then the diagnosis's
+    assert not any("refinement" in (o.reason or "") for o in offered)    # nothing the parent uses here
+    assert not [f for k, f in events if f.get("kind") == "not_offered"]   # nothing dropped: nothing said
+
+
+def test_the_bandit_plan_skips_a_set_that_failed_on_the_baseline_and_draws_from_enough_features(tmp_path, monkeypatch):
+    from cuda_llm.graph import planning
+    from cuda_llm.graph.state import Candidate
+
+    deps, _ = _plan_deps(tmp_path)
+    first = planning.bandit_plan(deps, 2, 2, [{"parent": ""}])[0]
+    failed = Candidate(id="r1c0", round=1, slot=0, parent="baseline", parent_ms=1.0, features=first,
+                       status="wrong_answer")
+    _put(deps, "rounds/r1/candidates.json", "[" + failed.model_dump_json() + "]")
+    again = planning.bandit_plan(deps, 2, 2, [{"parent": ""}])[0]
+    assert frozenset(again) != frozenset(first) and len(again) == 2
+    tops: list = []
+    real = planning.ranked_for
+    monkeypatch.setattr(planning, "ranked_for", lambda *a, **k: tops.append(k["top"]) or real(*a, **k))
+    many = planning.bandit_plan(deps, 2, 2, [{"parent": "baseline"}] * 6)
+    assert len(many) == 6 and all(many)
+    assert tops == [12]                                  # six slots of two: twelve features to draw from, not ten
+    planning.bandit_plan(deps, 2, 2, [{"parent": "baseline"}] * 2)
+    assert tops[-1] == planning.BANDIT_OFFER
+
+
+def test_the_parents_facts_follow_the_gpus_size(tmp_path):
+    from types import SimpleNamespace
+
+    from cuda_llm.graph import planning
+
+    deps, _ = _plan_deps(tmp_path, "gemv")
+    assert planning.parent_facts(deps, "").has("few_outputs")
+    deps.device = SimpleNamespace(sm_count=4)
+    assert not planning.parent_facts(deps, "").has("few_outputs")
+
+
+def test_a_broken_statistics_warning_is_short(tmp_path):
+    from cuda_llm.graph import planning
+
+    deps, _ = _plan_deps(tmp_path)
+
+    class Broken:
+        def __iter__(self):
+            raise OSError("x" * 1000)
+
+        def __getattr__(self, name):
+            raise OSError("x" * 1000)
+
+    deps.stats = Broken()
+    events: list = []
+    deps.event = lambda what, **f: events.append((what, f))
+    planning.ranked_for(deps, 2, "", top=None)
+    errors = [f["error"] for k, f in events if k == "warning"]
+    assert errors and all(len(e) <= 300 for e in errors)
