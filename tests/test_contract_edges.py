@@ -546,3 +546,31 @@ def test_a_broken_statistics_warning_is_short(tmp_path):
     planning.ranked_for(deps, 2, "", top=None)
     errors = [f["error"] for k, f in events if k == "warning"]
     assert errors and all(len(e) <= 300 for e in errors)
+
+
+# ---------------------------------------------------------------- tools.harness.worker_protocol
+def test_the_worker_protocols_lines_and_defaults():
+    import math
+
+    from cuda_llm.tools.harness import worker_protocol as wp
+
+    assert (wp.EXIT_OK, wp.EXIT_CUDA_FAULT, wp.EXIT_HARNESS) == (0, 3, 4)      # the exit codes both sides read
+    assert wp.GUARD_BYTES == 1024 and wp.GUARD_BYTE == 0xA5
+    line = wp.encode({"ev": "t", "ms": 1.5, "dir": Path("/x")})
+    assert line == b'{"ev":"t","ms":1.5,"dir":"/x"}\n'                         # compact, one line, paths as text
+    assert wp.decode(line) == {"ev": "t", "ms": 1.5, "dir": "/x"} and wp.decode(line.decode()) == wp.decode(line)
+    for bad in (b"", b"not json", b"[1, 2]", b"3", None):
+        assert wp.decode(bad) is None
+    c = wp.TimeCommand(sizes={"n": 1}, sets={}, dirs={}, schedule_seed=5)
+    assert (c.timed_sets, c.post_set, c.slots_per_set, c.blank_every) == ([0, 1, 2], 3, 1, 2)
+    with pytest.raises(ValueError):
+        wp.TimeCommand(sizes={}, sets={}, dirs={}, schedule_seed=1, blank_every=0)
+    with pytest.raises(ValueError):
+        wp.RunOnceRequest(so_path="a", task_folder="b", sizes={}, repeat=0)
+    assert wp.RunOnceRequest(so_path="a", task_folder="b", sizes={}).repeat == 1
+    assert wp.CaseSpec(sizes={"n": 3}).held_out is False
+    r = wp.EvaluateResponse(hidden_median_ms=float("nan"), notes=["x"])
+    text = wp.dump_json(r)
+    assert "NaN" in text and math.isnan(wp.EvaluateResponse.model_validate_json(text).hidden_median_ms)
+    assert wp.EvaluateResponse().seconds == 0.0 and wp.EvaluateResponse().benchmark_data_s == 0.0
+    assert wp.ClockCheck().calls == 0 and wp.WorkerError(status="wrong_answer", message="m").stage == ""
