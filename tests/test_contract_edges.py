@@ -574,3 +574,11 @@ def test_the_worker_protocols_lines_and_defaults():
     assert "NaN" in text and math.isnan(wp.EvaluateResponse.model_validate_json(text).hidden_median_ms)
     assert wp.EvaluateResponse().seconds == 0.0 and wp.EvaluateResponse().benchmark_data_s == 0.0
     assert wp.ClockCheck().calls == 0 and wp.WorkerError(status="wrong_answer", message="m").stage == ""
+
+
+def test_credit_for_kernels_faster_than_a_millisecond():
+    from cuda_llm.feature_db.credit import StepOutcome, credit_step
+
+    c = credit_step(["a"], {"a"}, set(), StepOutcome(compiled=True, passed=True, ms=0.25, parent_ms=0.5, sol_ms=None))
+    assert c.headroom_closed == pytest.approx(0.5) and c.reward_per_feature == pytest.approx(0.5)
+    assert c.speedup_over_parent == pytest.approx(2.0)
