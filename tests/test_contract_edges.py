@@ -582,3 +582,29 @@ def test_credit_for_kernels_faster_than_a_millisecond():
     c = credit_step(["a"], {"a"}, set(), StepOutcome(compiled=True, passed=True, ms=0.25, parent_ms=0.5, sol_ms=None))
     assert c.headroom_closed == pytest.approx(0.5) and c.reward_per_feature == pytest.approx(0.5)
     assert c.speedup_over_parent == pytest.approx(2.0)
+
+
+def test_the_bounds_sentence_for_each_unit_and_no_flops():
+    from cuda_llm.results import DeviceInfo, SassSummary
+    from cuda_llm.tasks import load_task
+    from cuda_llm.tools.bounds import speed_of_light as sol
+
+    h100 = DeviceInfo(name="H100", arch="sm_90", compute_capability=(9, 0), sm_count=132, peak_bandwidth_gbs=3000.0,
+                      peak_fp32_gflops=60000.0, peak_fp16_tc_gflops=750000.0, peak_tf32_tc_gflops=375000.0,
+                      tensor_peak_method="wgmma sm_90a", measurement_version=2)
+    bare = h100.model_copy(update={"peak_fp16_tc_gflops": None, "peak_tf32_tc_gflops": None})
+    transpose = load_task("transpose").task
+    t = sol.bound(transpose, dict(transpose.benchmark), h100)
+    assert t.compute_ms is None and t.unit is None and t.limiter == "memory" and t.ms == t.memory_ms
+    assert "counts no floating-point work, so only bytes bound it" in t.basis
+    assert t.pct(2 * t.ms) == pytest.approx(50.0)
+    tiny = sol.bound(transpose, {k: 64 for k in transpose.benchmark}, h100)
+    assert tiny.ms == tiny.memory_ms < 1.0                                   # a tiny shape: well under 1 ms
+    hgemm = load_task("hgemm").task
+    packed = sol.bound(hgemm, dict(hgemm.benchmark), h100, sass=SassSummary(opcodes={"HFMA2": 10}, packed_half=10))
+    assert "packed-half arithmetic (HFMA2) and no tensor-core instructions" in packed.basis
+    tc = SassSummary(tensor={"fp16": 8})
+    no_peak = sol.bound(hgemm, dict(hgemm.benchmark), bare, sass=tc, library=True)
+    assert no_peak.compute_ms is None and "no measured peak for the units it may use, so the bound" in no_peak.basis
+    lib = sol.bound(hgemm, dict(hgemm.benchmark), bare, library=True)
+    assert lib.compute_ms is None and "no measured peak for the units it may use (" in lib.basis
