@@ -608,3 +608,26 @@ def test_the_bounds_sentence_for_each_unit_and_no_flops():
     assert no_peak.compute_ms is None and "no measured peak for the units it may use, so the bound" in no_peak.basis
     lib = sol.bound(hgemm, dict(hgemm.benchmark), bare, library=True)
     assert lib.compute_ms is None and "no measured peak for the units it may use (" in lib.basis
+
+
+# ---------------------------------------------------------------- graph.postmortem
+def test_the_cause_paragraph_at_its_edges():
+    from cuda_llm.graph import postmortem as pm
+
+    assert pm.MAX_CAUSE_CHARS == 360
+    long = pm.cause_text(pm.BENCHMARK_FAILURE, parent="p", failure="x" * 1000)
+    assert len(long) == 360 and long.endswith("x...")                       # cut to the limit exactly
+    head = "passed the correctness cases, then failed at the benchmark shape: "
+    exact = pm.cause_text(pm.BENCHMARK_FAILURE, parent="p", failure="y" * (360 - len(head) - 1))
+    assert len(exact) == 360 and exact.endswith("y.")                        # at the limit: whole
+    assert pm.cause_text(pm.BENCHMARK_FAILURE, parent="p", ratio=2.0).startswith("passed the correctness cases")
+    assert "passed" not in pm.cause_text(pm.SLOWER, parent="p", ratio=None) and \
+        pm.cause_text(pm.SLOWER, parent="p", ratio=None) == "."
+    d = {"bottleneck": "memory-bound", "summary": "Reads dominate. More text here.",
+         "losses": [{"rule": "dram", "share_pct": 0}], "evidence": ["dram 80% of peak"]}
+    assert pm.cause_text(pm.SLOWER, parent="p", ratio=2.0, diagnosis=d) == \
+        "2.0x slower than its parent p; memory-bound: Reads dominate."
+    assert pm._first_sentence("A b. C d.") == "A b." and pm._first_sentence("No stop") == "No stop"
+    assert pm._first_sentence(". x") == "." and pm._first_sentence("  a\n b.  c") == "a b."
+    pmr = pm.PostMortem(candidate="r1c0", round=1, parent="baseline", outcome=pm.SLOWER, status="ok", cause="c")
+    assert pmr.profiled is False and pmr.features == []
