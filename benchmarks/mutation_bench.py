@@ -449,7 +449,8 @@ def run_module(module: str, conf: dict, sandbox: Sandbox, limit: int | None = No
         raise SystemExit(f"{module}: the mutation server wrote no results (its tests could not be collected?)")
     out = json.loads(out_file.read_text())
     if out["baseline_failed"]:
-        raise SystemExit(f"{module}: its tests fail on the unmutated module; fix that first")
+        raise SystemExit(f"{module}: its tests fail on the unmutated module ({out.get('first_failure') or '?'} "
+                         "failed first); fix that first")
     equivalent = load_equivalent().get(module, {})
     results = []
     chosen = chosen[:len(out["results"])]     # a time limit may have left the rest unrun

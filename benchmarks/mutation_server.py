@@ -173,14 +173,16 @@ class Server:
                     threading.settrace(None)
                 durations[item.nodeid] = time.perf_counter() - t0
             cov_file.write_text(json.dumps({"lines": {k: sorted(v) for k, v in lines.items()},
-                                            "durations": durations, "failed": self.failed}))
+                                            "durations": durations, "failed": self.failed,
+                                            "first_failure": self.killer}))
             return 0
 
         t0 = time.monotonic()
         self._fork(session.items, cover, timeout=3600)
         cov = json.loads(cov_file.read_text())
         baseline = time.monotonic() - t0
-        results = {"baseline_seconds": baseline, "baseline_failed": cov["failed"], "results": []}
+        results = {"baseline_seconds": baseline, "baseline_failed": cov["failed"], "results": [],
+                   "first_failure": cov.get("first_failure", "")}
         if cov["failed"]:
             Path(job["out"]).write_text(json.dumps(results))
             return True
