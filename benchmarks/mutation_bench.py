@@ -63,7 +63,7 @@ def load_config() -> dict[str, dict]:
     for name, v in mods.items():
         tests = [t for t in v["tests"] if (ROOT / t).exists()]    # a test file not written yet is skipped
         out[name] = {"tests": tests, "coverage": bool(v.get("coverage", True)),
-                     "fallback_all": bool(v.get("fallback_all", False))}
+                     "fallback_all": bool(v.get("fallback_all", False)), "untraced": list(v.get("untraced", []))}
     return out
 
 
@@ -435,7 +435,7 @@ def run_module(module: str, conf: dict, sandbox: Sandbox, limit: int | None = No
     job_file = sandbox.dir / f".job-{module}.json"
     out_file = sandbox.dir / f".out-{module}.json"
     job = {"module": f"cuda_llm.{module}", "file": str(sandbox.dir / module_path(module)), "tests": conf["tests"],
-           "out": str(out_file), "verbose": not quiet, "max_seconds": max_seconds,
+           "out": str(out_file), "verbose": not quiet, "max_seconds": max_seconds, "untraced": conf["untraced"],
            "mutants": [{"index": m.index, "line": m.line, "source": mutated_source(tree, m.index),
                         "reach": None if (m.in_function and conf["coverage"]) else "all",
                         "fallback_all": conf["fallback_all"]} for m in chosen]}
