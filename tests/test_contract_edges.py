@@ -631,3 +631,36 @@ def test_the_cause_paragraph_at_its_edges():
     assert pm._first_sentence(". x") == "." and pm._first_sentence("  a\n b.  c") == "a b."
     pmr = pm.PostMortem(candidate="r1c0", round=1, parent="baseline", outcome=pm.SLOWER, status="ok", cause="c")
     assert pmr.profiled is False and pmr.features == []
+
+
+# ---------------------------------------------------------------- tools.harness.checker
+def test_the_first_change_of_an_input_with_and_without_chunks():
+    from types import SimpleNamespace
+
+    import numpy as np
+
+    from cuda_llm.tools.harness.checker import _first_change
+
+    before = np.arange(12, dtype=np.float32).reshape(3, 4)
+    assert _first_change(before, before.copy()) is None
+    assert _first_change(before, before.reshape(-1).copy()) is None           # same size, flat: compared as shaped
+    changed = before.copy()
+    changed[2, 1] = -1
+    assert _first_change(before, changed) == [2, 1]
+    assert _first_change(before, np.zeros(13, np.float32)) == []              # another size: no index to name
+    assert _first_change(before, before.astype(np.float64)) == []             # another dtype
+    # a derived set: the base with two runs of two written in
+    chunks = SimpleNamespace(starts=[1, 8], length=2, values=np.array([50, 51, 80, 81], dtype=np.float32))
+    given = before.reshape(-1).copy()
+    given[1:3] = [50, 51]
+    given[8:10] = [80, 81]
+    assert _first_change(before, given.reshape(3, 4), chunks) is None
+    wrong_run = given.copy()
+    wrong_run[9] = 0
+    assert _first_change(before, wrong_run.reshape(3, 4), chunks) == [2, 1]   # element 9 of the second run
+    wrong_base = given.copy()
+    wrong_base[10] = -5                                                       # just past the second run
+    assert _first_change(before, wrong_base.reshape(3, 4), chunks) == [2, 2]
+    wrong_first = given.copy()
+    wrong_first[0] = 7                                                        # before the first run
+    assert _first_change(before, wrong_first.reshape(3, 4), chunks) == [0, 0]
