@@ -431,6 +431,8 @@ def run_module(module: str, conf: dict, sandbox: Sandbox, limit: int | None = No
     mutants, tree = enumerate_mutants(module, source)
     _walk_order_check(tree, len(mutants))
     chosen = mutants if limit is None else mutants[:limit]
+    if max_seconds:     # a run cut short by time is a random sample of the module's mutants, not its first lines
+        chosen = random.Random(f"mutants:{module}").sample(chosen, len(chosen))
     sandbox.write(module, normalised(source))
     job_file = sandbox.dir / f".job-{module}.json"
     out_file = sandbox.dir / f".out-{module}.json"
