@@ -63,7 +63,7 @@ def load_config() -> dict[str, dict]:
     for name, v in mods.items():
         tests = [t for t in v["tests"] if (ROOT / t).exists()]    # a test file not written yet is skipped
         out[name] = {"tests": tests, "coverage": bool(v.get("coverage", True)),
-                     "fallback_all": bool(v.get("fallback_all", False))}
+                     "fallback_all": bool(v.get("fallback_all", False)), "untraced": list(v.get("untraced", []))}
     return out
 
 
@@ -431,11 +431,13 @@ def run_module(module: str, conf: dict, sandbox: Sandbox, limit: int | None = No
     mutants, tree = enumerate_mutants(module, source)
     _walk_order_check(tree, len(mutants))
     chosen = mutants if limit is None else mutants[:limit]
+    if max_seconds:     # a run cut short by time is a random sample of the module's mutants, not its first lines
+        chosen = random.Random(f"mutants:{module}").sample(chosen, len(chosen))
     sandbox.write(module, normalised(source))
     job_file = sandbox.dir / f".job-{module}.json"
     out_file = sandbox.dir / f".out-{module}.json"
     job = {"module": f"cuda_llm.{module}", "file": str(sandbox.dir / module_path(module)), "tests": conf["tests"],
-           "out": str(out_file), "verbose": not quiet, "max_seconds": max_seconds,
+           "out": str(out_file), "verbose": not quiet, "max_seconds": max_seconds, "untraced": conf["untraced"],
            "mutants": [{"index": m.index, "line": m.line, "source": mutated_source(tree, m.index),
                         "reach": None if (m.in_function and conf["coverage"]) else "all",
                         "fallback_all": conf["fallback_all"]} for m in chosen]}
@@ -449,7 +451,8 @@ def run_module(module: str, conf: dict, sandbox: Sandbox, limit: int | None = No
         raise SystemExit(f"{module}: the mutation server wrote no results (its tests could not be collected?)")
     out = json.loads(out_file.read_text())
     if out["baseline_failed"]:
-        raise SystemExit(f"{module}: its tests fail on the unmutated module; fix that first")
+        raise SystemExit(f"{module}: its tests fail on the unmutated module ({out.get('first_failure') or '?'} "
+                         "failed first); fix that first")
     equivalent = load_equivalent().get(module, {})
     results = []
     chosen = chosen[:len(out["results"])]     # a time limit may have left the rest unrun

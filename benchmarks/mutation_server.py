@@ -161,11 +161,13 @@ class Server:
                     return local
                 return None
 
+            untraced = tuple(job.get("untraced") or ())
             for i, item in enumerate(items):
                 cur[0] = lines.setdefault(item.nodeid, set())
                 t0 = time.perf_counter()
-                sys.settrace(glob)
-                threading.settrace(glob)
+                if not item.nodeid.startswith(untraced) or not untraced:
+                    sys.settrace(glob)
+                    threading.settrace(glob)
                 try:
                     runtestprotocol(item, nextitem=items[i + 1] if i + 1 < len(items) else None, log=True)
                 finally:
@@ -173,14 +175,16 @@ class Server:
                     threading.settrace(None)
                 durations[item.nodeid] = time.perf_counter() - t0
             cov_file.write_text(json.dumps({"lines": {k: sorted(v) for k, v in lines.items()},
-                                            "durations": durations, "failed": self.failed}))
+                                            "durations": durations, "failed": self.failed,
+                                            "first_failure": self.killer}))
             return 0
 
         t0 = time.monotonic()
         self._fork(session.items, cover, timeout=3600)
         cov = json.loads(cov_file.read_text())
         baseline = time.monotonic() - t0
-        results = {"baseline_seconds": baseline, "baseline_failed": cov["failed"], "results": []}
+        results = {"baseline_seconds": baseline, "baseline_failed": cov["failed"], "results": [],
+                   "first_failure": cov.get("first_failure", "")}
         if cov["failed"]:
             Path(job["out"]).write_text(json.dumps(results))
             return True
@@ -190,6 +194,7 @@ class Server:
                 by_line.setdefault(ln, []).append(nodeid)
         dur = cov["durations"]
         everything = sorted(dur, key=lambda n: dur[n])
+        untraced_ids = [n for n in everything if job.get("untraced") and n.startswith(tuple(job["untraced"]))]
         module = sys.modules[job["module"]]
         original = Path(target).read_text()
 
@@ -204,6 +209,8 @@ class Server:
                 reach = sorted(set(by_line.get(m["line"], [])), key=lambda n: dur.get(n, 0.0))
                 if not reach and m.get("fallback_all"):
                     reach = everything
+                elif not reach and untraced_ids:   # tests run without the tracer may reach any line
+                    reach = untraced_ids
             if not reach:
                 results["results"].append({"index": m["index"], "outcome": "uncovered", "tests": 0, "seconds": 0.0})
                 continue

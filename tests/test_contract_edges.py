@@ -181,17 +181,17 @@ def test_failure_classes_clipping_and_defaults_without_torch(monkeypatch):
     assert il.default_max_memory() == 4 << 30                              # unknown: 4 GB
 
 
-def test_available_memory_reads_memavailable():
+def test_available_memory_reads_memavailable(monkeypatch):
+    import builtins
+    import io
+
     from cuda_llm.tasks import import_limits as il
 
-    got = il.available_memory()
-    meminfo = Path("/proc/meminfo")
-    if meminfo.exists():
-        line = next(ln for ln in meminfo.read_text().splitlines() if ln.startswith("MemAvailable:"))
-        want = int(line.split()[1]) * 1024
-        assert got is not None and abs(got - want) < max(want // 5, 1 << 28)   # it moves a little meanwhile
-    else:
-        assert got is None or got > 0
+    real_open = builtins.open
+    meminfo = "MemTotal:       16000 kB\nMemFree:         5000 kB\nMemAvailable:    7000 kB\nBuffers: 1 kB\n"
+    monkeypatch.setattr(builtins, "open", lambda path, *a, **k: io.StringIO(meminfo) if str(path) == "/proc/meminfo"
+                        else real_open(path, *a, **k))
+    assert il.available_memory() == 7000 * 1024
 
 
 def test_available_memory_falls_back_to_physical_memory(monkeypatch):
@@ -458,3 +458,209 @@ def test_credit_goes_to_new_detected_features_and_compliance_is_counted():
         assert f.credited == ["a"] and f.headroom_closed is None and f.reward_per_feature is None
         assert f.speedup_over_parent is None
     assert Credit().compliance is None
+
+
+# ---------------------------------------------------------------- tools.bounds.speed_of_light
+def test_the_small_rules_of_the_speed_of_light():
+    from cuda_llm.tools.bounds import speed_of_light as sol
+
+    assert sol.unit_label(None) == "no compute" and sol.unit_label("fp32") == "fp32 FMA"
+    assert sol.unit_label("fp16x2") == "packed-half FMA (HFMA2)" and sol.unit_label("tf32-tensor") == "tf32 tensor-core"
+    assert sol.pct_of_sol(2.0, 4.0) == 50.0 and sol.pct_of_sol(None, 4.0) is None and sol.pct_of_sol(2.0, 0.0) is None
+    assert sol.SUSPECT_MARGIN == 0.8
+    assert sol.below_sol(0.79, 1.0) and not sol.below_sol(0.8, 1.0) and not sol.below_sol(0.5, None)
+    assert sol.below_sol(0.89, 1.0, margin=0.9) and not sol.below_sol(0.9, 1.0, margin=0.9)
+    from cuda_llm.tasks import load_task
+
+    task = load_task("gelu").task
+    assert sol.bound(task, dict(task.benchmark), None) is None
+    assert sol.sol_ms(task, dict(task.benchmark), None) is None
+
+
+def test_the_offer_order_does_not_depend_on_the_ranking_and_says_why(tmp_path, monkeypatch):
+    import json
+
+    from cuda_llm.agents.context import CritiqueBrief
+    from cuda_llm.graph import planning
+
+    deps, events = _plan_deps(tmp_path)
+    _put(deps, "candidates/r1c0.cu", Path(deps.loaded.task.baseline_path).read_text())
+    _put(deps, "critiques/r1c0.json", CritiqueBrief(candidate="r1c0", next_features=["cp_async"]).model_dump_json())
+    _put(deps, "profiles/r1c0.json", json.dumps({"diagnosis": {"suggested_features": ["vector_loads"]}}))
+    real = planning.ranked_for
+    monkeypatch.setattr(planning, "ranked_for", lambda *a, **k: list(reversed(real(*a, **k))))
+    offered = planning.offer(deps, 2, "r1c0")
+    ids = [o.feature if hasattr(o, "feature") else o.id for o in offered]
+    assert ids[:2] == ["cp_async", "vector_loads"]                       # the critic's, then the diagnosis's
+    assert not any("refinement" in (o.reason or "") for o in offered)    # nothing the parent uses here
+    assert not [f for k, f in events if f.get("kind") == "not_offered"]   # nothing dropped: nothing said
+
+
+def test_the_bandit_plan_skips_a_set_that_failed_on_the_baseline_and_draws_from_enough_features(tmp_path, monkeypatch):
+    from cuda_llm.graph import planning
+    from cuda_llm.graph.state import Candidate
+
+    deps, _ = _plan_deps(tmp_path)
+    first = planning.bandit_plan(deps, 2, 2, [{"parent": ""}])[0]
+    failed = Candidate(id="r1c0", round=1, slot=0, parent="baseline", parent_ms=1.0, features=first,
+                       status="wrong_answer")
+    _put(deps, "rounds/r1/candidates.json", "[" + failed.model_dump_json() + "]")
+    again = planning.bandit_plan(deps, 2, 2, [{"parent": ""}])[0]
+    assert frozenset(again) != frozenset(first) and len(again) == 2
+    tops: list = []
+    real = planning.ranked_for
+    monkeypatch.setattr(planning, "ranked_for", lambda *a, **k: tops.append(k["top"]) or real(*a, **k))
+    many = planning.bandit_plan(deps, 2, 2, [{"parent": "baseline"}] * 6)
+    assert len(many) == 6 and all(many)
+    assert tops == [12]                                  # six slots of two: twelve features to draw from, not ten
+    planning.bandit_plan(deps, 2, 2, [{"parent": "baseline"}] * 2)
+    assert tops[-1] == planning.BANDIT_OFFER
+
+
+def test_the_parents_facts_follow_the_gpus_size(tmp_path):
+    from types import SimpleNamespace
+
+    from cuda_llm.graph import planning
+
+    deps, _ = _plan_deps(tmp_path, "gemv")
+    assert planning.parent_facts(deps, "").has("few_outputs")
+    deps.device = SimpleNamespace(sm_count=4)
+    assert not planning.parent_facts(deps, "").has("few_outputs")
+
+
+def test_a_broken_statistics_warning_is_short(tmp_path):
+    from cuda_llm.graph import planning
+
+    deps, _ = _plan_deps(tmp_path)
+
+    class Broken:
+        def __iter__(self):
+            raise OSError("x" * 1000)
+
+        def __getattr__(self, name):
+            raise OSError("x" * 1000)
+
+    deps.stats = Broken()
+    events: list = []
+    deps.event = lambda what, **f: events.append((what, f))
+    planning.ranked_for(deps, 2, "", top=None)
+    errors = [f["error"] for k, f in events if k == "warning"]
+    assert errors and all(len(e) <= 300 for e in errors)
+
+
+# ---------------------------------------------------------------- tools.harness.worker_protocol
+def test_the_worker_protocols_lines_and_defaults():
+    import math
+
+    from cuda_llm.tools.harness import worker_protocol as wp
+
+    assert (wp.EXIT_OK, wp.EXIT_CUDA_FAULT, wp.EXIT_HARNESS) == (0, 3, 4)      # the exit codes both sides read
+    assert wp.GUARD_BYTES == 1024 and wp.GUARD_BYTE == 0xA5
+    line = wp.encode({"ev": "t", "ms": 1.5, "dir": Path("/x")})
+    assert line == b'{"ev":"t","ms":1.5,"dir":"/x"}\n'                         # compact, one line, paths as text
+    assert wp.decode(line) == {"ev": "t", "ms": 1.5, "dir": "/x"} and wp.decode(line.decode()) == wp.decode(line)
+    for bad in (b"", b"not json", b"[1, 2]", b"3", None):
+        assert wp.decode(bad) is None
+    c = wp.TimeCommand(sizes={"n": 1}, sets={}, dirs={}, schedule_seed=5)
+    assert (c.timed_sets, c.post_set, c.slots_per_set, c.blank_every) == ([0, 1, 2], 3, 1, 2)
+    with pytest.raises(ValueError):
+        wp.TimeCommand(sizes={}, sets={}, dirs={}, schedule_seed=1, blank_every=0)
+    with pytest.raises(ValueError):
+        wp.RunOnceRequest(so_path="a", task_folder="b", sizes={}, repeat=0)
+    assert wp.RunOnceRequest(so_path="a", task_folder="b", sizes={}).repeat == 1
+    assert wp.CaseSpec(sizes={"n": 3}).held_out is False
+    r = wp.EvaluateResponse(hidden_median_ms=float("nan"), notes=["x"])
+    text = wp.dump_json(r)
+    assert "NaN" in text and math.isnan(wp.EvaluateResponse.model_validate_json(text).hidden_median_ms)
+    assert wp.EvaluateResponse().seconds == 0.0 and wp.EvaluateResponse().benchmark_data_s == 0.0
+    assert wp.ClockCheck().calls == 0 and wp.WorkerError(status="wrong_answer", message="m").stage == ""
+
+
+def test_credit_for_kernels_faster_than_a_millisecond():
+    from cuda_llm.feature_db.credit import StepOutcome, credit_step
+
+    c = credit_step(["a"], {"a"}, set(), StepOutcome(compiled=True, passed=True, ms=0.25, parent_ms=0.5, sol_ms=None))
+    assert c.headroom_closed == pytest.approx(0.5) and c.reward_per_feature == pytest.approx(0.5)
+    assert c.speedup_over_parent == pytest.approx(2.0)
+
+
+def test_the_bounds_sentence_for_each_unit_and_no_flops():
+    from cuda_llm.results import DeviceInfo, SassSummary
+    from cuda_llm.tasks import load_task
+    from cuda_llm.tools.bounds import speed_of_light as sol
+
+    h100 = DeviceInfo(name="H100", arch="sm_90", compute_capability=(9, 0), sm_count=132, peak_bandwidth_gbs=3000.0,
+                      peak_fp32_gflops=60000.0, peak_fp16_tc_gflops=750000.0, peak_tf32_tc_gflops=375000.0,
+                      tensor_peak_method="wgmma sm_90a", measurement_version=2)
+    bare = h100.model_copy(update={"peak_fp16_tc_gflops": None, "peak_tf32_tc_gflops": None})
+    transpose = load_task("transpose").task
+    t = sol.bound(transpose, dict(transpose.benchmark), h100)
+    assert t.compute_ms is None and t.unit is None and t.limiter == "memory" and t.ms == t.memory_ms
+    assert "counts no floating-point work, so only bytes bound it" in t.basis
+    assert t.pct(2 * t.ms) == pytest.approx(50.0)
+    tiny = sol.bound(transpose, {k: 64 for k in transpose.benchmark}, h100)
+    assert tiny.ms == tiny.memory_ms < 1.0                                   # a tiny shape: well under 1 ms
+    hgemm = load_task("hgemm").task
+    packed = sol.bound(hgemm, dict(hgemm.benchmark), h100, sass=SassSummary(opcodes={"HFMA2": 10}, packed_half=10))
+    assert "packed-half arithmetic (HFMA2) and no tensor-core instructions" in packed.basis
+    tc = SassSummary(tensor={"fp16": 8})
+    no_peak = sol.bound(hgemm, dict(hgemm.benchmark), bare, sass=tc, library=True)
+    assert no_peak.compute_ms is None and "no measured peak for the units it may use, so the bound" in no_peak.basis
+    lib = sol.bound(hgemm, dict(hgemm.benchmark), bare, library=True)
+    assert lib.compute_ms is None and "no measured peak for the units it may use (" in lib.basis
+
+
+# ---------------------------------------------------------------- graph.postmortem
+def test_the_cause_paragraph_at_its_edges():
+    from cuda_llm.graph import postmortem as pm
+
+    assert pm.MAX_CAUSE_CHARS == 360
+    long = pm.cause_text(pm.BENCHMARK_FAILURE, parent="p", failure="x" * 1000)
+    assert len(long) == 360 and long.endswith("x...")                       # cut to the limit exactly
+    head = "passed the correctness cases, then failed at the benchmark shape: "
+    exact = pm.cause_text(pm.BENCHMARK_FAILURE, parent="p", failure="y" * (360 - len(head) - 1))
+    assert len(exact) == 360 and exact.endswith("y.")                        # at the limit: whole
+    assert pm.cause_text(pm.BENCHMARK_FAILURE, parent="p", ratio=2.0).startswith("passed the correctness cases")
+    assert "passed" not in pm.cause_text(pm.SLOWER, parent="p", ratio=None) and \
+        pm.cause_text(pm.SLOWER, parent="p", ratio=None) == "."
+    d = {"bottleneck": "memory-bound", "summary": "Reads dominate. More text here.",
+         "losses": [{"rule": "dram", "share_pct": 0}], "evidence": ["dram 80% of peak"]}
+    assert pm.cause_text(pm.SLOWER, parent="p", ratio=2.0, diagnosis=d) == \
+        "2.0x slower than its parent p; memory-bound: Reads dominate."
+    assert pm._first_sentence("A b. C d.") == "A b." and pm._first_sentence("No stop") == "No stop"
+    assert pm._first_sentence(". x") == "." and pm._first_sentence("  a\n b.  c") == "a b."
+    pmr = pm.PostMortem(candidate="r1c0", round=1, parent="baseline", outcome=pm.SLOWER, status="ok", cause="c")
+    assert pmr.profiled is False and pmr.features == []
+
+
+# ---------------------------------------------------------------- tools.harness.checker
+def test_the_first_change_of_an_input_with_and_without_chunks():
+    from types import SimpleNamespace
+
+    import numpy as np
+
+    from cuda_llm.tools.harness.checker import _first_change
+
+    before = np.arange(12, dtype=np.float32).reshape(3, 4)
+    assert _first_change(before, before.copy()) is None
+    assert _first_change(before, before.reshape(-1).copy()) is None           # same size, flat: compared as shaped
+    changed = before.copy()
+    changed[2, 1] = -1
+    assert _first_change(before, changed) == [2, 1]
+    assert _first_change(before, np.zeros(13, np.float32)) == []              # another size: no index to name
+    assert _first_change(before, before.astype(np.float64)) == []             # another dtype
+    # a derived set: the base with two runs of two written in
+    chunks = SimpleNamespace(starts=[1, 8], length=2, values=np.array([50, 51, 80, 81], dtype=np.float32))
+    given = before.reshape(-1).copy()
+    given[1:3] = [50, 51]
+    given[8:10] = [80, 81]
+    assert _first_change(before, given.reshape(3, 4), chunks) is None
+    wrong_run = given.copy()
+    wrong_run[9] = 0
+    assert _first_change(before, wrong_run.reshape(3, 4), chunks) == [2, 1]   # element 9 of the second run
+    wrong_base = given.copy()
+    wrong_base[10] = -5                                                       # just past the second run
+    assert _first_change(before, wrong_base.reshape(3, 4), chunks) == [2, 2]
+    wrong_first = given.copy()
+    wrong_first[0] = 7                                                        # before the first run
+    assert _first_change(before, wrong_first.reshape(3, 4), chunks) == [0, 0]

@@ -180,10 +180,10 @@ def test_a_wrong_answer_at_the_benchmark_shape_alone_is_profiled():
 
     assert pm.worth_profiling(pm.BENCHMARK_FAILURE, res(Status.wrong_answer))
     for status in (Status.runtime_error, Status.timeout):           # a crash or a hang would only repeat itself
-        assert not pm.worth_profiling(pm.BENCHMARK_FAILURE, res(status))
+        assert pm.worth_profiling(pm.BENCHMARK_FAILURE, res(status)) is False
     assert pm.worth_profiling(pm.SLOWER, res(Status.ok))
-    assert not pm.worth_profiling(pm.BENCHMARK_FAILURE, res(Status.wrong_answer, None))    # nothing to profile
-    assert not pm.worth_profiling(pm.SLOWER, None)
+    assert pm.worth_profiling(pm.BENCHMARK_FAILURE, res(Status.wrong_answer, None)) is False   # nothing to profile
+    assert pm.worth_profiling(pm.SLOWER, None) is False
 
 
 # ---------------------------------------------------------------- selection
