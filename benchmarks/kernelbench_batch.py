@@ -12,7 +12,7 @@ as critic, 2 rounds x 2 candidates, one evaluation worker per GPU.
 the runs folder then holds all the batch needs and travels between the GPU machine and the place where the
 answers are written as one tar (`--out DIR` of start and step writes DIR/kb-runs.tar.gz).
 
-`start` applies the sample rule of docs/kernelbench-results.md (benchmarks/kernelbench_sample.py): the
+`start` applies the sample rule of docs/kernelbench-results.md (cuda_llm/tasks/kernelbench_sample.py): the
 estimates on the meta device, then the importer on the files the rule reaches (several at once; a refused
 file is counted and the rule takes the next number), into RUNS_DIR/imported/ ($CUDA_LLM_IMPORTED, so the
 imported tasks travel with the runs); it writes RUNS_DIR/sample.txt (the chosen files and the refused ones)
@@ -42,9 +42,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "benchmarks"))
 
-import kernelbench_sample as rule  # noqa: E402
+from cuda_llm.tasks import kernelbench_sample as rule  # noqa: E402
 
 DEFAULT_RUNS = Path("kb-runs")
 WAITING = 3          # `cuda-llm batch` exit code: not every task finished (some wait on prompts)

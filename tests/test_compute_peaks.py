@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from cuda_llm.figures import fmt_ms
+
 from cuda_llm.results import DeviceInfo, SassSummary
 from cuda_llm.tasks import load_task
 from cuda_llm.tasks.model import Tolerance
@@ -118,7 +120,7 @@ def test_the_sentence_says_which_unit_and_why(tasks):
     assert tc.split == "3xTF32" and tc.products == 3 and "x 3 products (3xTF32)" in tc.basis
     assert tc.ms == pytest.approx(3 * ffma.ms * 60000.0 / 375000.0)          # three products counted
     assert tc.single_ms == pytest.approx(ffma.ms * 60000.0 / 375000.0)        # ... and one, beside it
-    assert f"At one product per multiply-add (no split) the bound would be {tc.single_ms:.4g} ms" in tc.basis
+    assert f"At one product per multiply-add (no split) the bound would be {fmt_ms(tc.single_ms)} ms" in tc.basis
     # the same tf32 code where the tolerance allows plain TF32: one product, no split
     plain = speed_of_light.bound(_tf32_tolerant(sgemm), sgemm.benchmark, H100, sass=SASS["sgemm_3xtf32_sm80"])
     assert plain.products == 1 and plain.split == "" and plain.single_ms is None
@@ -130,7 +132,7 @@ def test_the_sentence_says_which_unit_and_why(tasks):
     wg = speed_of_light.bound(hgemm, hgemm.benchmark, H100, sass=SASS["hgemm_wgmma_sm90a"])
     assert "fp16 tensor-core instructions" in wg.basis and "3xTF32" not in wg.basis
     mem = speed_of_light.bound(softmax, softmax.benchmark, H100, sass=SASS["sgemm_naive_sm90a"])
-    assert mem.limiter == "memory" and mem.basis.startswith(f"Speed of light {mem.ms:.4g} ms: the task's minimum")
+    assert mem.limiter == "memory" and mem.basis.startswith(f"Speed of light {fmt_ms(mem.ms)} ms: the task's minimum")
     unread = speed_of_light.bound(sgemm, sgemm.benchmark, H100)
     assert unread.unit == "tf32-tensor" and "machine code was not read" in unread.basis
     lib = speed_of_light.bound(hgemm, hgemm.benchmark, H100, library=True)

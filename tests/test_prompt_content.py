@@ -12,6 +12,8 @@ from typing import Any
 
 import pytest
 
+from cuda_llm.figures import fmt_ms
+
 from fake_gpu_evaluator import FakeGpuEvaluator, coder_answer, critic_answer, fake_profile, softmax_source
 from scripted_chat_model import ScriptedChatModel, detect_role
 
@@ -225,7 +227,7 @@ def test_the_parent_line_carries_the_bounds_sentence():
     head = ParentKernel(candidate="r2c1", source="", median_ms=2.38, sol_ms=b.ms, pct_of_sol=b.pct(2.38),
                         sol_basis=b.basis).render_head()
     line = next(x for x in head.splitlines() if x.startswith("Speed of light"))
-    assert f"{b.ms:.4f} ms; this kernel runs at {b.pct(2.38):.1f}% of it. Speed of light" in line
+    assert f"{fmt_ms(b.ms)} ms; this kernel runs at {b.pct(2.38):.1f}% of it. Speed of light" in line
     assert "tf32 tensor-core peak 400 TFLOP/s" in line and "measured against the tensor-core bound" in line
     assert line.count("%") == 1                                          # one % of one bound
     diag = DiagnosisBrief(bottleneck="compute-bound", evidence=["roofline: ...", b.basis])

@@ -8,6 +8,8 @@ import re
 
 import pytest
 
+from cuda_llm.figures import fmt_ms
+
 from fake_gpu_evaluator import FakeGpuEvaluator, coder_answer, critic_answer, plan_answer, softmax_source
 from scripted_chat_model import ScriptedChatModel, detect_role
 
@@ -186,7 +188,7 @@ def test_the_report_shows_the_best_kernels_one_bound_and_its_sentence():
     assert "measured against the tensor-core bound" in md
     fig = latency_figure(data)
     sol_line = next(t for t in fig.data if t.name.startswith("speed of light"))
-    assert sol_line.y[0] == pytest.approx(tc.ms) and "tensor-core" in fig.layout.title.text
+    assert sol_line.y[0] == pytest.approx(tc.ms) and fmt_ms(tc.ms) in fig.layout.title.text   # the why: under the plot
     assert "tf32 tensor-core peak" in _candidate_body(views[1]) and "fp32 FMA peak" in _candidate_body(views[0])
     assert "tf32 tensor-core peak" in render_html(data)
 
