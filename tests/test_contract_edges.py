@@ -664,3 +664,40 @@ def test_the_first_change_of_an_input_with_and_without_chunks():
     wrong_first = given.copy()
     wrong_first[0] = 7                                                        # before the first run
     assert _first_change(before, wrong_first.reshape(3, 4), chunks) == [0, 0]
+
+
+def test_a_parents_source_facts_and_the_cold_prior():
+    from cuda_llm.feature_db import offers
+    from cuda_llm.tasks import load_task
+
+    task = load_task("gelu").task
+    plain = "__global__ void k(float* x) { x[0] = x[0] + 1.0f; }\nextern \"C\" void solve(float* x) { k<<<1, 1>>>(x); }"
+    f = offers.parent_facts(task, plain)
+    assert not f.has("math_functions") and not f.has("shared_memory") and not f.has("allocates")
+    math = plain.replace("x[0] + 1.0f", "tanhf(x[0])")
+    assert offers.parent_facts(task, math).has("math_functions")
+    shared = plain.replace("{ x[0]", "{ __shared__ float s[32]; x[0]")
+    assert offers.parent_facts(task, shared).has("shared_memory")
+    assert offers.parent_facts(task, plain, shared_bytes=4096).has("shared_memory")      # ptxas saw shared memory
+    commented = plain.replace("x[0] = x[0]", "/* tanhf(x) __shared__ */ x[0] = x[0]")
+    assert not offers.parent_facts(task, commented).has("math_functions")
+    assert offers.parent_facts(task, plain.replace("k<<<1, 1>>>(x);", "cudaMalloc(&p, 4); k<<<1, 1>>>(x);")).has("allocates")
+    prior = offers.cold_prior(["a", "b"], ["b", "c"])
+    assert prior == {"a": offers.KNOWN_WIN_PRIOR, "b": offers.SUGGESTED_PRIOR, "c": offers.SUGGESTED_PRIOR}
+    assert offers.SUGGESTED_PRIOR > offers.KNOWN_WIN_PRIOR > 0
+    assert offers.OfferRules().needs == [] and offers.OfferRules().refinement is None
+
+
+def test_launch_sites_count_every_way_of_launching():
+    from cuda_llm.feature_db.offers import launch_sites
+
+    assert launch_sites("") == (0, False)
+    assert launch_sites("void s() { cudaLaunchKernel((void*)k, g, b, a, 0, 0); }") == (1, False)
+    assert launch_sites("void s() { cudaGraphLaunch(g, 0); k<<<1, 1>>>(x); }") == (2, False)
+    assert launch_sites("void s() { while (n--) cudaLaunchKernel((void*)k, g, b, a, 0, 0); }") == (1, True)
+    two = "void s() { k1<<<1, 1>>>(x); for (int i = 0; i < 3; ++i) { y += i; } k2<<<1, 1>>>(x); }"
+    assert launch_sites(two) == (2, False)                               # a loop between launches holds none
+    inner = "void s() { for (int i = 0; i < 3; ++i) { if (i) { k<<<1, 1>>>(x); } } }"
+    assert launch_sites(inner) == (1, True)                              # nested inside the loop's body
+    after = "void s() { for (int i = 0; i < 3; ++i) { y += i; }\n k<<<1, 1>>>(x); }"
+    assert launch_sites(after) == (1, False)
