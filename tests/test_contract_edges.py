@@ -686,6 +686,12 @@ def test_a_parents_source_facts_and_the_cold_prior():
     assert prior == {"a": offers.KNOWN_WIN_PRIOR, "b": offers.SUGGESTED_PRIOR, "c": offers.SUGGESTED_PRIOR}
     assert offers.SUGGESTED_PRIOR > offers.KNOWN_WIN_PRIOR > 0
     assert offers.OfferRules().needs == [] and offers.OfferRules().refinement is None
+    with pytest.raises(ValueError):          # frozen: the rules read from offers.toml are shared by every call
+        offers.OfferRules().refinement = "x"
+    with pytest.raises(ValueError):
+        offers.OfferRules(unknown=1)         # a typo in offers.toml is an error, not a rule silently ignored
+    with pytest.raises(ValueError):
+        f.kernels = 3
 
 
 def test_launch_sites_count_every_way_of_launching():
