@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
+
 import pytest
 
 from cuda_llm.graph import selection
@@ -707,3 +709,25 @@ def test_launch_sites_count_every_way_of_launching():
     assert launch_sites(inner) == (1, True)                              # nested inside the loop's body
     after = "void s() { for (int i = 0; i < 3; ++i) { y += i; }\n k<<<1, 1>>>(x); }"
     assert launch_sites(after) == (1, False)
+
+
+# ---------------------------------------------------------------- tools.harness.validate
+def test_large_outputs_are_checked_in_whole_chunks_on_the_pool(monkeypatch):
+    from concurrent.futures import ThreadPoolExecutor
+
+    from cuda_llm.tools.harness import validate
+
+    monkeypatch.setattr(validate, "CHUNK", 8)               # small chunks: the large-output path on small arrays
+    with ThreadPoolExecutor(4) as pool:
+        blocks = lambda n, p=pool: validate._over_blocks(lambda lo, hi: (lo, hi), n, p)   # noqa: E731
+        assert blocks(32) == [(0, 32)]                     # up to 4 chunks: one block
+        assert validate._over_blocks(lambda lo, hi: (lo, hi), 1000, None) == [(0, 1000)]   # no pool: one block
+        assert blocks(33) == [(0, 24), (24, 33)]           # two parts of whole chunks
+        big = blocks(1000)
+        assert len(big) == 16 and big[0] == (0, 64) and big[-1] == (960, 1000)
+        assert all(a[1] == b[0] for a, b in zip(big, big[1:])) and all((hi - lo) % 8 == 0 for lo, hi in big[:-1])
+        got = np.arange(1000, dtype=np.float32)
+        want = got.copy()
+        assert validate.passes(got, want, (0.0, 0.0))
+        want[999] += 1                                      # only the last block differs
+        assert not validate.passes(got, want, (0.0, 0.0))
