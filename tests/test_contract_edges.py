@@ -570,6 +570,7 @@ def test_the_worker_protocols_lines_and_defaults():
     with pytest.raises(ValueError):
         wp.RunOnceRequest(so_path="a", task_folder="b", sizes={}, repeat=0)
     assert wp.RunOnceRequest(so_path="a", task_folder="b", sizes={}).repeat == 1
+    assert wp.RunOnceRequest(so_path="a", task_folder="b", sizes={}).seed == 0
     assert wp.CaseSpec(sizes={"n": 3}).held_out is False
     r = wp.EvaluateResponse(hidden_median_ms=float("nan"), notes=["x"])
     text = wp.dump_json(r)
