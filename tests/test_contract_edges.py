@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
+
 import pytest
 
 from cuda_llm.graph import selection
@@ -568,6 +570,7 @@ def test_the_worker_protocols_lines_and_defaults():
     with pytest.raises(ValueError):
         wp.RunOnceRequest(so_path="a", task_folder="b", sizes={}, repeat=0)
     assert wp.RunOnceRequest(so_path="a", task_folder="b", sizes={}).repeat == 1
+    assert wp.RunOnceRequest(so_path="a", task_folder="b", sizes={}).seed == 0
     assert wp.CaseSpec(sizes={"n": 3}).held_out is False
     r = wp.EvaluateResponse(hidden_median_ms=float("nan"), notes=["x"])
     text = wp.dump_json(r)
@@ -664,3 +667,68 @@ def test_the_first_change_of_an_input_with_and_without_chunks():
     wrong_first = given.copy()
     wrong_first[0] = 7                                                        # before the first run
     assert _first_change(before, wrong_first.reshape(3, 4), chunks) == [0, 0]
+
+
+def test_a_parents_source_facts_and_the_cold_prior():
+    from cuda_llm.feature_db import offers
+    from cuda_llm.tasks import load_task
+
+    task = load_task("gelu").task
+    plain = "__global__ void k(float* x) { x[0] = x[0] + 1.0f; }\nextern \"C\" void solve(float* x) { k<<<1, 1>>>(x); }"
+    f = offers.parent_facts(task, plain)
+    assert not f.has("math_functions") and not f.has("shared_memory") and not f.has("allocates")
+    math = plain.replace("x[0] + 1.0f", "tanhf(x[0])")
+    assert offers.parent_facts(task, math).has("math_functions")
+    shared = plain.replace("{ x[0]", "{ __shared__ float s[32]; x[0]")
+    assert offers.parent_facts(task, shared).has("shared_memory")
+    assert offers.parent_facts(task, plain, shared_bytes=4096).has("shared_memory")      # ptxas saw shared memory
+    commented = plain.replace("x[0] = x[0]", "/* tanhf(x) __shared__ */ x[0] = x[0]")
+    assert not offers.parent_facts(task, commented).has("math_functions")
+    assert offers.parent_facts(task, plain.replace("k<<<1, 1>>>(x);", "cudaMalloc(&p, 4); k<<<1, 1>>>(x);")).has("allocates")
+    prior = offers.cold_prior(["a", "b"], ["b", "c"])
+    assert prior == {"a": offers.KNOWN_WIN_PRIOR, "b": offers.SUGGESTED_PRIOR, "c": offers.SUGGESTED_PRIOR}
+    assert offers.SUGGESTED_PRIOR > offers.KNOWN_WIN_PRIOR > 0
+    assert offers.OfferRules().needs == [] and offers.OfferRules().refinement is None
+    with pytest.raises(ValueError):          # frozen: the rules read from offers.toml are shared by every call
+        offers.OfferRules().refinement = "x"
+    with pytest.raises(ValueError):
+        offers.OfferRules(unknown=1)         # a typo in offers.toml is an error, not a rule silently ignored
+    with pytest.raises(ValueError):
+        f.kernels = 3
+
+
+def test_launch_sites_count_every_way_of_launching():
+    from cuda_llm.feature_db.offers import launch_sites
+
+    assert launch_sites("") == (0, False)
+    assert launch_sites("void s() { cudaLaunchKernel((void*)k, g, b, a, 0, 0); }") == (1, False)
+    assert launch_sites("void s() { cudaGraphLaunch(g, 0); k<<<1, 1>>>(x); }") == (2, False)
+    assert launch_sites("void s() { while (n--) cudaLaunchKernel((void*)k, g, b, a, 0, 0); }") == (1, True)
+    two = "void s() { k1<<<1, 1>>>(x); for (int i = 0; i < 3; ++i) { y += i; } k2<<<1, 1>>>(x); }"
+    assert launch_sites(two) == (2, False)                               # a loop between launches holds none
+    inner = "void s() { for (int i = 0; i < 3; ++i) { if (i) { k<<<1, 1>>>(x); } } }"
+    assert launch_sites(inner) == (1, True)                              # nested inside the loop's body
+    after = "void s() { for (int i = 0; i < 3; ++i) { y += i; }\n k<<<1, 1>>>(x); }"
+    assert launch_sites(after) == (1, False)
+
+
+# ---------------------------------------------------------------- tools.harness.validate
+def test_large_outputs_are_checked_in_whole_chunks_on_the_pool(monkeypatch):
+    from concurrent.futures import ThreadPoolExecutor
+
+    from cuda_llm.tools.harness import validate
+
+    monkeypatch.setattr(validate, "CHUNK", 8)               # small chunks: the large-output path on small arrays
+    with ThreadPoolExecutor(4) as pool:
+        blocks = lambda n, p=pool: validate._over_blocks(lambda lo, hi: (lo, hi), n, p)   # noqa: E731
+        assert blocks(32) == [(0, 32)]                     # up to 4 chunks: one block
+        assert validate._over_blocks(lambda lo, hi: (lo, hi), 1000, None) == [(0, 1000)]   # no pool: one block
+        assert blocks(33) == [(0, 24), (24, 33)]           # two parts of whole chunks
+        big = blocks(1000)
+        assert len(big) == 16 and big[0] == (0, 64) and big[-1] == (960, 1000)
+        assert all(a[1] == b[0] for a, b in zip(big, big[1:])) and all((hi - lo) % 8 == 0 for lo, hi in big[:-1])
+        got = np.arange(1000, dtype=np.float32)
+        want = got.copy()
+        assert validate.passes(got, want, (0.0, 0.0))
+        want[999] += 1                                      # only the last block differs
+        assert not validate.passes(got, want, (0.0, 0.0))
