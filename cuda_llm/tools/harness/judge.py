@@ -102,24 +102,24 @@ def _bytes(loaded: LoadedTask, sizes: dict[str, int], outputs_times: int, inputs
     return sum(size(p) for p in t.outputs) * outputs_times + sum(size(p) for p in t.inputs) * inputs_times
 
 
-CaseSpec = tuple[dict[str, int], bool, "str | None"]      # (sizes, held out, scaled to which end or None)
+ValidationCase = tuple[dict[str, int], bool, "str | None"]      # (sizes, held out, scaled to which end or None)
 
 
-def validation_cases(loaded: LoadedTask, held_out: bool) -> list[CaseSpec]:
+def validation_cases(loaded: LoadedTask, held_out: bool) -> list[ValidationCase]:
     """Every shown case, the held-out ones, and (held out too) the usual draw scaled to both ends of the
     inputs' magnitudes at the smallest held-out shape (the smallest shown one where none is held out)."""
     task = loaded.task
-    cases: list[CaseSpec] = [(s, h, None) for s, h in task.all_cases() if held_out or not h]
+    cases: list[ValidationCase] = [(s, h, None) for s, h in task.all_cases() if held_out or not h]
     if held_out and scale_cases.scalable(task):
         at = min(task.held_out or task.shapes, key=lambda s: sum(s.values()))
         cases += [(at, True, end) for end in scale_cases.ENDS]
     return cases
 
 
-def revalidation_cases(loaded: LoadedTask, held_out: bool) -> list[CaseSpec]:
+def revalidation_cases(loaded: LoadedTask, held_out: bool) -> list[ValidationCase]:
     """Fresh inputs after timing: the largest and a middle shown shape, and the held-out ones."""
     shown = sorted(loaded.task.shapes, key=lambda s: sum(s.values()))
-    again: list[CaseSpec] = [(shown[-1], False, None), (shown[len(shown) // 2], False, None)]
+    again: list[ValidationCase] = [(shown[-1], False, None), (shown[len(shown) // 2], False, None)]
     return again + ([(s, True, None) for s in loaded.task.held_out] if held_out else [])
 
 
@@ -152,7 +152,7 @@ class Judge:
         self._wrong_call: tuple[int, str, CaseResult] | None = None   # (call, where, failure) by the device check
 
     # ------------------------------------------------------------------------------------- helpers
-    def _cases(self, cases: list[CaseSpec], rng: np.random.Generator, label: str) -> list[_Case]:
+    def _cases(self, cases: list[ValidationCase], rng: np.random.Generator, label: str) -> list[_Case]:
         """Inputs drawn here, in order (the seed decides them), written for the worker; references in threads.
         A scaled case needs its references before its inputs are final (the scale steps down until the
         reference fits the output dtype), so it is made whole in a thread and waited for when it is sent."""
