@@ -170,17 +170,3 @@ def test_scaling_lines_name_the_gpu_count_and_the_ratio():
     assert any(x.startswith("ray-4: 3,680 candidates per hour on 4 GPUs, scaling 3.68x over pool-1") for x in lines)
     assert not any(x.startswith("pool-1") for x in lines)
 
-
-def test_the_mixed_queue_has_a_hang_a_compile_error_and_slow_kernels():
-    import sys
-    from pathlib import Path
-
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
-    import throughput_bench
-
-    cands = throughput_bench.mixed_sources(24)
-    names = [c for c, _ in cands]
-    assert len(cands) == 24 and len(set(s for _, s in cands)) == 24
-    assert sum("hang" in n for n in names) == 1 and sum("compile-error" in n for n in names) == 1
-    assert sum(n.endswith("-slow") for n in names) >= 3
-    assert throughput_bench.COUNTED.match("pool-4") and throughput_bench.COUNTED.match("ray-2")
