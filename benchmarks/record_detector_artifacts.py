@@ -24,7 +24,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-CORPORA = ("tests/detector_corpus", "tests/detector_corpus_public/tune", "tests/detector_corpus_public/heldout")
+CORPORA = ("tests/detector_corpus", "tests/detector_corpus_public/tune", "tests/detector_corpus_public/heldout",
+           "tests/detector_corpus_strong", "tests/detector_corpus_fresh")
 
 
 def record_one(path: Path, arch: str, out: Path, nvcc: str) -> str | None:

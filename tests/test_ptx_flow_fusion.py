@@ -132,6 +132,21 @@ GEMM_BIAS = GEMM % "acc + bias[col]"
 
 GEMM_ERF_GELU = GEMM % "0.5f * acc * (1.f + erff(acc * 0.70710678f))"
 
+# the same epilogue inside a persistent tile loop: erff's in-place update for large arguments lies in a loop there
+# but is carried around none (a running value is)
+PERSISTENT_GEMM = r"""
+__global__ void gemm_tiles(const float* A, const float* B, const float* bias, float* C, int n, int tiles) {
+    for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
+        int row = (t / (n / 16)) * 16 + threadIdx.y, col = (t %% (n / 16)) * 16 + threadIdx.x;
+        float acc = 0.f;
+        for (int k = 0; k < n; ++k) acc = fmaf(A[row * n + k], B[k * n + col], acc);
+        C[row * n + col] = %s;
+    }
+}
+"""
+PERSISTENT_ERF_GELU = PERSISTENT_GEMM % "0.5f * (acc + bias[col]) * (1.f + erff((acc + bias[col]) * 0.70710678f))"
+PERSISTENT_BIAS = PERSISTENT_GEMM % "acc + bias[col]"
+
 WMMA = r"""
 #include <mma.h>
 using namespace nvcuda;
@@ -381,6 +396,8 @@ CASES = {
     "gemm_alpha_beta": (GEMM_ALPHA_BETA, 0),
     "gemm_bias": (GEMM_BIAS, 0),
     "gemm_erf_gelu_epilogue": (GEMM_ERF_GELU, 1),
+    "persistent_gemm_erf_gelu_epilogue": (PERSISTENT_ERF_GELU, 1),
+    "persistent_gemm_bias": (PERSISTENT_BIAS, 0),
     "wmma_relu_epilogue": (WMMA_RELU, 1),
     "wmma_plain": (WMMA_PLAIN, 0),
     "cub_block_reduce_softmax": (CUB_SOFTMAX, 1),

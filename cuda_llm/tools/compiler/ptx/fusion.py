@@ -305,8 +305,10 @@ def _loops(kernel: Kernel) -> list[tuple[int, int]]:
 
 def _recurrent(flow: Flow) -> frozenset[str]:
     """Registers carried around a loop and computed from themselves (a running sum, a rescaled output): one
-    of their definitions inside a loop that reads them at or before it. (A value redefined from itself in
-    straight-line code, ``erff``'s branch for large arguments, is not carried.)"""
+    of their definitions inside a loop that reads them at or before it, a read that no earlier definition in
+    the loop precedes (it sees the value of the iteration before). (A value redefined from itself in
+    straight-line code, ``erff``'s branch for large arguments, is not carried, also where that code lies in a
+    loop: a persistent kernel's epilogue.)"""
     loops = _loops(flow.kernel)
     if not loops:
         return frozenset()
@@ -314,9 +316,14 @@ def _recurrent(flow: Flow) -> frozenset[str]:
     for i, ins in enumerate(flow.kernel.instrs):
         for r in ins.srcs:
             read_at.setdefault(r, []).append(i)
+
+    def carried(ds: list[int], reads: list[int]) -> bool:
+        return any(lo <= u <= j <= hi and not any(lo <= d < u for d in ds)
+                   for lo, hi in loops for j in ds for u in reads)
+
     out = set()
     for r, ds in flow.defs.items():
-        if len(ds) < 2 or not any(lo <= u <= j <= hi for lo, hi in loops for j in ds for u in read_at.get(r, ())):
+        if len(ds) < 2 or not carried(ds, read_at.get(r, [])):
             continue
         if depends_on(flow, r, r):
             out.add(r)
