@@ -262,3 +262,30 @@ def test_bad_invocations_are_refused_with_what_to_do(tmp_path, capsys):
     assert not (tmp_path / "runs" / "batches").exists()
     assert cli(tmp_path, "softmax", "--time-budget", "60", "--reserve", "120") == 2
     assert "--reserve" in capsys.readouterr().err
+
+
+def test_a_finished_batch_given_more_rounds_continues_every_run(tmp_path, capsys):
+    """`batch --resume ID --more-rounds N`: the runs ended (here by --rounds 1) continue from their best with N new
+    rounds each, in the same runs, measuring nothing twice."""
+    from sleeping_gpu_evaluator import read_spans
+
+    from cuda_llm.graph.batch import load_state, open_batch
+
+    one_round = ["--rounds", "1"] + BUDGET[2:]
+    assert cli(tmp_path, "softmax,gelu", *one_round, "--parallel", "2") == 0
+    first = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith(("softmax", "gelu"))]
+    assert len(first) == 2 and all(re.search(r"\s5\.0\d+\s.*finished \(max_rounds\)\s+1$", ln) for ln in first), first
+    state = load_state(open_batch("latest", tmp_path / "runs"))
+    runs = {t.name: t.run_id for t in state.tasks}
+    measured = len(read_spans(tmp_path / "spans.jsonl"))
+
+    assert cli(tmp_path, "--resume", state.batch_id, "--more-rounds", "1", "--parallel", "2") == 0
+    after = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith(("softmax", "gelu"))]
+    assert len(after) == 2 and all(re.search(r"\s3\.0\d+\s+3\.33x.*finished \(max_rounds\)\s+2$", ln) for ln in after), after
+    state = load_state(open_batch("latest", tmp_path / "runs"))
+    assert {t.name: t.run_id for t in state.tasks} == runs and all(t.status == "finished" for t in state.tasks)
+    spans = read_spans(tmp_path / "spans.jsonl")[measured:]
+    cands = [str(s.get("candidate", "")) for s in spans]
+    assert any(re.search(r"r2c\d$", c) for c in cands) and not any(re.search(r"r1c\d$", c) for c in cands), cands
+    assert cli(tmp_path, "softmax", "--more-rounds", "1") == 2
+    assert "--more-rounds goes with --resume" in capsys.readouterr().err
