@@ -186,7 +186,24 @@ fi
 if wants kbstep; then      # ... and resume every answered run of it
   step kbstep "$BENCH/kbstep.log" python3 benchmarks/kernelbench_batch.py step --runs-dir kb-runs \
     --deadline-s "$(( DEADLINE_S - 40 - ($(date +%s) - start) ))" --out "$BENCH" ${KB_GPUS:+--gpus "$KB_GPUS"} \
-    ${KB_KILL_AFTER:+--kill-after-s "$KB_KILL_AFTER"} ${KB_MAX_ROUNDS:+--max-rounds "$KB_MAX_ROUNDS"}
+    ${KB_KILL_AFTER:+--kill-after-s "$KB_KILL_AFTER"} ${KB_MAX_ROUNDS:+--max-rounds "$KB_MAX_ROUNDS"} \
+    ${KB_MORE_ROUNDS:+--more-rounds "$KB_MORE_ROUNDS"}
+fi
+if wants agentstart || wants agentstep; then   # issue #36: benchmarks/agent_bench.py, carry agent-runs/
+  # AGENT_SETS="model:0,1 rules:2,3": each set's runs folder agent-runs/<set> on its own GPUs, side by side
+  for spec in ${AGENT_SETS:-model:0,1 rules:2,3}; do
+    set_name=${spec%%:*}; set_gpus=${spec#*:}
+    if wants agentstart; then
+      roles=(); [ "$set_name" = "model" ] && roles=(--planner manual --critic manual)
+      CUDA_VISIBLE_DEVICES=$set_gpus step "agent-$set_name" "$BENCH/agent-$set_name.log" python3 benchmarks/agent_bench.py \
+        start --tasks "${AGENT_TASKS:-conv2d,cross_entropy,kmeans_assign}" --runs-dir "agent-runs/$set_name" "${roles[@]}" &
+    else
+      CUDA_VISIBLE_DEVICES=$set_gpus step "agent-$set_name" "$BENCH/agent-$set_name.log" python3 benchmarks/agent_bench.py \
+        step --runs-dir "agent-runs/$set_name" &
+    fi
+  done
+  wait
+  tar -czf "$BENCH/agent-runs.tar.gz" --exclude='*/report.html' --exclude='*/work' agent-runs && sync_out
 fi
 if wants scale; then       # issue #35: 1/2/4 GPUs, pool and Ray, a mixed queue; then the fault tests
   step scale "$BENCH/scale.log" python3 benchmarks/throughput_bench.py --out "$BENCH" --mix \
