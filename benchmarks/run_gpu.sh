@@ -35,7 +35,7 @@
 #                       pool's GPU tests and a 2-task `cuda-llm batch` with the scripted model on every GPU
 #                       (tests/test_gpu_pool_gpu.py)
 #                       scale (only when named): issue #35 in one step: throughput_bench.py --mix (slow kernels, a
-#                       hang, a compile error) over pool-1,pool-2,pool-4,ray-4 (SCALE_MODES, SCALE_CANDIDATES;
+#                       hang, a compile error) over pool-1,pool-2,pool-4,ray-1,ray-2,ray-4 (SCALE_MODES, SCALE_CANDIDATES;
 #                       carry .raylite/ for Ray), then the fault tests (tests/test_scale_faults_gpu.py)
 #                       kbstart / kbstep (only when named): benchmarks/kernelbench_batch.py start / step on
 #                       kb-runs/ (carry it; KB_GPUS=0,1,2,3), the runs folder back as bench-out/kb-runs.tar.gz
@@ -207,7 +207,7 @@ if wants agentstart || wants agentstep; then   # issue #36: benchmarks/agent_ben
 fi
 if wants scale; then       # issue #35: 1/2/4 GPUs, pool and Ray, a mixed queue; then the fault tests
   step scale "$BENCH/scale.log" python3 benchmarks/throughput_bench.py --out "$BENCH" --mix \
-    --candidates "${SCALE_CANDIDATES:-16}" --modes "${SCALE_MODES:-pool-1,pool-2,pool-4,ray-4}" ${throughput_args[@]+"${throughput_args[@]}"}
+    --candidates "${SCALE_CANDIDATES:-16}" --modes "${SCALE_MODES:-pool-1,pool-2,pool-4,ray-1,ray-2,ray-4}" ${throughput_args[@]+"${throughput_args[@]}"}
   step faults "$BENCH/faults.log" python3 -m pytest -m gpu_long -q -rA -s tests/test_scale_faults_gpu.py
 fi
 if wants harnesscost; then  # the judge's cost against the version in .before/ (git archive of it), same GPU
