@@ -184,8 +184,10 @@ if wants kbstart; then     # KernelBench batch (docs/kernelbench-results.md), ca
     --gpus "${KB_GPUS:-0,1,2,3}" --deadline-s "$(( DEADLINE_S - 40 - ($(date +%s) - start) ))" --out "$BENCH"
 fi
 if wants kbstep; then      # ... and resume every answered run of it
+  # the batch's own deadline leaves 150 s: a stopped batch lets each run finish its current evaluation (up to a
+  # minute and a half at KernelBench's sizes), writes its pages, and the runs folder is packed for $OUT
   step kbstep "$BENCH/kbstep.log" python3 benchmarks/kernelbench_batch.py step --runs-dir kb-runs \
-    --deadline-s "$(( DEADLINE_S - 40 - ($(date +%s) - start) ))" --out "$BENCH" ${KB_GPUS:+--gpus "$KB_GPUS"} \
+    --deadline-s "$(( DEADLINE_S - 150 - ($(date +%s) - start) ))" --out "$BENCH" ${KB_GPUS:+--gpus "$KB_GPUS"} \
     ${KB_KILL_AFTER:+--kill-after-s "$KB_KILL_AFTER"} ${KB_MAX_ROUNDS:+--max-rounds "$KB_MAX_ROUNDS"} \
     ${KB_MORE_ROUNDS:+--more-rounds "$KB_MORE_ROUNDS"}
 fi
