@@ -209,6 +209,8 @@ def run(args: argparse.Namespace) -> int:
             print(f"batch {state.batch_id}: {len(tasks)} tasks ({len(refused)} refused at import), {parallel} at a time on "
                   f"{len(pool.labels)} GPU(s); {root}", file=sys.stderr)
         else:
+            if state.gpus and list(pool.labels) != state.gpus and state.gpus not in state.gpus_before:
+                state.gpus_before.append(list(state.gpus))   # the header names every GPU set the batch measured on
             state.gpus = list(pool.labels)      # a new --gpus: the batch saves it, and in its runs, as it starts
             if args.parallel:
                 state.parallel = args.parallel

@@ -74,6 +74,7 @@ class BatchState(BaseModel):
     sessions: int = 0
     finished: bool = False
     gpus: list[str] = Field(default_factory=list)
+    gpus_before: list[list[str]] = Field(default_factory=list)   # the GPUs of earlier sessions, where they differed
     ray: str | None = None                    # the Ray cluster's address, when the GPUs are there
     llm: dict[str, Any] = Field(default_factory=dict)           # the LLM settings, redacted (no keys)
     run_options: dict[str, Any] = Field(default_factory=dict)   # RunOptions of every task but its limits (its

@@ -113,7 +113,7 @@ def headline(state: Any, rows: list[BatchRow], kb_summary: Any = None) -> list[t
     faster = [r.speedup for r in rows if r.speedup]
     out = [("Batch", state.batch_id), ("Suite", state.suite),
            ("Tasks", f"{len(rows)} ({done} finished)"),
-           ("GPUs", ", ".join(state.gpus) or "-"), ("Tasks at once", str(state.parallel)),
+           ("GPUs", gpus_text_of(state)), ("Tasks at once", str(state.parallel)),
            ("Time", f"{fmt_duration(state.elapsed_s)} of {fmt_duration(state.time_budget_s)}"),
            ("Tokens", f"{sum(t.tokens_used for t in state.tasks):,} of {state.token_budget:,}")]
     roles = roles_text(getattr(state, "llm", None) or {})
@@ -129,6 +129,14 @@ def headline(state: Any, rows: list[BatchRow], kb_summary: Any = None) -> list[t
         out.append(("Geometric mean speedup over the baselines",
                     fmt_x(math.exp(sum(math.log(x) for x in faster) / len(faster)))))
     return out
+
+
+def gpus_text_of(state: Any) -> str:
+    """The GPUs the batch measures on now, and those of earlier sessions where they differed (a batch resumed on
+    another machine: each row's figures come from one GPU, its GPU column says which)."""
+    now = ", ".join(state.gpus) or "-"
+    before = [", ".join(g) for g in getattr(state, "gpus_before", []) or [] if g]
+    return f"{now} (earlier sessions: {'; '.join(before)})" if before else now
 
 
 def roles_text(llm: dict[str, Any]) -> str:
