@@ -105,13 +105,17 @@ def cmd_pending(a: argparse.Namespace) -> int:
 
 
 def cmd_step(a: argparse.Namespace) -> int:
-    """Resume each run that waits on answers it now has; stop at the next wait or the end."""
+    """Resume each unfinished run that waits on no unanswered prompt (its answers are in, or it halted where
+    the answers were written, at a measurement: a resume without a GPU goes on until one); stop at the next wait
+    or the end."""
     from cuda_llm.graph.manual import pending_prompts
+    from cuda_llm.runs.run_info import run_info
+    from cuda_llm.runs.rundir import RunDir
 
     rc = 0
     for task, root in sorted(runs_of(a.runs_dir).items()):
-        if not (root / "pending").is_dir() or not any((root / "pending").glob("*.md")):
-            print(f"{task}: nothing to resume")
+        if run_info(RunDir(root)).state == "finished":
+            print(f"{task}: finished")
             continue
         if pending_prompts(root):
             print(f"{task}: still waiting for {', '.join(w.name for w in pending_prompts(root))}")

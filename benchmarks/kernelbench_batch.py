@@ -239,7 +239,9 @@ def cmd_step(a: argparse.Namespace) -> int:
         print(f"no batch in {a.runs_dir}: use `start`", file=sys.stderr)
         return 2
     args = ["--resume", "latest", "--quiet"] + (["--gpus", a.gpus] if a.gpus else []) + \
-        (["--max-rounds", str(a.max_rounds)] if a.max_rounds else [])
+        (["--max-rounds", str(a.max_rounds)] if a.max_rounds else []) + \
+        (["--more-rounds", str(a.more_rounds)] if a.more_rounds else []) + \
+        (["--parallel", str(a.parallel)] if a.parallel else [])
     if a.kill_after_s is not None:               # the kill-and-resume check: SIGKILL mid-way, then resume
         done_before = finished_jobs(a.runs_dir)
         if batch_cli(a.runs_dir, args, _deadline(a, t0), kill_after_s=a.kill_after_s) == -9:
@@ -377,6 +379,10 @@ def main(argv: list[str] | None = None) -> int:
             if name == "step":
                 s.add_argument("--max-rounds", type=int, default=None,
                                help="end every run after this round at the latest (batch --max-rounds)")
+                s.add_argument("--parallel", type=int, default=None,
+                               help="runs at a time from now on (batch --parallel), e.g. 1 on a machine of one GPU")
+                s.add_argument("--more-rounds", type=int, default=None,
+                               help="every finished run goes on with this many rounds more (batch --more-rounds)")
                 s.add_argument("--kill-after-s", type=float, default=None,
                                help="SIGKILL the batch after this many seconds, then resume it and report "
                                     "which finished GPU jobs ran again (none should)")

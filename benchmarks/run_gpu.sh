@@ -35,7 +35,7 @@
 #                       pool's GPU tests and a 2-task `cuda-llm batch` with the scripted model on every GPU
 #                       (tests/test_gpu_pool_gpu.py)
 #                       scale (only when named): issue #35 in one step: throughput_bench.py --mix (slow kernels, a
-#                       hang, a compile error) over pool-1,pool-2,pool-4,ray-4 (SCALE_MODES, SCALE_CANDIDATES;
+#                       hang, a compile error) over pool-1,pool-2,pool-4,ray-1,ray-2,ray-4 (SCALE_MODES, SCALE_CANDIDATES;
 #                       carry .raylite/ for Ray), then the fault tests (tests/test_scale_faults_gpu.py)
 #                       kbstart / kbstep (only when named): benchmarks/kernelbench_batch.py start / step on
 #                       kb-runs/ (carry it; KB_GPUS=0,1,2,3), the runs folder back as bench-out/kb-runs.tar.gz
@@ -184,13 +184,32 @@ if wants kbstart; then     # KernelBench batch (docs/kernelbench-results.md), ca
     --gpus "${KB_GPUS:-0,1,2,3}" --deadline-s "$(( DEADLINE_S - 40 - ($(date +%s) - start) ))" --out "$BENCH"
 fi
 if wants kbstep; then      # ... and resume every answered run of it
+  # the batch's own deadline leaves 150 s: a stopped batch lets each run finish its current evaluation (up to a
+  # minute and a half at KernelBench's sizes), writes its pages, and the runs folder is packed for $OUT
   step kbstep "$BENCH/kbstep.log" python3 benchmarks/kernelbench_batch.py step --runs-dir kb-runs \
-    --deadline-s "$(( DEADLINE_S - 40 - ($(date +%s) - start) ))" --out "$BENCH" ${KB_GPUS:+--gpus "$KB_GPUS"} \
-    ${KB_KILL_AFTER:+--kill-after-s "$KB_KILL_AFTER"} ${KB_MAX_ROUNDS:+--max-rounds "$KB_MAX_ROUNDS"}
+    --deadline-s "$(( DEADLINE_S - 150 - ($(date +%s) - start) ))" --out "$BENCH" ${KB_GPUS:+--gpus "$KB_GPUS"} \
+    ${KB_KILL_AFTER:+--kill-after-s "$KB_KILL_AFTER"} ${KB_MAX_ROUNDS:+--max-rounds "$KB_MAX_ROUNDS"} \
+    ${KB_MORE_ROUNDS:+--more-rounds "$KB_MORE_ROUNDS"}
+fi
+if wants agentstart || wants agentstep; then   # issue #36: benchmarks/agent_bench.py, carry agent-runs/
+  # AGENT_SETS="model:0,1 rules:2,3": each set's runs folder agent-runs/<set> on its own GPUs, side by side
+  for spec in ${AGENT_SETS:-model:0,1 rules:2,3}; do
+    set_name=${spec%%:*}; set_gpus=${spec#*:}
+    if wants agentstart; then
+      roles=(); [ "$set_name" = "model" ] && roles=(--planner manual --critic manual)
+      CUDA_VISIBLE_DEVICES=$set_gpus step "agent-$set_name" "$BENCH/agent-$set_name.log" python3 benchmarks/agent_bench.py \
+        start --tasks "${AGENT_TASKS:-conv2d,cross_entropy,kmeans_assign}" --runs-dir "agent-runs/$set_name" "${roles[@]}" &
+    else
+      CUDA_VISIBLE_DEVICES=$set_gpus step "agent-$set_name" "$BENCH/agent-$set_name.log" python3 benchmarks/agent_bench.py \
+        step --runs-dir "agent-runs/$set_name" &
+    fi
+  done
+  wait
+  tar -czf "$BENCH/agent-runs.tar.gz" --exclude='*/report.html' --exclude='*/work' agent-runs && sync_out
 fi
 if wants scale; then       # issue #35: 1/2/4 GPUs, pool and Ray, a mixed queue; then the fault tests
   step scale "$BENCH/scale.log" python3 benchmarks/throughput_bench.py --out "$BENCH" --mix \
-    --candidates "${SCALE_CANDIDATES:-16}" --modes "${SCALE_MODES:-pool-1,pool-2,pool-4,ray-4}" ${throughput_args[@]+"${throughput_args[@]}"}
+    --candidates "${SCALE_CANDIDATES:-16}" --modes "${SCALE_MODES:-pool-1,pool-2,pool-4,ray-1,ray-2,ray-4}" ${throughput_args[@]+"${throughput_args[@]}"}
   step faults "$BENCH/faults.log" python3 -m pytest -m gpu_long -q -rA -s tests/test_scale_faults_gpu.py
 fi
 if wants harnesscost; then  # the judge's cost against the version in .before/ (git archive of it), same GPU

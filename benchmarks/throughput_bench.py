@@ -37,6 +37,7 @@ import re
 import sys
 import tempfile
 import time
+from typing import Any
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -105,6 +106,46 @@ def precompile(cands: list[tuple[str, str]], arch: str) -> None:
         for (cid, _), comp in zip(cands, ex.map(lambda s: compile_source(s, arch=arch), [s for _, s in cands])):
             if not comp.ok and "compile-error" not in cid:
                 raise SystemExit(f"a benchmark kernel does not compile: {comp.errors[:500]}")
+
+
+def measure_ray_counted(modes: list[str], n_visible: int, options: Any, loaded: Any, cands: list, work: Path,
+                        passes: int, log: Any, rows: list[dict], table_so_far: Any) -> None:
+    """ray-K modes, each K actors on one local Ray cluster of max(K) GPUs, measured one after another (warm-up,
+    passes, actors killed) so that each holds its GPUs alone; each row is added to ``rows`` and the table
+    rewritten as it comes; the cluster is shut down at the end."""
+    try:
+        import ray
+
+        from cuda_llm.measure.ray_slots import ray_pool
+    except ImportError:
+        rows += [{"mode": m, "status": "not installed (pip install -e '.[ray]')"} for m in modes]
+        return
+    from cuda_llm.measure.throughput import measure, measure_interleaved, pool_path
+
+    want = [m for m in modes if int(COUNTED.match(m).group(2)) <= n_visible]
+    rows += [{"mode": m, "status": f"not measured: {n_visible} GPU(s) here"} for m in modes if m not in want]
+    if not want:
+        return
+    ray.init(num_gpus=max(int(COUNTED.match(m).group(2)) for m in want), log_to_driver=False,
+             include_dashboard=False)
+    try:
+        for mode in want:
+            pool = ray_pool("local", options=options, profile=False, actors=int(COUNTED.match(mode).group(2)),
+                            start_timeout_s=120.0)
+            try:
+                path = pool_path(mode, pool)
+                measure(path, loaded, cands[:path.gpus], work / f"warm-up-{mode}")
+                path.calls.clear()
+                path.events.clear()
+                log(f"==== {mode}, {passes} pass(es), alone on the cluster")
+                for r in measure_interleaved([path], loaded, cands, work, passes, progress=log):
+                    rows.append(r)
+                    log(json.dumps({k: v for k, v in r.items() if k not in ("medians", "statuses", "walls")}))
+                    table_so_far()
+            finally:
+                pool.close()
+    finally:
+        ray.shutdown()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -182,24 +223,24 @@ def main(argv: list[str] | None = None) -> int:
         finally:
             if one is not None:
                 one.close()
+        def table_so_far() -> None:       # a deadline that stops the bench still leaves the rows measured
+            write_table(args.out, rows, device, n_visible, cands, args.eval_time, paired, VARIANTS)
+
+        table_so_far()
+        # Ray's counted modes (ray-1, ray-2, ...) run one after another on one local cluster: their actors each
+        # hold a GPU, so ray-1 + ray-2 + ray-4 side by side would ask for 7 GPUs of 4 and wait forever
+        ray_counted = [m for m in modes if (c := COUNTED.match(m)) and c.group(1) == "ray"]
         many: list[MeasuredPath] = []
         pools = []
         try:
             for mode in [m for m in modes if m in ("pool-N", "pool-N-threads", "ray")
-                         or (COUNTED.match(m) and not (m == "pool-1" and paired_one))]:
+                         or (COUNTED.match(m) and m not in ray_counted and not (m == "pool-1" and paired_one))]:
                 counted = COUNTED.match(mode)
                 if counted and int(counted.group(2)) > n_visible:
                     rows.append({"mode": mode, "status": f"not measured: {n_visible} GPU(s) here"})
                     continue
-                if counted and counted.group(1) == "pool":
+                if counted:
                     pool = local_pool(list(range(int(counted.group(2)))), options=options, profile=False)
-                elif counted:
-                    try:
-                        from cuda_llm.measure.ray_slots import ray_pool
-                    except ImportError:
-                        rows.append({"mode": mode, "status": "not installed (pip install -e '.[ray]')"})
-                        continue
-                    pool = ray_pool("local", options=options, profile=False, init={"num_gpus": int(counted.group(2))})
                 elif mode == "pool-1":
                     pool = local_pool([0], options=options, profile=False)
                 elif mode.startswith("pool-N"):
@@ -227,9 +268,13 @@ def main(argv: list[str] | None = None) -> int:
                 for r in measure_interleaved(many, loaded, cands, work, args.passes, progress=log):
                     rows.append(r)
                     log(json.dumps({k: v for k, v in r.items() if k not in ("medians", "statuses", "walls")}))
+                    table_so_far()
         finally:
             for pool in pools:
                 pool.close()
+        if ray_counted:
+            measure_ray_counted(ray_counted, n_visible, options, loaded, cands, work, args.passes, log, rows,
+                                table_so_far)
     print(write_table(args.out, rows, device, n_visible, cands, args.eval_time, paired, VARIANTS))
     return 0
 

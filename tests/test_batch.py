@@ -60,22 +60,22 @@ def model(llm_log: Path | None = None) -> Any:
     return ScriptedChatModel(respond=respond)
 
 
-def pool(work: Path, sleep_s: float = 0.15) -> Any:
+def pool(work: Path, sleep_s: float = 0.15, n_gpus: int = 2) -> Any:
     from sleeping_gpu_evaluator import SleepingGpuEvaluator
 
     from cuda_llm.measure.gpu_pool import EvaluatorSlot, GpuPool
 
     slots = [EvaluatorSlot(SleepingGpuEvaluator(str(i), {"baseline": 10.0}, span_log=work / "spans.jsonl",
-                                                sleep_s=sleep_s, ms_of=ms_of), str(i)) for i in range(2)]
+                                                sleep_s=sleep_s, ms_of=ms_of), str(i)) for i in range(n_gpus)]
     return GpuPool(slots, arch="sm_90", device=None)
 
 
-def cli(work: Path, *argv: str, sleep_s: float = 0.15) -> int:
+def cli(work: Path, *argv: str, sleep_s: float = 0.15, n_gpus: int = 2) -> int:
     """`cuda-llm batch ...` in this process, on the test pool and the scripted model."""
     from cuda_llm import cli as cli_mod
     from cuda_llm.commands import batch_cmd
 
-    batch_cmd.make_pool_override = lambda: pool(work, sleep_s)
+    batch_cmd.make_pool_override = lambda: pool(work, sleep_s, n_gpus)
     batch_cmd.model_factory_override = (lambda m: (lambda role: m))(model(work / "llm.log"))
     try:
         return cli_mod.main(["batch", *argv, "--runs-dir", str(work / "runs"), "--model", "scripted-model",
@@ -262,3 +262,33 @@ def test_bad_invocations_are_refused_with_what_to_do(tmp_path, capsys):
     assert not (tmp_path / "runs" / "batches").exists()
     assert cli(tmp_path, "softmax", "--time-budget", "60", "--reserve", "120") == 2
     assert "--reserve" in capsys.readouterr().err
+
+
+def test_a_finished_batch_given_more_rounds_continues_every_run(tmp_path, capsys):
+    """`batch --resume ID --more-rounds N`: the runs ended (here by --rounds 1) continue from their best with N new
+    rounds each, in the same runs, measuring nothing twice."""
+    from sleeping_gpu_evaluator import read_spans
+
+    from cuda_llm.graph.batch import load_state, open_batch
+
+    one_round = ["--rounds", "1"] + BUDGET[2:]
+    assert cli(tmp_path, "softmax,gelu", *one_round, "--parallel", "2") == 0
+    first = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith(("softmax", "gelu"))]
+    assert len(first) == 2 and all(re.search(r"\s5\.0\d+\s.*finished \(max_rounds\)\s+1$", ln) for ln in first), first
+    state = load_state(open_batch("latest", tmp_path / "runs"))
+    runs = {t.name: t.run_id for t in state.tasks}
+    measured = len(read_spans(tmp_path / "spans.jsonl"))
+
+    # resumed on another machine, of one GPU
+    assert cli(tmp_path, "--resume", state.batch_id, "--more-rounds", "1", "--parallel", "2", n_gpus=1) == 0
+    after = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith(("softmax", "gelu"))]
+    assert len(after) == 2 and all(re.search(r"\s3\.0\d+\s+3\.33x.*finished \(max_rounds\)\s+2$", ln) for ln in after), after
+    state = load_state(open_batch("latest", tmp_path / "runs"))
+    assert {t.name: t.run_id for t in state.tasks} == runs and all(t.status == "finished" for t in state.tasks)
+    assert state.gpus == ["0"] and state.gpus_before == [["0", "1"]]
+    assert "- GPUs: 0 (earlier sessions: 0, 1)" in (open_batch("latest", tmp_path / "runs") / "table.md").read_text()
+    spans = read_spans(tmp_path / "spans.jsonl")[measured:]
+    cands = [str(s.get("candidate", "")) for s in spans]
+    assert any(re.search(r"r2c\d$", c) for c in cands) and not any(re.search(r"r1c\d$", c) for c in cands), cands
+    assert cli(tmp_path, "softmax", "--more-rounds", "1") == 2
+    assert "--more-rounds goes with --resume" in capsys.readouterr().err

@@ -163,6 +163,11 @@ def test_kernelbench_batch_with_a_manual_coder_refusals_and_resume(tmp_path, mon
     assert [p["correct"] for p in kb["problems"]] == [True, True, False]
     page = (root / "batch.html").read_text()
     assert 'id="kb-sorted-plot"' in page and 'id="coder-note"' in page
+    # one geometric mean on the page and in table.md: the KernelBench table's, never the runs' own baselines'
+    for text in (md, page):
+        assert len(re.findall(r"[Gg]eometric mean speedup", text)) == 2, text   # the headline and the table's line
+        assert "Geometric mean speedup: 2.50x over eager, 1.09x over torch.compile" in text.replace(
+            "</td><td>", ": ")
 
     # what the driver reads on the CPU side (benchmarks/kernelbench_batch.py pending / table), from the package:
     # nothing pending, and what each candidate cost

@@ -57,15 +57,19 @@ def test_an_ancestors_assignment_a_regression_and_a_precondition_block_the_featu
     assert why_not(CATALOGUE["grid_stride_loop"], facts) == "it regressed or failed on this parent"
     assert why_not(CATALOGUE["cp_async"], facts) == "it regressed or failed on this parent"
     assert why_not(CATALOGUE["kernel_fusion"], facts).startswith("needs")
-    # a refinement stays offered, named
-    assert why_not(CATALOGUE["register_blocking"], facts) is None
-    assert refinement_of("register_blocking", facts)
+    # CUDA-core register tiles are not offered to a kernel whose products the lineage put on tensor cores ...
+    assert "tensor cores" in why_not(CATALOGUE["register_blocking"], facts)
+    # ... and a refinement stays offered, named, to a CUDA-core parent
+    cuda_cores = parent_facts(task, src, detected=detect_features(src), lineage={"register_blocking"})
+    assert why_not(CATALOGUE["register_blocking"], cuda_cores) is None
+    assert refinement_of("register_blocking", cuda_cores)
     ranked = ranked_offer(list(CATALOGUE.values()), [], task=task, facts=facts, arch="sm_90", seed=3)
     offered = {r.feature.id for r in ranked}
     assert not offered & {"tensor_cores_3xtf32", "loop_unrolling", "vector_loads", "grid_stride_loop", "cp_async"}
     for plan in assign_features(ranked, 3, 2, seed=3):
         assert not set(plan) & {"tensor_cores_3xtf32", "grid_stride_loop", "cache_hints"}
-    assert fit_features(["tensor_cores_3xtf32", "register_blocking"], facts, set(), CATALOGUE) == ["register_blocking"]
+    assert fit_features(["tensor_cores_3xtf32", "register_blocking", "double_buffering"], facts, set(), CATALOGUE) \
+        == ["double_buffering"]
     assert fit_features(["double_buffering"], facts, {frozenset({"double_buffering"})}, CATALOGUE) == []
 
 
@@ -80,8 +84,10 @@ def test_the_checker_of_the_replay_catches_a_repeat_and_a_regression():
                                   facts=facts, offers=offers)
     assert bench.check_assignment(["grid_stride_loop"], uses=uses, regressed=regressed, catalogue=CATALOGUE,
                                   facts=facts, offers=offers)
-    assert not bench.check_assignment(["register_blocking"], uses=uses, regressed=regressed, catalogue=CATALOGUE,
+    assert not bench.check_assignment(["double_buffering"], uses=uses, regressed=regressed, catalogue=CATALOGUE,
                                       facts=facts, offers=offers)
+    assert "tensor cores" in " ".join(bench.check_assignment(["register_blocking"], uses=uses, regressed=regressed,
+                                                             catalogue=CATALOGUE, facts=facts, offers=offers))
 
 
 def test_the_recorded_demo_replays_with_no_repeated_or_regressed_assignment(capsys):

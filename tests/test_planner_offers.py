@@ -249,3 +249,34 @@ def test_superseding_features_are_catalogue_ids():
     with pytest.raises(ValueError, match="unknown feature ids"):
         OffersFile.model_validate({"features": {"tensor_cores_mma": {"superseded_by": ["wgmma_typo"]}}}).check_ids(
             CATALOGUE, "test")
+
+
+def test_a_tensor_core_parent_is_offered_neither_cuda_core_tiles_nor_tiles_it_stages_already():
+    """The credits of a real 3xTF32 mma.sync convolution whose detectors missed its shared-memory tiles: cp.async
+    implies them, so smem_tiling comes back only as its refinement; register_blocking (CUDA-core per-thread
+    tiles) is never offered to a kernel whose products run on tensor cores."""
+    task = load_task("conv2d").task
+    credited = {"coalesced_access", "cp_async", "launch_config_tuning", "loop_unrolling", "occupancy_tuning",
+                "readonly_cache", "tensor_cores_3xtf32", "tensor_cores_mma", "vector_loads"}
+    f = parent_facts(task, naive("conv2d"), detected=frozenset(credited))
+    assert f.has("tensor_products") and f.has("tiled") and "smem_tiling" in f.uses and "smem_tiling" in f.implied
+    assert refinement_of("smem_tiling", f)                            # offered, as a different tile shape or depth
+    assert why_not(CATALOGUE["register_blocking"], f).startswith("not where: the parent's products run on tensor")
+    offered = {r.feature.id for r in ranked_offer(list(CATALOGUE.values()), [], task=task, facts=f, arch="sm_90")}
+    assert "register_blocking" not in offered and not offered & credited
+    # the same kernel on CUDA cores (no MMA, no cp.async) may still be given both, as new
+    plain = parent_facts(task, naive("conv2d"), detected=frozenset({"coalesced_access", "loop_unrolling"}))
+    assert why_not(CATALOGUE["register_blocking"], plain) is None and refinement_of("smem_tiling", plain) is None
+    # a parent assigned smem_tiling explicitly is told so, not "implied"
+    tiled = parent_facts(task, naive("conv2d"), detected=frozenset({"cp_async"}), lineage={"smem_tiling"})
+    assert "smem_tiling" in tiled.lineage and "smem_tiling" not in tiled.implied
+
+
+def test_implied_uses_are_catalogue_ids_and_named_in_the_reason():
+    with pytest.raises(ValueError, match="unknown feature ids"):
+        OffersFile.model_validate({"implies": {"cp_async": ["smem_tile_typo"]}}).check_ids(CATALOGUE, "test")
+    offers = builtin_offers().model_copy(deep=True)
+    del offers.features["smem_tiling"]       # without its refinement, an implied use is a reason not to offer it
+    f = parent_facts(load_task("hgemm").task, naive("hgemm"), detected=frozenset({"wgmma", "tma_bulk_copy"}),
+                     offers=offers)
+    assert why_not(CATALOGUE["smem_tiling"], f, offers) == "the parent already uses it (implied by tma_bulk_copy, wgmma)"

@@ -74,6 +74,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     o.add_argument("--max-rounds", type=parse_count("rounds"), default=None, metavar="N",
                    help="with --resume: end every run after round N at the latest (each gets its final check and "
                         "report), e.g. when the night is over and the results are wanted now")
+    o.add_argument("--more-rounds", type=parse_count("rounds"), default=None, metavar="N",
+                   help="with --resume: every finished run continues with N rounds more (as `cuda-llm resume RUN "
+                        "--rounds +N`), e.g. a batch ended early by --max-rounds given its night back")
 
 
 def _err(msg: str) -> int:
@@ -138,6 +141,11 @@ def run(args: argparse.Namespace) -> int:
         return _err("give a SUITE to start a batch, or --resume BATCH_ID to continue one (see --help)")
     if args.max_rounds is not None and not args.resume:
         return _err("--max-rounds goes with --resume (it ends a resumed batch's runs early); to start a batch, give --rounds")
+    if args.more_rounds is not None and not args.resume:
+        return _err("--more-rounds goes with --resume (it gives a batch's finished runs more rounds); to start a batch, "
+                    "give --rounds")
+    if args.more_rounds is not None and args.max_rounds is not None:
+        return _err("give --more-rounds or --max-rounds, not both (one lengthens the runs, the other shortens them)")
     if args.resume:
         try:
             root = open_batch(args.resume, args.runs_dir)
@@ -201,6 +209,8 @@ def run(args: argparse.Namespace) -> int:
             print(f"batch {state.batch_id}: {len(tasks)} tasks ({len(refused)} refused at import), {parallel} at a time on "
                   f"{len(pool.labels)} GPU(s); {root}", file=sys.stderr)
         else:
+            if state.gpus and list(pool.labels) != state.gpus and state.gpus not in state.gpus_before:
+                state.gpus_before.append(list(state.gpus))   # the header names every GPU set the batch measured on
             state.gpus = list(pool.labels)      # a new --gpus: the batch saves it, and in its runs, as it starts
             if args.parallel:
                 state.parallel = args.parallel
@@ -208,7 +218,7 @@ def run(args: argparse.Namespace) -> int:
             run_options.limits = run_options.limits.model_copy(
                 update={"max_rounds": min(run_options.limits.max_rounds, args.max_rounds)})
         batch = Batch(root, state, pool=pool, run_options=run_options, settings=settings, max_rounds=args.max_rounds,
-                      model_factory=model_factory_override, on_event=_progress(args.quiet))
+                      more_rounds=args.more_rounds, model_factory=model_factory_override, on_event=_progress(args.quiet))
         out = _drive(batch)
     except BatchBusyError as exc:
         return _err(str(exc))

@@ -16,10 +16,12 @@ from cuda_llm.commands.outcome import exit_code, print_outcome
 from cuda_llm.commands.preflight import preflight_ok
 from cuda_llm.graph.run import (
     Extension, Keep, RunBusyError, chosen_gpus, gpus_text, resume_run, saved_options, settings_from_config,
+    spends_nothing,
 )
 from cuda_llm.graph.stage_plugins import StageError, restore_stages
 from cuda_llm.report.progress import make_progress
 from cuda_llm.runs.rundir import RunDir, RunNotFoundError
+from cuda_llm.tools.device.device_probe import has_cuda_device
 
 T = TypeVar("T")
 
@@ -34,6 +36,10 @@ Time spent while the run was stopped does not count against its wall-clock budge
 A run waiting for answers (a role played manually) goes on once the answer files exist
 (answers/<name>.md, or `cuda-llm answer RUN NAME FILE`). --planner/--coder/--critic change who plays a
 role from now on (e.g. --coder manual to write the next kernels yourself), --ROLE-model its model.
+
+A run whose roles spend nothing (each answered by hand or by the rules) may be resumed on a machine without a
+GPU: it goes on through their turns (a manual critic's answer, the next plan, the next coder prompts) and stops,
+resumable, at its next measurement, which a resume on the GPU machine makes.
 
 A finished run continues with more budget: --rounds +5 (five rounds more than it ran), --time-budget +2h
 (two more hours of wall-clock time), --token-budget +1M (a million more tokens); without the '+' the value
@@ -107,8 +113,10 @@ def run(args: argparse.Namespace) -> int:
         return 2
 
     opts = config.get("options") or {}
+    # answered by hand or by rules, on a machine without a GPU: it goes on until it must measure (MeasureLater)
+    later = spends_nothing(settings, None) and not has_cuda_device()
     if not preflight_ok("resume", settings, runs_dir=args.runs_dir, arch=opts.get("arch"),
-                        profile=bool(opts.get("profile", True))):
+                        profile=bool(opts.get("profile", True)) and not later, gpu=not later):
         return 2
     if changes:   # later resumes keep who plays each role now
         rundir.save_config({**config, "llm": settings.redacted()})

@@ -44,7 +44,7 @@ SUGGESTED_PRIOR = 0.25            # ... and a feature the diagnosis or the criti
 Fact = Literal[
     "multi_kernel", "allocates", "shared_memory", "scatter", "math_functions", "tiled",
     "reduces", "rows", "softmax", "prefix", "sorting", "distances", "matrix_product", "input_reuse", "transposes",
-    "long_reduction", "few_outputs",
+    "long_reduction", "few_outputs", "tensor_products",
 ]
 # What each fact means (the docs and a test keep these in step with Fact).
 FACTS: dict[str, str] = {
@@ -66,6 +66,7 @@ FACTS: dict[str, str] = {
     "transposes": "the task moves data across rows and columns (transpose)",
     "long_reduction": f"at the benchmark shape each output costs {LONG_REDUCTION_FLOPS} flops or more",
     "few_outputs": "at the benchmark shape there are fewer outputs than the GPU has resident threads",
+    "tensor_products": "the parent's products run on tensor cores (mma.sync, WMMA, wgmma, a 3xTF32 or fp16 split)",
 }
 REDUCING_FAMILIES = frozenset({"reduction", "normalization", "loss", "matvec", "histogram", "scan", "sparse"})
 ROW_FAMILIES = frozenset({"normalization", "loss", "matvec", "sparse"})
@@ -73,6 +74,8 @@ REUSE_FAMILIES = frozenset({"matmul", "convolution", "attention", "stencil", "ma
 # staged tiles of a matrix product or stencil (a per-thread accumulator array alone is not a tile)
 TILED_FEATURES = frozenset({"smem_tiling", "cp_async", "tma_bulk_copy", "tensor_cores_3xtf32", "tensor_cores_mma",
                             "tensor_cores_wmma", "wgmma"})
+TENSOR_FEATURES = frozenset({"tensor_cores_3xtf32", "tensor_cores_split_fp16", "tensor_cores_mma", "tensor_cores_wmma",
+                             "wgmma"})
 
 _ALLOC = re.compile(r"\bcuda(?:Malloc|Free|MallocManaged|MallocHost|FreeHost|HostAlloc)\s*\(")
 _SHARED = re.compile(r"\b__shared__\b")
@@ -101,6 +104,9 @@ class OffersFile(BaseModel):
     features: dict[str, OfferRules] = Field(default_factory=dict)
     known_wins: dict[str, list[str]] = Field(default_factory=dict, description="family -> feature ids")
     known_wins_by_tag: dict[str, list[str]] = Field(default_factory=dict, description="task tag -> feature ids")
+    implies: dict[str, list[str]] = Field(default_factory=dict,
+                                          description="feature -> features a parent using it uses too, whether or "
+                                                      "not a detector finds them (cp.async copies into shared tiles)")
 
     @field_validator("known_wins")
     @classmethod
@@ -114,6 +120,7 @@ class OffersFile(BaseModel):
         """Every feature id named here exists in the catalogue (a typo would silently offer everything)."""
         known = set(ids)
         named = set(self.features) | {f for r in self.features.values() for f in r.superseded_by} | \
+            set(self.implies) | {f for v in self.implies.values() for f in v} | \
             {f for v in self.known_wins.values() for f in v} | \
             {f for v in self.known_wins_by_tag.values() for f in v}
         unknown = sorted(named - known)
@@ -152,12 +159,14 @@ class ParentFacts(BaseModel):
     detected: frozenset[str] = frozenset()   # features the detectors find in the parent
     lineage: frozenset[str] = frozenset()    # features assigned to the parent or one of its ancestors
     regressed: frozenset[str] = frozenset()  # features of candidates that regressed on (or failed from) it
+    implied: frozenset[str] = frozenset()    # features the ones above imply (offers.toml's implies)
 
     @property
     def uses(self) -> frozenset[str]:
         """What the parent uses: detected, or assigned to it or an ancestor (a detector can miss a feature
-        the coder did apply; an assignment it took is still in the kernel it handed down)."""
-        return self.detected | self.lineage
+        the coder did apply; an assignment it took is still in the kernel it handed down), or implied by one
+        of those (a cp.async kernel stages shared-memory tiles even where the tiling detector misses them)."""
+        return self.detected | self.lineage | self.implied
 
     def has(self, fact: str) -> bool:
         return fact in self.facts
@@ -253,7 +262,7 @@ def task_facts(task: Any, sm_count: int | None = None) -> set[str]:
 
 def parent_facts(task: Any, source: str, *, n_kernels: int | None = None, detected: Iterable[str] = (),
                  shared_bytes: int = 0, sm_count: int | None = None, lineage: Iterable[str] = (),
-                 regressed: Iterable[str] = ()) -> ParentFacts:
+                 regressed: Iterable[str] = (), offers: OffersFile | None = None) -> ParentFacts:
     """The facts of one parent: ``n_kernels`` from its profile (None: counted from the source's launch
     sites, a launch inside a loop counting as several), ``detected`` its features, ``shared_bytes`` the
     largest static shared memory of its kernels (ptxas), ``lineage`` the features assigned to it and its
@@ -275,11 +284,28 @@ def parent_facts(task: Any, source: str, *, n_kernels: int | None = None, detect
     if _MATH.search(code):
         facts.add("math_functions")
     found = frozenset(detected)
-    if (found | frozenset(lineage)) & TILED_FEATURES:
+    used = found | frozenset(lineage)
+    implied = implied_features(used, offers) - used
+    if (used | implied) & TILED_FEATURES:
         facts.add("tiled")
+    if (used | implied) & TENSOR_FEATURES:
+        facts.add("tensor_products")
     return ParentFacts(family=str(task.family), tags=tuple(str(t) for t in task.tags), facts=frozenset(facts),
                        kernels=kernels, kernels_from=origin, detected=found, lineage=frozenset(lineage),
-                       regressed=frozenset(regressed))
+                       regressed=frozenset(regressed), implied=frozenset(implied))
+
+
+def implied_features(used: Iterable[str], offers: OffersFile | None = None) -> frozenset[str]:
+    """Every feature that ``used`` implies, followed to the end (offers.toml's implies). Pure."""
+    table = (offers or builtin_offers()).implies
+    out: set[str] = set()
+    todo = list(used)
+    while todo:
+        for f in table.get(todo.pop(), ()):
+            if f not in out:
+                out.add(f)
+                todo.append(f)
+    return frozenset(out)
 
 
 # ---------------------------------------------------------------- a parent's history in the run
@@ -334,8 +360,12 @@ def why_not(feature: Feature, facts: ParentFacts, offers: OffersFile | None = No
     if feature.id in facts.regressed:
         return "it regressed or failed on this parent"
     if feature.id in facts.uses and rules.refinement is None:
-        return ("the parent already uses it" if feature.id in facts.detected
-                else "it was assigned to the parent or an ancestor")
+        if feature.id in facts.detected:
+            return "the parent already uses it"
+        if feature.id in facts.lineage:
+            return "it was assigned to the parent or an ancestor"
+        return "the parent already uses it (implied by " + ", ".join(
+            sorted(f for f in facts.detected | facts.lineage if feature.id in implied_features([f], offers))) + ")"
     beyond = [f for f in rules.superseded_by if f in facts.uses]
     if beyond:
         return "the parent already uses " + ", ".join(beyond) + ", which goes further"

@@ -32,7 +32,7 @@ from pydantic import BaseModel, Field
 from cuda_llm.runs.dirlock import DirLock
 from cuda_llm.graph.state import Limits
 from cuda_llm.agents.usage import total_tokens
-from cuda_llm.graph.run import RunBusyError, gpus_text, resume_run, save_run_gpus, start_run
+from cuda_llm.graph.run import Extension, RunBusyError, gpus_text, resume_run, save_run_gpus, start_run
 from cuda_llm.paths import atomic_write
 from cuda_llm.runs.rundir import RunNotFoundError
 
@@ -74,6 +74,7 @@ class BatchState(BaseModel):
     sessions: int = 0
     finished: bool = False
     gpus: list[str] = Field(default_factory=list)
+    gpus_before: list[list[str]] = Field(default_factory=list)   # the GPUs of earlier sessions, where they differed
     ray: str | None = None                    # the Ray cluster's address, when the GPUs are there
     llm: dict[str, Any] = Field(default_factory=dict)           # the LLM settings, redacted (no keys)
     run_options: dict[str, Any] = Field(default_factory=dict)   # RunOptions of every task but its limits (its
@@ -287,13 +288,17 @@ class Batch:
 
     ``pool``: a GpuPool (measure/gpu_pool.py) or anything with ``client()`` and ``parallelism``; ``settings`` or
     ``model_factory`` as for start_run; ``run_options``: the per-task RunOptions (limits and runs_dir included);
-    ``max_rounds``: resumed runs end after this round at the latest (resume_run), tasks not begun start with it."""
+    ``max_rounds``: resumed runs end after this round at the latest (resume_run), tasks not begun start with it;
+    ``more_rounds``: every task finished when the batch is resumed continues with that many rounds more (resume_run's
+    extension), e.g. a batch ended early by ``max_rounds`` given its night back."""
 
     def __init__(self, root: Path, state: BatchState, *, pool: Any, run_options: Any, settings: Any = None,
                  model_factory: Any = None, on_event: Callable[[dict[str, Any]], None] | None = None,
-                 max_rounds: int | None = None):
+                 max_rounds: int | None = None, more_rounds: int | None = None):
         self.root = Path(root)
         self.max_rounds = max_rounds
+        self.more_rounds = more_rounds
+        self._extend: set[str] = set()      # the tasks given more_rounds in this session
         self.state = state
         self.pool = pool
         self.run_options = run_options
@@ -362,9 +367,10 @@ class Batch:
                 with self._lock:
                     t.status = RUNNING
                 self.save()
+                extend = Extension(rounds=(True, self.more_rounds)) if t.name in self._extend else None
                 try:
                     out = resume_run(t.run_id, self.run_options.runs_dir, settings=self.settings,
-                                     max_rounds=self.max_rounds, **common)
+                                     max_rounds=self.max_rounds, extend=extend, **common)
                 except RuntimeError as exc:          # created, killed before its first checkpoint: start anew
                     if "no checkpoint" not in str(exc):
                         raise
@@ -465,6 +471,9 @@ class Batch:
                 for t in self.state.tasks:
                     if t.status == NOT_RUN:         # a resumed batch (maybe with more budget) tries them again
                         t.status, t.detail = PENDING, ""
+                    elif self.more_rounds and t.status == FINISHED and t.run_id is not None:
+                        self._extend.add(t.name)
+                        t.status, t.detail = STOPPED, f"{self.more_rounds} more round(s) asked (--more-rounds)"
                 self.event("batch_start" if self.state.sessions == 1 else "batch_resume", batch_id=self.state.batch_id,
                            tasks=[t.name for t in self.state.tasks], parallel=self.state.parallel,
                            gpus=self.state.gpus, gpus_chosen=gpus_text(getattr(self.run_options, "gpus", None)),

@@ -24,7 +24,7 @@ from typing import Any, Callable, Sequence
 from pydantic import BaseModel, Field, model_validator
 
 from cuda_llm.graph.deps import Deps
-from cuda_llm.measure.evaluator import CachedEvaluator, Evaluator, device_missing, require_evaluator
+from cuda_llm.measure.evaluator import CachedEvaluator, Evaluator, MeasureLater, device_missing, require_evaluator
 from cuda_llm.runs.dirlock import DirLock
 from cuda_llm.runs.llm_cache import CachedChatModel
 from cuda_llm.graph.stages import ToolStage
@@ -326,6 +326,12 @@ class _EndpointGuard:
                             f"check the endpoint with `cuda-llm doctor`, then `cuda-llm resume {self.run_id}`") from exc
 
 
+def spends_nothing(settings: Any, model_factory: ModelFactory | None) -> bool:
+    """No role calls an LLM endpoint (each is answered by hand or by the rules): going on without a GPU until
+    the next measurement costs nothing."""
+    return model_factory is None and settings is not None and not settings.endpoint_roles()
+
+
 def _make_models(rundir: Any, settings: Any, factory: ModelFactory | None, tracer: Any,
                  limits: Limits | None = None) -> dict[str, Any]:
     """role -> the cached chat model that plays it (None: the role is played by rules)."""
@@ -391,6 +397,10 @@ def _drive_locked(rundir: Any, loaded: Any, settings: Any, options: RunOptions, 
     owned = evaluator is None          # made here: closed here (a default pool's workers)
     if evaluator is None:
         evaluator = default_evaluator(options)
+    if initial is None and device_missing(evaluator) and spends_nothing(settings, model_factory):
+        evaluator = MeasureLater(evaluator, rundir.run_id)   # answered turns go on; the next measurement halts
+        tracer.event("decision", kind="measure_later", text="no CUDA device here: the run's roles spend nothing, "
+                     "so it goes on through their turns and stops, resumable, at its next measurement")
     evaluator.bind_trace(tracer.event)     # a pool client: each job's GPU and times go to this run's trace
     conn = sqlite3.connect(str(rundir.checkpoint_path), check_same_thread=False)
     try:

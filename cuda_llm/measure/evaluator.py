@@ -23,6 +23,7 @@ from pathlib import Path
 from collections.abc import Collection, Iterator, Sequence
 from typing import Any, Callable, Protocol, runtime_checkable
 
+from cuda_llm.halts import NO_DEVICE, RunHalted
 from cuda_llm.paths import atomic_write
 from cuda_llm.results import CHALLENGER, HEAD_TO_HEAD_ORDER, DeviceInfo, EvalResult, HeadToHead, Status
 from cuda_llm.tools.harness.eval_options import EvalOptions
@@ -516,3 +517,66 @@ def run_job(evaluator: Evaluator, kind: str, args: Sequence[Any]) -> Any:
         return evaluator.head_to_head(*args)
     raise ValueError(f"unknown job kind {kind!r}; one of {', '.join(JOB_KINDS)}")
 
+
+
+class MeasureLater:
+    """The evaluator of a resumed run whose roles spend nothing (answers written by hand, rules) on a machine
+    without a GPU: the run goes on through its planner, coder and critic turns, and halts, resumable, at the
+    first measurement it has not made before (``CachedEvaluator`` still reads back every stored one). So the
+    prompts of a run played by hand are answered and moved on where the answers are written, and only the
+    measurements travel to the GPU machine."""
+
+    needs_local_device = False      # nothing is measured here: the halt comes at the first measurement
+
+    def __init__(self, inner: Evaluator, run_id: str):
+        self.inner = require_evaluator(inner)
+        self.run_id = run_id
+        self.arch = inner.arch
+        self.device = inner.device
+
+    def _halt(self, what: str) -> Any:
+        raise RunHalted(NO_DEVICE, f"the run needs the GPU to {what}, and this machine has none",
+                        f"run `cuda-llm resume {self.run_id}` on a machine with an NVIDIA GPU (nothing was spent)")
+
+    def evaluate(self, loaded: Any, source: str, candidate_id: str, work_dir: Path) -> EvalResult:
+        return self._halt(f"evaluate {candidate_id}")
+
+    def baseline(self, loaded: Any) -> EvalResult:
+        return self._halt("measure the baseline")
+
+    def library(self, loaded: Any) -> EvalResult | None:
+        return self._halt("measure the library yardstick")
+
+    def profile(self, loaded: Any, source: str, candidate_id: str, work_dir: Path, result: EvalResult) -> Any:
+        return self._halt(f"profile {candidate_id}")
+
+    def final_check(self, loaded: Any, source: str, candidate_id: str, work_dir: Path) -> tuple[EvalResult, EvalResult]:
+        return self._halt(f"check {candidate_id} a last time")
+
+    def head_to_head(self, loaded: Any, challenger: str, champion: str, challenger_id: str, champion_id: str,
+                     work_dir: Path) -> HeadToHead:
+        return self._halt(f"time {challenger_id} against {champion_id}")
+
+    def build(self, loaded: Any, source: str, candidate_id: str) -> EvalResult:
+        return self.inner.build(loaded, source, candidate_id)
+
+    def analyze(self, loaded: Any, result: EvalResult, profile: Any,
+                allowed_features: Collection[str] | None = None) -> Any:
+        return self.inner.analyze(loaded, result, profile, allowed_features)
+
+    def toolchain(self) -> dict[str, str]:
+        return self.inner.toolchain()
+
+    @property
+    def parallelism(self) -> int:
+        return 1
+
+    @property
+    def gpu_labels(self) -> list[str] | None:
+        return None
+
+    def bind_trace(self, on_event: EventFn) -> None:
+        self.inner.bind_trace(on_event)
+
+    def close(self) -> None:
+        self.inner.close()

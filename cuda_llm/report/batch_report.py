@@ -105,22 +105,38 @@ def console_table(rows: list[BatchRow]) -> str:
     return render_table(HEADERS, [_cells(r) for r in rows], align="lrrrrrrlr")
 
 
-def headline(state: Any, rows: list[BatchRow]) -> list[tuple[str, str]]:
+def headline(state: Any, rows: list[BatchRow], kb_summary: Any = None) -> list[tuple[str, str]]:
+    """The batch's figures. A KernelBench batch has one speedup figure, its table's (eager and torch.compile
+    re-timed side by side with the best kernel): the runs' own baselines are another measurement of eager, and
+    two geometric means of one quantity on one page would disagree in the last digit."""
     done = sum(1 for r in rows if r.status == "finished")
     faster = [r.speedup for r in rows if r.speedup]
     out = [("Batch", state.batch_id), ("Suite", state.suite),
            ("Tasks", f"{len(rows)} ({done} finished)"),
-           ("GPUs", ", ".join(state.gpus) or "-"), ("Tasks at once", str(state.parallel)),
+           ("GPUs", gpus_text_of(state)), ("Tasks at once", str(state.parallel)),
            ("Time", f"{fmt_duration(state.elapsed_s)} of {fmt_duration(state.time_budget_s)}"),
            ("Tokens", f"{sum(t.tokens_used for t in state.tasks):,} of {state.token_budget:,}")]
     roles = roles_text(getattr(state, "llm", None) or {})
     if roles:
         out.append(("Roles", roles))
-    if faster:
+    if kb_summary is not None:
+        out.append(("Geometric mean speedup", f"{fmt_x(kb_summary.geomean_eager)} over eager, "
+                    f"{fmt_x(kb_summary.geomean_compile)} over torch.compile (the KernelBench table's: both timed "
+                    "beside the best kernel)"))
+    elif faster:
         import math
 
-        out.append(("Geometric mean speedup", fmt_x(math.exp(sum(math.log(x) for x in faster) / len(faster)))))
+        out.append(("Geometric mean speedup over the baselines",
+                    fmt_x(math.exp(sum(math.log(x) for x in faster) / len(faster)))))
     return out
+
+
+def gpus_text_of(state: Any) -> str:
+    """The GPUs the batch measures on now, and those of earlier sessions where they differed (a batch resumed on
+    another machine: each row's figures come from one GPU, its GPU column says which)."""
+    now = ", ".join(state.gpus) or "-"
+    before = [", ".join(g) for g in getattr(state, "gpus_before", []) or [] if g]
+    return f"{now} (earlier sessions: {'; '.join(before)})" if before else now
 
 
 def roles_text(llm: dict[str, Any]) -> str:
@@ -153,10 +169,10 @@ def kernelbench(state: Any, runs_dir: Path) -> tuple[list[Any], Any] | None:
     return rows, summarize(rows, manual_coder(getattr(state, "llm", None) or {}))
 
 
-def markdown(state: Any, rows: list[BatchRow]) -> str:
+def markdown(state: Any, rows: list[BatchRow], kb_summary: Any = None) -> str:
     note = ("\n> These figures come from a scripted model (canned answers for tests and benchmarks), not from an LLM.\n"
             if any(r.scripted for r in rows) else "")
-    head = "\n".join(f"- {k}: {v}" for k, v in headline(state, rows))
+    head = "\n".join(f"- {k}: {v}" for k, v in headline(state, rows, kb_summary))
     # local: `cuda-llm --help` loads this module; the bounds are needed only when a report is written
     from cuda_llm.tools.bounds.speed_of_light import SOL_NOTE
 
@@ -221,7 +237,8 @@ def render_page(state: Any, rows: list[BatchRow], reports: dict[str, str], kb: t
                        config={"displaylogo": False, "responsive": True})
     banner = ('<div class="banner" id="scripted">These figures come from a <b>scripted model</b> (canned answers '
               'for tests and benchmarks), not from an LLM.</div>') if any(r.scripted for r in rows) else ""
-    head = "".join(f"<tr><td>{_e(k)}</td><td>{_e(v)}</td></tr>" for k, v in headline(state, rows))
+    head = "".join(f"<tr><td>{_e(k)}</td><td>{_e(v)}</td></tr>"
+                   for k, v in headline(state, rows, kb[1] if kb is not None else None))
     body = []
     for r in rows:
         cells = _cells(r)
@@ -259,7 +276,7 @@ def write_batch_reports(root: Path, state: Any, runs_dir: Path, *, run_pages: bo
                 reports[r.task] = Path("..", "..", r.run_id, page.name).as_posix() \
                     if Path(root).parent.parent.resolve() == Path(runs_dir).resolve() else page.resolve().as_uri()
     kb = kernelbench(state, runs_dir)
-    text = markdown(state, rows)
+    text = markdown(state, rows, kb[1] if kb is not None else None)
     if kb is not None:
         # local: only a batch of PyTorch modules has this table
         from cuda_llm.report import kernelbench_table
