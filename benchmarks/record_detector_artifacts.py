@@ -25,7 +25,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 CORPORA = ("tests/detector_corpus", "tests/detector_corpus_public/tune", "tests/detector_corpus_public/heldout",
-           "tests/detector_corpus_strong", "tests/detector_corpus_fresh")
+           "tests/detector_corpus_strong", "tests/detector_corpus_fresh",
+           "tests/detector_corpus_fresh2")
 
 
 def record_one(path: Path, arch: str, out: Path, nvcc: str) -> str | None:
