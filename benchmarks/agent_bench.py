@@ -13,7 +13,10 @@ answered from its file alone.
 `start` begins one run per task (`cuda-llm optimize TASK --coder manual --planner rules --critic rules`);
 each stops, waiting, with its coder prompts in RUNS_DIR/<run>/pending/. A model writes each answer from the
 prompt file alone (RUNS_DIR/<run>/answers/<name>.md: a ```cuda block with the whole file). `step` resumes
-every run whose prompts are all answered, until it waits again or finishes. The GPU machine and the place
+every unfinished run whose prompts are all answered, until it waits again or finishes. Where the answers are
+written there may be no GPU: there `step` takes the runs through their answered turns (with the planner and
+the critic played by a model, its review, its plan, the next coder prompts) and each halts at its next
+measurement, which `step` on the GPU machine makes; so a round of a model-played run costs one GPU call. The GPU machine and the place
 where the answers are written may differ: the runs folder travels between them (`tar`), with the feature
 statistics the planner learns from (RUNS_DIR/feature_stats.sqlite).
 
