@@ -1,0 +1,351 @@
+"""The judge's data path at the edges a mutation run found unpinned (docs/mutation.md): the checker's
+verdicts and its thread pools, the comparison's blocks and maxima, the benchmark sets' files and cache.
+Pure NumPy, no torch, no GPU, each test well under a second."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import numpy as np
+import pytest
+
+from cuda_llm.tasks.loader import load_task
+from cuda_llm.tools.harness import checker, validate
+from cuda_llm.tools.harness.checker import Checker, Expectation, RawCall, check_call
+from cuda_llm.tools.harness.worker_protocol import GUARD_BYTE, GUARD_BYTES
+
+
+# ---------------------------------------------------------------- tools.harness.checker
+def _gelu():
+    task = load_task("gelu").task
+    x = np.linspace(-3, 3, 64, dtype=np.float32)
+    ref = np.tanh(x.astype(np.float64))
+    return task, x, ref
+
+
+def _two_outputs():
+    """gelu with a second output z (same shape and tolerance): a call is checked output by output."""
+    task = load_task("gelu").task
+    y = next(p for p in task.params if p.name == "y")
+    z = y.model_copy(update={"name": "z"})
+    params = [*task.params[:2], z, *task.params[2:]]
+    return task.model_copy(update={"params": params, "tolerance": {**task.tolerance, "z": task.tolerance["y"]}})
+
+
+def test_a_verdict_keeps_the_calls_own_facts_and_defaults():
+    task, x, ref = _gelu()
+    exp = Expectation(sizes={"n": 64}, expected={"y": ref}, inputs={"x": x})
+    r = check_call(task, exp, RawCall(outputs={"y": ref.astype(np.float32)}))
+    assert r.passed and r.held_out is False and r.seconds == 0.0 and r.sizes == {"n": 64}
+    r = check_call(task, Expectation(sizes={"n": 64}, expected={"y": ref}, inputs={"x": x}, held_out=True),
+                   RawCall(outputs={"y": ref.astype(np.float32)}), seconds=0.25)
+    assert r.passed and r.held_out is True and r.seconds == 0.25
+
+
+def test_every_failure_kind_is_a_failed_case():
+    task, x, ref = _gelu()
+    exp = Expectation(sizes={"n": 64}, expected={"y": ref}, inputs={"x": x})
+    good = ref.astype(np.float32)
+    guards = np.full((2, GUARD_BYTES), GUARD_BYTE, dtype=np.uint8)
+    assert check_call(task, exp, RawCall(outputs={"y": good}, guards=guards.reshape(-1))).passed   # flat guards too
+    guards[0, -1] = 0                                                  # past the end of x
+    r = check_call(task, exp, RawCall(outputs={"y": good}, guards=guards.reshape(-1)))
+    assert r.passed is False and r.kind == "overrun" and r.output == "x" and "64 elements" in r.reason
+    changed = x.copy()
+    changed[5] = 9.0
+    r = check_call(task, exp, RawCall(outputs={"y": good}, inputs_after={"x": changed}))
+    assert r.passed is False and r.kind == "input_modified" and r.first_bad_index == [5]
+    r = check_call(task, exp, RawCall(outputs={}))
+    assert r.passed is False and r.kind == "size"
+
+
+def test_every_output_is_checked_not_only_the_first():
+    task = _two_outputs()
+    x = np.linspace(-3, 3, 64, dtype=np.float32)
+    ref = np.tanh(x.astype(np.float64))
+    exp = Expectation(sizes={"n": 64}, expected={"y": ref, "z": ref}, inputs={"x": x},
+                      others=[("input set S0", {"y": ref, "z": -ref}, 0.0)])
+    good = ref.astype(np.float32)
+    assert check_call(task, exp, RawCall(outputs={"y": good, "z": good})).passed
+    r = check_call(task, exp, RawCall(outputs={"y": good, "z": np.zeros_like(good)}))
+    assert not r.passed and r.output == "z" and r.kind == "wrong_values"
+    r = check_call(task, exp, RawCall(outputs={"y": good, "z": -good}))    # z is S0's answer
+    assert not r.passed and r.output == "z" and r.kind == "replay"
+
+
+def test_the_reference_slack_widens_the_tolerance_of_the_check_and_of_the_replay_test():
+    task, x, ref = _gelu()
+    atol, rtol = checker.tolerance(task, next(p for p in task.outputs), {"n": 64})
+    off = (ref + np.sign(ref) * (atol + 3 * rtol * np.abs(ref))).astype(np.float32)   # outside rtol, inside 4 x rtol
+    off[np.abs(ref) < 0.1] = ref[np.abs(ref) < 0.1]
+    strict = Expectation(sizes={"n": 64}, expected={"y": ref}, inputs={"x": x})
+    assert not check_call(task, strict, RawCall(outputs={"y": off})).passed
+    slack = Expectation(sizes={"n": 64}, expected={"y": ref}, inputs={"x": x}, rel_slack=4 * rtol)
+    assert check_call(task, slack, RawCall(outputs={"y": off})).passed
+    # the replay test: another set's reference, matched only within that set's own slack
+    other = Expectation(sizes={"n": 64}, expected={"y": -ref}, inputs={"x": x}, label="input set S1",
+                        others=[("input set S0", {"y": ref}, 4 * rtol)])
+    r = check_call(task, other, RawCall(outputs={"y": off}))
+    assert r.kind == "replay" and "input set S0" in r.reason
+    other.others = [("input set S0", {"y": ref}, 0.0)]
+    assert check_call(task, other, RawCall(outputs={"y": off})).kind == "wrong_values"
+
+
+def test_the_checkers_pools_follow_the_cpus(monkeypatch):
+    monkeypatch.setattr(checker.os, "cpu_count", lambda: 32)
+    c = Checker()
+    assert (c._jobs._max_workers, c._blocks._max_workers, c.busy_s) == (4, 8, 0.0)
+    c.close()
+    monkeypatch.setattr(checker.os, "cpu_count", lambda: None)        # unknown: one thread each
+    c = Checker()
+    assert (c._jobs._max_workers, c._blocks._max_workers) == (1, 1)
+    c.close()
+    c = Checker(threads=3)
+    assert (c._jobs._max_workers, c._blocks._max_workers) == (3, 3)
+    c.close()
+    c = Checker(threads=6)
+    assert (c._jobs._max_workers, c._blocks._max_workers) == (4, 6)
+    c.close()
+
+
+def test_the_checker_runs_jobs_with_the_block_pool_and_counts_their_time():
+    c = Checker(threads=2)
+    seen = []
+
+    def job(blocks):
+        seen.append(blocks)
+        time.sleep(0.02)
+        return sum(blocks.map(lambda v: v * 2, [1, 2, 3]))
+
+    assert not c.has("a") and not c.done("a")
+    fut = c.submit("a", job)
+    assert c.has("a") and not c.has("b")
+    assert fut.result(timeout=5) == 12 and c.result("a") == 12 and c.done("a")
+    assert c.busy_s >= 0.02 and c.busy_s < 5
+    before = c.busy_s
+    c.submit("b", lambda blocks: 1).result(timeout=5)
+    assert c.busy_s >= before          # summed, never reset or subtracted
+    c.close()
+    with pytest.raises(RuntimeError):  # both pools are shut down
+        c.submit("c", lambda blocks: 1)
+    with pytest.raises(RuntimeError):
+        seen[0].submit(lambda: 1)
+
+
+def test_closing_the_checker_waits_for_the_running_check_and_drops_the_queued_ones():
+    c = Checker(threads=1)                      # one job at a time: the second waits in the queue
+    release, finished = threading.Event(), []
+
+    def slow(blocks):
+        release.wait(5)
+        time.sleep(0.05)
+        finished.append("slow")
+        return 1
+
+    c.submit("slow", slow)
+    queued = c.submit("queued", lambda blocks: finished.append("queued"))
+    closer = threading.Thread(target=c.close)
+    closer.start()
+    time.sleep(0.05)
+    release.set()
+    closer.join(5)
+    assert finished == ["slow"] and queued.cancelled()
+
+
+# ---------------------------------------------------------------- tools.harness.bench_data
+@pytest.fixture()
+def small_gelu(tmp_path, monkeypatch):
+    """gelu at a benchmark size of 5003, in a folder of its own, with a cache root of its own."""
+    import re
+    import shutil
+
+    from cuda_llm import cache_store
+
+    root = tmp_path / "cache"
+    monkeypatch.setenv("CUDA_LLM_CACHE", str(root))
+    monkeypatch.delenv(cache_store.MAX_GB_ENV, raising=False)
+    monkeypatch.delenv(cache_store.CONFIG_ENV, raising=False)
+    root.mkdir()
+    folder = tmp_path / "tasks" / "gelu"
+    shutil.copytree(load_task("gelu").task.folder, folder)
+    toml = (folder / "task.toml").read_text()
+    (folder / "task.toml").write_text(re.sub(r"\[benchmark\]\s*\nn = \d+", "[benchmark]\nn = 5003", toml))
+    return folder, root
+
+
+def test_the_plan_times_three_sets_and_keeps_one_unseen():
+    from cuda_llm.tools.harness import bench_data as bd
+
+    indices = [i for i, *_ in bd.PLAN]
+    assert sorted(indices) == [0, 1, 2, 3] and len(set(bd.SET_SEEDS)) == len(bd.SET_SEEDS) == 4
+    assert sorted(bd.TIMED_SETS) == [0, 1, 2] and bd.POST_SET == 3 and bd.POST_SET not in bd.TIMED_SETS
+    kinds = {i: (k, b, d) for i, k, b, d in bd.PLAN}
+    assert kinds[1] == (bd.DERIVED, 0, 2) and kinds[3] == (bd.DERIVED, 2, 0)    # each derived from a timed fresh set
+    assert kinds[0][0] == kinds[2][0] == bd.FRESH
+
+
+def test_a_float64_reference_kept_as_float32_adds_its_rounding_to_rtol():
+    from cuda_llm.tools.harness import bench_data as bd
+
+    task = load_task("gelu").task
+    y = task.outputs[0]
+    ref64 = np.linspace(-2, 2, 101)
+    r32, slack = bd.compact_reference(y, ref64)
+    assert r32.dtype == np.float32 and 2.0 ** -24 <= slack <= 2.0 ** -22    # float32's rounding, no more
+    assert np.all(np.abs(r32 - ref64) <= slack * np.abs(ref64))
+    r16 = ref64.astype(np.float16)                                          # a narrower float: kept as it is
+    same, slack = bd.compact_reference(y, r16)
+    assert same.dtype == np.float16 and slack == 0.0
+    ints = np.arange(10, dtype=np.int64)                                    # integers for a float output: kept
+    same, slack = bd.compact_reference(y, ints)
+    assert same.dtype == np.int64 and slack == 0.0
+    big = np.array([1e300, 1.0])                                            # would overflow float32: kept
+    with np.errstate(over="ignore"):
+        same, slack = bd.compact_reference(y, big)
+    assert same.dtype == np.float64 and slack == 0.0
+
+
+def test_a_replay_fails_exactly_when_it_is_outside_the_tolerance():
+    from cuda_llm.tools.harness import bench_data as bd
+
+    loaded = load_task("gelu")
+    ref = {"y": np.linspace(0.5, 2, 50)}
+    assert bd.replay_fails(loaded, {"n": 50}, ref, ref) is False            # the same answer passes
+    far = {"y": ref["y"] * 1.5}
+    assert bd.replay_fails(loaded, {"n": 50}, far, ref) is True
+    assert bd.replay_fails(loaded, {"n": 50}, far, ref, rel_slack=1.0) is False   # within a slack of 100%
+
+
+def test_chunks_stay_inside_the_array_at_every_fraction():
+    from cuda_llm.tools.harness import bench_data as bd
+
+    p = next(q for q in load_task("gelu").task.inputs)
+    base = np.arange(1000, dtype=np.float32)
+    donor = -base
+    for fraction in (2.0 ** -10, 0.1, 0.5, 1.0):
+        c = bd.draw_chunks(p, base, donor, np.random.default_rng(3), fraction)
+        assert c is not None and c.starts.size <= bd.MAX_CHUNKS
+        assert np.all(np.diff(c.starts) >= c.length) and c.starts[-1] + c.length <= base.size, fraction
+        assert c.values.size == c.count == c.starts.size * c.length
+        assert c.count >= min(base.size, np.ceil(base.size * fraction)) * 0.9, fraction
+        got = bd.apply_chunks(base, c)
+        for s in c.starts:                                   # a donor's values at the same places
+            assert np.array_equal(got[s:s + c.length], donor[s:s + c.length])
+
+
+def test_made_sets_name_their_changed_part_and_start_from_nothing_changed():
+    from cuda_llm.tools.harness import bench_data as bd
+
+    loaded = load_task("gelu")
+    said: list[str] = []
+    sets, distinct = bd.make_sets(loaded, {"n": 4096}, said.append)
+    assert distinct
+    for i in (0, 2):
+        assert sets[i].fraction == 0.0 and not sets[i].chunks
+    for i in (1, 3):
+        n = sum(c.count for c in sets[i].chunks.values())
+        assert n > 0 and f"set S{i} derived from S{sets[i].base} ({n} elements changed)" in " ".join(said)
+    s = bd.InputSet(index=0, kind=bd.FRESH, folder=None, expected={})
+    assert s.rel_slack == 0.0 and s.fraction == 0.0 and s.base is None
+    assert bd.BenchSets(sizes={}, sets={}, distinct=True, seconds=0.0).made == 0
+
+
+def test_the_workers_plan_names_files_only_and_rebuilds_every_set(small_gelu):
+    from pathlib import Path
+
+    from cuda_llm import cache_store
+    from cuda_llm.tools.harness import bench_data as bd
+
+    folder, root = small_gelu
+    loaded = load_task(folder)
+    b = bd.prepare(loaded, {"n": 5003}, root)
+    try:
+        plan = b.plan()
+        assert sorted(plan) == ["0", "1", "2", "3"]
+        for i in ("0", "2"):
+            assert plan[i]["kind"] == bd.FRESH and sorted(plan[i]["inputs"]) == ["x"]
+            assert np.array_equal(np.load(plan[i]["inputs"]["x"]), b.full_inputs(int(i))["x"])
+        for i, base in (("1", 0), ("3", 2)):
+            assert plan[i]["kind"] == bd.DERIVED and plan[i]["base"] == base
+            ch = plan[i]["chunks"]["x"]
+            starts, values = np.load(ch["starts"]), np.load(ch["values"])
+            assert values.size == starts.size * ch["length"]
+            rebuilt = bd.apply_chunks(b.full_inputs(base)["x"], bd.Chunks(starts, ch["length"], values))
+            assert np.array_equal(rebuilt, b.full_inputs(int(i))["x"])
+            assert not np.array_equal(rebuilt, b.full_inputs(base)["x"])
+        files = [f for s in plan.values() for f in [*s.get("inputs", {}).values(),
+                                                     *[v for c in s.get("chunks", {}).values() for v in c.values()
+                                                       if isinstance(v, str)]]]
+        assert files and all(Path(f).exists() and not Path(f).name.startswith("ref_") for f in files)
+        entry = Path(plan["0"]["inputs"]["x"]).parent
+        assert cache_store.remove(entry) is False                # in use until closed
+    finally:
+        b.close()
+    assert cache_store.remove(entry) is True                     # released by close
+    assert bd.output_shapes(loaded, {"n": 7}) == {"y": ((7,), "float32")}
+
+
+def test_the_entry_key_follows_the_tasks_files(small_gelu):
+    from cuda_llm.tools.harness import bench_data as bd
+
+    folder, _ = small_gelu
+    k = bd.entry_key(load_task(folder), {"n": 5003}, 0)
+    with open(folder / "reference.py", "a") as f:
+        f.write("\n# changed\n")
+    assert bd.entry_key(load_task(folder), {"n": 5003}, 0) != k
+
+
+# ---------------------------------------------------------------- tools.harness.validate
+def test_one_wrong_element_fails_and_an_empty_output_passes():
+    r = validate.compare_output("y", np.array([2.0], np.float32), np.array([1.0]), (1e-5, 1e-4), is_float=True)
+    assert not r["passed"] and r["kind"] == "wrong_values" and r["first_bad_index"] == [0]
+    r = validate.compare_output("y", np.zeros(0, np.float32), np.zeros(0), (0.0, 0.0), is_float=True)
+    assert r["passed"] and r["max_abs_err"] is None
+
+
+def test_a_pass_costs_only_the_quick_pass_and_reports_the_error_maxima(monkeypatch):
+    def no_diagnosis(*a, **k):
+        raise AssertionError("the full diagnosis ran on an output that passes")
+
+    monkeypatch.setattr(validate, "_failure_stats", no_diagnosis)
+    want = np.array([0.5, 1.0, -2.0, 4.0])
+    got = (want + np.array([0.0, 1e-6, -4e-6, 2e-6])).astype(np.float32)
+    r = validate.compare_output("y", got, want, (1e-5, 1e-5), is_float=True)
+    assert r["passed"]
+    assert r["max_abs_err"] == pytest.approx(4e-6, rel=0.05) and r["max_rel_err"] == pytest.approx(2e-6, rel=0.05)
+
+
+def test_a_failure_reports_the_relative_error_of_small_references():
+    want = np.array([0.5, 0.25])
+    r = validate.compare_output("y", np.array([0.6, 0.25], np.float32), want, (1e-5, 1e-5), is_float=True)
+    assert not r["passed"] and r["max_abs_err"] == pytest.approx(0.1, rel=1e-5)
+    assert r["max_rel_err"] == pytest.approx(0.2, rel=1e-5)       # 0.1 / 0.5, not 0.1 / 1
+
+
+def test_an_integer_reference_equal_to_the_sentinel_is_not_an_unwritten_element():
+    sentinel = validate.poison_value(np.int32)
+    want = np.array([sentinel, 1, 2], np.int32)
+    r = validate.compare_output("y", np.array([sentinel, 1, 5], np.int32), want, (0.0, 0.0), is_float=False)
+    assert r["kind"] == "wrong_values" and r["first_bad_index"] == [2]
+    r = validate.compare_output("y", np.array([sentinel, sentinel, 2], np.int32), want, (0.0, 0.0), is_float=False)
+    assert r["kind"] == "unwritten" and r["first_bad_index"] == [1]
+
+
+def test_differences_are_found_at_the_element_of_any_width():
+    for dtype in (np.uint8, np.float16, np.float32, np.int64):
+        a = np.zeros((2, 3), dtype)
+        b = a.copy()
+        b[1, 1] = 1
+        assert validate.first_difference(a, b) == [1, 1], dtype
+        assert validate.first_difference(a, a.copy()) is None and validate.unchanged(a, a.copy())
+        assert not validate.unchanged(a, b)
+
+
+def test_large_outputs_are_split_in_at_most_sixteen_parts(monkeypatch):
+    from concurrent.futures import ThreadPoolExecutor
+
+    monkeypatch.setattr(validate, "CHUNK", 8)
+    with ThreadPoolExecutor(2) as pool:
+        parts = validate._over_blocks(lambda lo, hi: (lo, hi), 2000, pool)
+    assert len(parts) == 16 and parts[0] == (0, 128) and parts[-1][1] == 2000
