@@ -465,6 +465,9 @@ def run_module(module: str, conf: dict, sandbox: Sandbox, limit: int | None = No
     if not out_file.exists():
         raise SystemExit(f"{module}: the mutation server wrote no results (its tests could not be collected?)")
     out = json.loads(out_file.read_text())
+    if not out.get("complete") and not out["baseline_failed"]:
+        print(f"{module}: the mutation server stopped after {len(out['results'])} of {len(chosen)} mutants; "
+              "those are reported", flush=True)
     if out["baseline_failed"]:
         raise SystemExit(f"{module}: its tests fail on the unmutated module ({out.get('first_failure') or '?'} "
                          "failed first); fix that first")

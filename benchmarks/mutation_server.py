@@ -236,8 +236,16 @@ class Server:
                                        "seconds": round(time.monotonic() - s, 2), "killer": killer})
             if job.get("verbose"):
                 print(f"  {job['module']} {m['index']} {outcome}", file=sys.__stderr__, flush=True)
-        Path(job["out"]).write_text(json.dumps(results))
+            _write(job["out"], results)       # after every mutant: a server that dies keeps what it measured
+        results["complete"] = True
+        _write(job["out"], results)
         return True
+
+
+def _write(path: str, results: dict) -> None:
+    tmp = Path(path + ".tmp")
+    tmp.write_text(json.dumps(results))
+    os.replace(tmp, path)
 
 
 def main() -> int:
