@@ -349,3 +349,60 @@ def test_large_outputs_are_split_in_at_most_sixteen_parts(monkeypatch):
     with ThreadPoolExecutor(2) as pool:
         parts = validate._over_blocks(lambda lo, hi: (lo, hi), 2000, pool)
     assert len(parts) == 16 and parts[0] == (0, 128) and parts[-1][1] == 2000
+
+
+# ---------------------------------------------------------------- tools.harness.judge
+def _judge(tmp_path):
+    from cuda_llm.tools.harness.eval_options import EvalOptions
+    from cuda_llm.tools.harness.judge import Judge
+
+    return Judge(load_task("gelu"), str(tmp_path / "k.so"), EvalOptions(), seed=1, work=tmp_path)
+
+
+def _held(entry) -> bool:
+    """Does some open file of this process hold the cache entry's lock (cache_store.in_use)?"""
+    import fcntl
+
+    from cuda_llm import cache_store
+
+    with open(cache_store._lock_file(entry), "a+") as fh:
+        try:
+            fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
+        return False
+
+
+def test_the_comparison_library_is_held_in_use_and_built_again_when_its_file_is_gone(tmp_path, monkeypatch):
+    from cuda_llm.tools.harness import device_compare
+
+    old, new = tmp_path / "old", tmp_path / "new"
+    old.mkdir()                                  # the entry is there, its library already evicted
+    new.mkdir()
+    (new / "compare.so").write_bytes(b"\x7fELF")
+    calls = []
+
+    def build(arch, fresh=False):
+        calls.append(fresh)
+        return str((new if fresh else old) / "compare.so")
+
+    monkeypatch.setattr(device_compare, "build", build)
+    j = _judge(tmp_path)
+    try:
+        assert j._held_compare_lib() == str(new / "compare.so") and calls == [False, True]
+        assert _held(new)
+    finally:
+        j._held.close()
+        j.checker.close()
+        j.pool.shutdown()
+    assert not _held(new)
+    (new / "compare.so").unlink()
+    j = _judge(tmp_path)
+    try:
+        with pytest.raises(RuntimeError, match="removed from the cache"):
+            j._held_compare_lib()
+    finally:
+        j._held.close()
+        j.checker.close()
+        j.pool.shutdown()
