@@ -406,3 +406,70 @@ def test_the_comparison_library_is_held_in_use_and_built_again_when_its_file_is_
         j._held.close()
         j.checker.close()
         j.pool.shutdown()
+
+
+class _GoneSession:
+    """A worker session whose process has ended: every wait for an event says so."""
+
+    call_timed_out = False
+
+    def __init__(self, rc, timed_out=False):
+        self.rc, self.timed_out, self.sent = rc, timed_out, []
+
+    def send(self, cmd):
+        self.sent.append(cmd)
+
+    def next_event(self, timeout):
+        from cuda_llm.tools.harness.runner import WorkerGone
+
+        raise WorkerGone(self.rc, self.timed_out)
+
+
+def _ended_in_a_case(tmp_path, rc, timed_out=False):
+    """A Judge whose worker ended after the first validation case was sent: (judge, the WorkerGone)."""
+    from concurrent.futures import Future
+
+    from cuda_llm.tools.harness.judge import _Case
+    from cuda_llm.tools.harness.runner import WorkerGone
+
+    j = _judge(tmp_path)
+    j.session = _GoneSession(rc, timed_out)
+    case = _Case(0, {"n": 7}, False, tmp_path, {}, Future())
+    with pytest.raises(WorkerGone) as gone:
+        j._validate([case], "validation", 60.0)
+    j.checker.close()
+    j.pool.shutdown()
+    assert j.session.sent[0]["cmd"] == "case" and j.session.sent[0]["sizes"] == {"n": 7}
+    return j, gone.value
+
+
+def test_a_worker_that_ends_in_a_case_is_named_with_the_case_and_how_it_ended(tmp_path):
+    import signal
+
+    from cuda_llm.results import Status
+    from cuda_llm.tools.harness.worker_protocol import EXIT_HARNESS
+
+    j, gone = _ended_in_a_case(tmp_path, -int(signal.SIGSEGV))
+    assert j.state.phase == "validation, the case at sizes n=7" and j.state.in_solve is False
+    j._gone(gone)
+    e = j.resp.error
+    assert e.status == Status.runtime_error and e.stage == "validation"
+    assert "ended the worker process during validation, the case at sizes n=7: signal 11 (SIGSEGV) " \
+           "(a crash in its host code)" in e.message
+    v = j.resp.validation
+    assert not v.passed and len(v.cases) == 1 and v.cases[0].kind == "worker_exit" and v.cases[0].sizes == {"n": 7}
+    j, gone = _ended_in_a_case(tmp_path, 5)                 # an exit code: no crash hint
+    j._gone(gone)
+    assert "exit code 5. solve() must return normally" in j.resp.error.message
+    j, gone = _ended_in_a_case(tmp_path, EXIT_HARNESS)      # the worker's own failure code: the harness's
+    j._gone(gone)
+    assert j.resp.error is None and "without saying why" in j.resp.harness_error
+    j, gone = _ended_in_a_case(tmp_path, None, timed_out=True)
+    j._gone(gone)
+    assert j.resp.error.status == Status.timeout and "killed after" in j.resp.error.message
+    j = _judge(tmp_path)                                    # before the candidate was loaded: never the kernel's
+    j.checker.close()
+    j.pool.shutdown()
+    from cuda_llm.tools.harness.runner import WorkerGone
+    j._gone(WorkerGone(-9, False))
+    assert j.resp.error is None and "before it loaded the candidate" in j.resp.harness_error
