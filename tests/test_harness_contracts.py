@@ -473,3 +473,77 @@ def test_a_worker_that_ends_in_a_case_is_named_with_the_case_and_how_it_ended(tm
     from cuda_llm.tools.harness.runner import WorkerGone
     j._gone(WorkerGone(-9, False))
     assert j.resp.error is None and "before it loaded the candidate" in j.resp.harness_error
+
+
+def test_every_calls_check_carries_each_sets_reference_and_tolerance(tmp_path):
+    from types import SimpleNamespace
+
+    from cuda_llm.tools.harness.eval_options import EvalOptions
+    from cuda_llm.tools.harness.judge import Judge
+
+    def bench(name, sizes):
+        return SimpleNamespace(sizes=sizes, sets={s: SimpleNamespace(folder=None, expected={name: np.full(3, s)},
+                                                                      rel_slack=0.5 * s) for s in (0, 1, 2)})
+
+    for task, out, sizes, exact in (("histogram", "hist", {"n": 10, "bins": 3}, True), ("gelu", "y", {"n": 3}, False)):
+        j = Judge(load_task(task), "k.so", EvalOptions(), seed=1, work=tmp_path)
+        j.checker.close()
+        j.pool.shutdown()
+        j.bench, j.exchange = bench(out, sizes), tmp_path
+        cc = j._call_check([0, 1, 2])
+        assert cc.lib is None and [o.name for o in cc.outputs] == [out]
+        o = cc.outputs[0]
+        assert o.exact is exact and sorted(o.refs) == [0, 1, 2]
+        atol, rtol = checker.tolerance(j.task, j.task.outputs[0], sizes)
+        assert o.tol == {s: (atol, rtol + 0.5 * s) for s in (0, 1, 2)}
+        for s in (0, 1, 2):
+            assert np.array_equal(np.load(o.refs[s]), np.full(3, s))
+
+
+def test_a_wrong_timed_call_is_named_by_its_place_and_what_it_matched(tmp_path):
+    from types import SimpleNamespace
+
+    from cuda_llm.tools.harness.runner import Event
+
+    j = _judge(tmp_path)
+    j.checker.close()
+    j.pool.shutdown()
+    j.bench = SimpleNamespace(sizes={"n": 100})
+    j._wrong(Event(ev="wrong", i=4, set=1, output="y", count=7, like=None, repeat=1))
+    call, where, r = j._wrong_call
+    assert (call, where) == (4, "on timed call 5 (input set S1)")
+    assert not r.passed and r.kind == "wrong_values" and r.output == "y" and r.sizes == {"n": 100}
+    assert r.reason.startswith("y: 7 of 100 elements outside tolerance")
+    j._wrong(Event(ev="wrong", i=0, set=2, output="y", count=100, like=0, repeat=3))
+    call, where, r = j._wrong_call
+    assert where == "on timed call 1 of timing repeat 3 (input set S2)" and r.kind == "replay"
+    assert "reference of input set S0" in r.reason and "(input set S2)" in r.reason
+
+
+class _EndedSession:
+    def __init__(self, rc):
+        self.rc, self.stderr, self.stdout, self.seconds = rc, "worker log\n", "", 1.5
+
+    def close(self):
+        return self.rc
+
+
+def test_a_worker_that_ends_badly_after_its_last_command_is_noted_only_without_timing(tmp_path):
+    from cuda_llm.results import ValidationResult
+    from cuda_llm.tools.harness.eval_options import EvalOptions
+    from cuda_llm.tools.harness.judge import Judge
+
+    def finish(rc, timing=False, error=None, passed=True):
+        j = Judge(load_task("gelu"), "k.so", EvalOptions(timing=timing), seed=1, work=tmp_path)
+        j.checker.close()
+        j.pool.shutdown()
+        j.session = _EndedSession(rc)
+        j.resp.validation = ValidationResult(passed=passed, cases=[])
+        j.resp.harness_error = error
+        j._finish()
+        assert (tmp_path / "worker_stderr.log").read_text() == "worker log\n" and j.state.costs["worker_s"] == 1.5
+        return j.resp.notes
+
+    assert finish(-6) == ["the worker ended with signal 6 (SIGABRT) after its last command"]
+    assert finish(0) == [] and finish(None) == []
+    assert finish(-6, timing=True) == [] and finish(-6, passed=False) == [] and finish(-6, error="x") == []

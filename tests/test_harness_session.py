@@ -87,6 +87,8 @@ def test_an_honest_kernel_passes_and_every_set_is_checked(gelu_small, tmp_path, 
     from cuda_llm.tools.harness import device_compare
     with open(cache_store._lock_file(Path(device_compare.build(None)).parent), "a+") as fh:
         fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)      # raises BlockingIOError while still held
+    assert kept[0].pool._shutdown and kept[0].checker._jobs._shutdown    # its threads stopped
+    assert not kept[0]._verified and not kept[0].exchange.exists()           # its kept outputs and files gone
     assert resp.costs["checker_s"] > 0 and "worker_start_s" in resp.costs
     assert (tmp_path / "work" / "worker_stderr.log").read_text().count("[gpu-worker]") >= 7
 
