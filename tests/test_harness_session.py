@@ -166,8 +166,10 @@ def test_the_parents_clock_sees_each_call_even_while_the_parent_is_busy(gelu_sma
     kernel that reported its calls twice as fast as they ran passed (below)."""
     from cuda_llm.tools.harness.worker_protocol import EvaluateResponse
 
+    # two retries: a 2-core host that other work loads can push one honest timing outside the margin now and
+    # then (a mutation run saw it); a parent that stamped events when read would fail all three
     with busy_parent():
-        res = judge(gelu_small, "gelu_ok", tmp_path, max_reps=12, clock_retries=0)
+        res = judge(gelu_small, "gelu_ok", tmp_path, max_reps=12, clock_retries=2)
     assert res.status == Status.ok, res.message
     clock = EvaluateResponse.model_validate_json((tmp_path / "work" / "eval_result.json").read_text()).clock
     assert clock.issues == [] and clock.parent_solve_ms == pytest.approx(clock.event_median_ms, rel=0.3)
