@@ -547,3 +547,29 @@ def test_a_worker_that_ends_badly_after_its_last_command_is_noted_only_without_t
     assert finish(-6) == ["the worker ended with signal 6 (SIGABRT) after its last command"]
     assert finish(0) == [] and finish(None) == []
     assert finish(-6, timing=True) == [] and finish(-6, passed=False) == [] and finish(-6, error="x") == []
+
+
+class _FaultSession(_GoneSession):
+    def next_event(self, timeout):
+        from cuda_llm.tools.harness.runner import Event
+
+        return Event(ev="fault", message="an illegal memory access was encountered", cmd="case")
+
+
+def test_a_cuda_fault_in_a_case_fails_that_case_with_the_fault(tmp_path):
+    from concurrent.futures import Future
+
+    from cuda_llm.results import Status
+    from cuda_llm.tools.harness.judge import _Case, _Fault
+
+    j = _judge(tmp_path)
+    j.session = _FaultSession(None)
+    with pytest.raises(_Fault) as fault:
+        j._validate([_Case(0, {"n": 9}, True, tmp_path, {}, Future())], "validation", 60.0)
+    j.checker.close()
+    j.pool.shutdown()
+    j._fault(fault.value.message)
+    assert j.resp.error.status == Status.runtime_error and j.resp.error.stage == "validation"
+    assert j.resp.error.message == "CUDA error during validation: an illegal memory access was encountered"
+    case = j.resp.validation.cases[-1]
+    assert not j.resp.validation.passed and case.kind == "cuda_error" and case.held_out and case.sizes == {"n": 9}

@@ -129,6 +129,7 @@ def test_the_verdict_is_not_in_the_worker(gelu_small, tmp_path):
     res = judge(gelu_small, "gelu_tamper", tmp_path)
     assert res.status == Status.wrong_answer, res.message
     assert res.validation.first_failure().kind in ("wrong_values", "unwritten")
+    assert res.timing is None and res.revalidation is None        # a failed validation is never timed
 
 
 def test_forged_event_times_are_caught_by_the_parents_clock(gelu_small, tmp_path):
