@@ -573,3 +573,47 @@ def test_a_cuda_fault_in_a_case_fails_that_case_with_the_fault(tmp_path):
     assert j.resp.error.message == "CUDA error during validation: an illegal memory access was encountered"
     case = j.resp.validation.cases[-1]
     assert not j.resp.validation.passed and case.kind == "cuda_error" and case.held_out and case.sizes == {"n": 9}
+
+
+class _CaseSession(_GoneSession):
+    """A worker that answers every case at once."""
+
+    def next_event(self, timeout):
+        from cuda_llm.tools.harness.runner import Event
+
+        return Event(ev="case", i=len(self.sent) - 1, seconds=0.0)
+
+
+def test_cases_are_sent_while_the_checks_of_earlier_ones_still_run(tmp_path):
+    """Each case is checked in a thread as its data arrives: the next case never waits for that check."""
+    from concurrent.futures import Future
+
+    from cuda_llm.results import CaseResult
+    from cuda_llm.tools.harness.judge import _Case
+
+    j = _judge(tmp_path)
+    all_sent = threading.Event()
+
+    class Session(_CaseSession):
+        def send(self, cmd):
+            super().send(cmd)
+            if len(self.sent) == 3:
+                all_sent.set()
+
+    j.session = Session(None)
+
+    def slow_check(c, seconds):
+        def run(pool):
+            ok = all_sent.wait(2.0)                  # passes only if every case went out before any check ended
+            return CaseResult(sizes=c.sizes, held_out=False, passed=ok, seconds=seconds)
+        return run
+
+    j._case_check = slow_check
+    cases = [_Case(i, {"n": 5 + i}, False, tmp_path, {}, Future()) for i in range(3)]
+    try:
+        v = j._validate(cases, "validation", 0.0)
+    finally:
+        j.checker.close()
+        j.pool.shutdown()
+    assert [c["i"] for c in j.session.sent] == [0, 1, 2]
+    assert v.passed and len(v.cases) == 3
