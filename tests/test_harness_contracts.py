@@ -617,3 +617,57 @@ def test_cases_are_sent_while_the_checks_of_earlier_ones_still_run(tmp_path):
         j.pool.shutdown()
     assert [c["i"] for c in j.session.sent] == [0, 1, 2]
     assert v.passed and len(v.cases) == 3
+
+
+def test_the_first_change_of_a_derived_input_is_the_first_of_either_kind(monkeypatch):
+    from types import SimpleNamespace
+
+    from cuda_llm.tools.harness.checker import _first_change
+
+    base = np.arange(16, dtype=np.float32)
+    chunks = SimpleNamespace(starts=[1, 8], length=2, values=np.array([50, 51, 80, 81], dtype=np.float32))
+    given = base.copy()
+    given[[1, 2, 8, 9]] = [50, 51, 80, 81]
+    both = given.copy()
+    both[9], both[0] = -1, -1                       # a wrong value in the second run, and a base change before it
+    assert _first_change(base, both, chunks) == [0]
+    both[0], both[12] = 0, -1                        # the base change after it: the run's comes first
+    assert _first_change(base, both, chunks) == [9]
+    past_first = given.copy()
+    past_first[3] = -1                               # just past the end of the first run
+    assert _first_change(base, past_first, chunks) == [3]
+    same = SimpleNamespace(starts=[1], length=2, values=base[1:3].copy())   # a run that wrote the base's own values
+    one = base.copy()
+    one[5] = -1                                      # the only difference anywhere
+    assert _first_change(base, one, same) == [5]
+    monkeypatch.setattr(validate, "CHUNK", 4)        # blocks of 4: the base is scanned block by block
+    assert _first_change(base, past_first, chunks) == [3]
+    late = given.copy()
+    late[13] = -1                                    # in the fourth block
+    assert _first_change(base, late, chunks) == [13] and _first_change(base, given, chunks) is None
+
+
+def test_the_absolute_tolerance_scales_with_the_inputs_only_where_asked():
+    task, x, _ = _gelu()
+    atol, _ = checker.tolerance(task, task.outputs[0], {"n": 4})
+    zero = np.zeros(4)
+    off = np.full(4, 1.5 * atol, np.float32)         # outside atol where the reference is 0 (rtol adds nothing)
+    plain = Expectation(sizes={"n": 4}, expected={"y": zero}, inputs={"x": x[:4]})
+    assert not check_call(task, plain, RawCall(outputs={"y": off})).passed
+    scaled = Expectation(sizes={"n": 4}, expected={"y": zero}, inputs={"x": x[:4]}, atol_factor={"y": 4.0})
+    assert check_call(task, scaled, RawCall(outputs={"y": off})).passed
+    assert not check_call(task, scaled, RawCall(outputs={"y": off * 3})).passed
+
+
+def test_closing_the_checker_waits_for_the_running_blocks_and_drops_the_queued_ones():
+    c = Checker(threads=1)
+    log = []
+
+    def job(blocks):
+        blocks.submit(lambda: (time.sleep(0.3), log.append(1)))
+        blocks.submit(lambda: log.append(2))        # queued behind the first: one block thread
+        return 0
+
+    c.submit("j", job).result(timeout=5)
+    c.close()
+    assert log == [1]
