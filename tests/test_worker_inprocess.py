@@ -18,7 +18,8 @@ from cuda_llm.tasks.loader import load_task
 from cuda_llm.tools.harness import bench_data, transport, worker_loop
 from cuda_llm.tools.harness.timing_budget import TimingBudget
 from cuda_llm.tools.harness.timing_plan import Schedule
-from cuda_llm.tools.harness.worker_protocol import (EXIT_CUDA_FAULT, EXIT_HARNESS, EXIT_OK, GUARD_BYTE, CallCheck,
+from cuda_llm.tools.harness.worker_protocol import (EXIT_CUDA_FAULT, EXIT_HARNESS, EXIT_OK, GUARD_BYTE, GUARD_BYTES,
+                                                    CallCheck,
                                                     OutputCheck, TimeCommand, decode, encode)
 
 KERNELS = Path(__file__).parent / "numpy_kernels"
@@ -203,3 +204,126 @@ def test_a_device_fault_in_a_call_is_a_cuda_fault(tmp_path):
                       dev=Faulty())
     assert code == EXIT_CUDA_FAULT and ev[-1]["ev"] == "fault" and ev[-1]["cmd"] == "case"
     assert "too many resources" in ev[-1]["message"] and "returned" not in _names(ev)
+
+
+class Recording(NumpyDevice):
+    """The NumPy device that also counts calls of solve(), the flush writes and the peak of allocated bytes."""
+
+    def __init__(self, free_memory: int = 1 << 34):
+        super().__init__(free_memory)
+        self.solve_calls = 0
+        self.flushes: list[tuple[int, int]] = []          # (fill value, words) of each flush write
+        self.live = self.peak = 0
+        self.sizes: dict[int, int] = {}
+
+    def alloc(self, nbytes):
+        ptr = super().alloc(nbytes)
+        self.sizes[ptr] = nbytes
+        self.live += nbytes
+        self.peak = max(self.peak, self.live)
+        return ptr
+
+    def free(self, ptr):
+        self.live -= self.sizes.pop(ptr, 0)
+        super().free(ptr)
+
+    def memset_d32(self, ptr, value, count):
+        if self.sizes.get(ptr) == self.flush_bytes:
+            self.flushes.append((value, count))
+        super().memset_d32(ptr, value, count)
+
+    def bind(self, fn, args):
+        call = super().bind(fn, args)
+
+        def counted():
+            self.solve_calls += 1
+            call()
+        return counted
+
+
+def test_every_call_flushes_the_l2_and_the_calls_are_counted(bench, tmp_path):
+    dev = Recording()
+    code, ev = _serve(tmp_path, "gelu_ok", [_time_cmd(bench, tmp_path, reps=6)], dev=dev)
+    assert code == EXIT_OK and _names(ev)[-1] == "timed", ev
+    # the first call, warmup - 1 more, the timed calls, the call on fresh inputs after them
+    assert dev.solve_calls == 1 + (2 - 1) + 6 + 1
+    # every timed call and every blank writes the whole flush buffer, each timed call with another byte
+    assert len(dev.flushes) == 6 + 2 and all(words * 4 == dev.flush_bytes for _, words in dev.flushes)
+    fills = [v for v, _ in dev.flushes]
+    assert len(set(fills)) == 6 and all(0 <= v <= 0xFF for v in fills)
+    for e in ev:                               # durations are durations
+        if "seconds" in e:
+            assert 0 <= e["seconds"] < 60, e
+
+
+def test_without_room_nothing_but_the_calls_own_buffers_is_on_the_device(bench, tmp_path):
+    dev = Recording(free_memory=1 << 20)
+    code, ev = _serve(tmp_path, "gelu_ok", [_time_cmd(bench, tmp_path)], dev=dev)
+    assert code == EXIT_OK and _names(ev)[-1] == "timed", ev
+    buffers = 2 * ((N * 4 + 3) // 4 * 4 + GUARD_BYTES)       # x and y, rounded to words, with their guards
+    assert dev.peak == buffers + dev.flush_bytes and dev.live == 0
+
+
+def test_the_sets_are_staged_only_with_more_than_the_headroom_free(bench, tmp_path):
+    need = N * 4 * 4                                         # x of the three timed sets and the post set
+    for free, staged in ((need + worker_loop.STAGING_HEADROOM, False), (need + worker_loop.STAGING_HEADROOM + 1, True)):
+        code, ev = _serve(tmp_path, "gelu_ok", [_time_cmd(bench, tmp_path, reps=3, check=False)],
+                          dev=NumpyDevice(free_memory=free))
+        assert code == EXIT_OK and ev[_names(ev).index("sets-ready")]["on_device"] is staged
+
+
+def test_timing_without_a_device_check_and_repeats_of_every_count(bench, tmp_path):
+    code, ev = _serve(tmp_path, "gelu_ok", [_time_cmd(bench, tmp_path, reps=3, check=False)])
+    names = _names(ev)
+    assert code == EXIT_OK and names[-1] == "timed" and "check-ready" not in names and "repeat" not in names
+    code, ev = _serve(tmp_path, "gelu_ok", [_time_cmd(bench, tmp_path, reps=3, repeats=2), {"cmd": "repeat"}])
+    assert code == EXIT_OK and _names(ev).count("repeat") == 1
+    code, ev = _serve(tmp_path, "gelu_ok", [_time_cmd(bench, tmp_path, reps=3, repeats=2), {"cmd": "quit"}])
+    assert code == EXIT_OK and "repeat" not in _names(ev) and "checks-wait" in _names(ev)
+
+
+def test_a_missing_input_set_file_is_named_and_nothing_stays_allocated(bench, tmp_path):
+    cmd = _time_cmd(bench, tmp_path, reps=3)
+    cmd["sets"] = {**cmd["sets"], "2": {"kind": "fresh", "inputs": {"x": str(tmp_path / "gone.npy")}}}
+    dev = Recording()
+    code, ev = _serve(tmp_path, "gelu_ok", [cmd], dev=dev)
+    assert code == EXIT_HARNESS and ev[-1]["ev"] == "error" and ev[-1]["cmd"] == "time"
+    assert "gone.npy" in ev[-1]["message"] and dev.live == 0
+
+
+def test_a_fault_that_surfaces_at_the_synchronize_after_a_call_is_a_cuda_fault(tmp_path):
+    from cuda_llm.tools.harness.worker_loop import DeviceFault
+
+    class Late(NumpyDevice):
+        """An asynchronous error: the launch returns, the fault shows at the next synchronize after solve()."""
+
+        def bind(self, fn, args):
+            call = super().bind(fn, args)
+
+            def run():
+                call()
+                self.failed = True
+            return run
+
+        def sync(self):
+            if getattr(self, "failed", False):
+                raise DeviceFault("an illegal memory access was encountered")
+
+    folder = tmp_path / "case0"
+    folder.mkdir()
+    transport.write_array(folder / "in_x.npy", np.ones(5, np.float32))
+    code, ev = _serve(tmp_path, "gelu_ok", [{"cmd": "case", "i": 0, "sizes": {"n": 5}, "dir": str(folder)}], dev=Late())
+    assert code == EXIT_CUDA_FAULT and ev[-1]["ev"] == "fault" and "returned" not in _names(ev)
+
+
+def test_buffers_that_cannot_be_made_free_what_they_took(tmp_path):
+    from cuda_llm.tasks.loader import LoadedTask
+    from cuda_llm.tasks.model import DType
+
+    task = load_task("gelu").task
+    params = [p if p.kind == "pointer" else p.model_copy(update={"dtype": DType.float16}) for p in task.params]
+    loaded = LoadedTask(task=task.model_copy(update={"params": params}), reference=lambda i, s: {}, make_inputs=None)
+    dev = Recording()
+    with pytest.raises(ValueError, match="not supported"):
+        worker_loop.Buffers(dev, loaded, {"n": 8})
+    assert dev.live == 0 and dev.peak > 0
