@@ -671,3 +671,35 @@ def test_closing_the_checker_waits_for_the_running_blocks_and_drops_the_queued_o
     c.submit("j", job).result(timeout=5)
     c.close()
     assert log == [1]
+
+
+def test_a_failure_spread_over_blocks_names_its_first_element_and_its_largest_error(monkeypatch):
+    monkeypatch.setattr(validate, "CHUNK", 4)                # blocks of 4 elements
+    want = np.zeros(12)
+    got = np.zeros(12, np.float32)
+    got[0], got[9] = 0.1, 0.5                               # the first block and the third
+    r = validate.compare_output("y", got, want, (1e-3, 0.0), is_float=True)
+    assert r["kind"] == "wrong_values" and r["first_bad_index"] == [0] and "2 of 12" in r["reason"]
+    assert r["max_abs_err"] == pytest.approx(0.5)
+    got[0] = 0.0
+    r = validate.compare_output("y", got, want, (1e-3, 0.0), is_float=True)
+    assert r["first_bad_index"] == [9] and r["max_abs_err"] == pytest.approx(0.5)
+
+
+def test_integers_with_no_tolerance_are_compared_as_integers():
+    big = np.array([2**60, 7], np.int64)
+    off = np.array([2**60 + 1, 7], np.int64)                 # equal as float64, not as integers
+    r = validate.compare_output("y", off, big, (0.0, 0.0), is_float=False)
+    assert not r["passed"] and r["first_bad_index"] == [0]
+    assert not validate.passes(off, big, (0.0, 0.0)) and validate.passes(big.copy(), big, (0.0, 0.0))
+    assert validate.count_outside(off, big, 0.0, 0.0, exact=True) == 1
+    small = np.array([3, 4], np.int16)                      # a dtype with no poison value: plainly wrong
+    r = validate.compare_output("y", np.array([3, 5], np.int16), small, (0.0, 0.0), is_float=False)
+    assert r["kind"] == "wrong_values" and r["first_bad_index"] == [1]
+
+
+def test_the_replay_test_sees_a_difference_in_the_first_element():
+    assert not validate.passes(np.array([5.0, 1.0], np.float32), np.array([4.0, 1.0]), (0.0, 0.0))
+    assert not validate.passes(np.array([5, 1], np.int32), np.array([4, 1], np.int32), (0.0, 0.0))
+    assert validate.passes(np.array([5, 1], np.int32), np.array([5, 1], np.int32), (0.0, 0.0))
+    assert validate.passes(np.array([4.00001, 1.0], np.float32), np.array([4.0, 1.0]), (1e-3, 0.0))
