@@ -505,7 +505,11 @@ def rerun_survivors(module: str, conf: dict, sandbox: Sandbox, quiet: bool) -> d
         print(f"{module}: no recorded results to run the survivors of", flush=True)
         return None
     rec = json.loads(f.read_text())
-    keys = {r["key"] for r in rec["results"] if r["outcome"] in ("survived", "uncovered", "equivalent")}
+    equivalent = load_equivalent().get(module, {})
+    for r in rec["results"]:            # named equivalent since: no need to run them again
+        if r["outcome"] in ("survived", "uncovered") and r["key"] in equivalent:
+            r["outcome"] = "equivalent"
+    keys = {r["key"] for r in rec["results"] if r["outcome"] in ("survived", "uncovered")}
     if not keys:
         return rec
     again = run_module(module, conf, sandbox, quiet=quiet, only_keys=keys)
