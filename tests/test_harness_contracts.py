@@ -703,3 +703,21 @@ def test_the_replay_test_sees_a_difference_in_the_first_element():
     assert not validate.passes(np.array([5, 1], np.int32), np.array([4, 1], np.int32), (0.0, 0.0))
     assert validate.passes(np.array([5, 1], np.int32), np.array([5, 1], np.int32), (0.0, 0.0))
     assert validate.passes(np.array([4.00001, 1.0], np.float32), np.array([4.0, 1.0]), (1e-3, 0.0))
+
+
+def test_the_int64_poison_is_the_32_bit_sentinel_twice():
+    assert validate.poison_word32(np.int64) == validate.INT_SENTINEL == validate.poison_word32(np.int32)
+    p = validate.poisoned((3,), np.int64)
+    assert p.dtype == np.int64 and validate.is_poison(p).all()
+    assert (p.view(np.uint32) == validate.INT_SENTINEL).all()          # what memset_d32 of the word leaves
+    assert int(p[0]) < 0 and int(p[0]) == validate.poison_value(np.int64)
+
+
+def test_equal_integers_pass_without_the_full_diagnosis(monkeypatch):
+    def no_diagnosis(*a, **k):
+        raise AssertionError("the full diagnosis ran on an output that passes")
+
+    monkeypatch.setattr(validate, "_failure_stats", no_diagnosis)
+    ints = np.arange(10, dtype=np.int32)
+    r = validate.compare_output("y", ints.copy(), ints, (0.0, 0.0), is_float=False)
+    assert r["passed"] and r["max_abs_err"] == 0.0
