@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import threading
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -721,3 +722,96 @@ def test_equal_integers_pass_without_the_full_diagnosis(monkeypatch):
     ints = np.arange(10, dtype=np.int32)
     r = validate.compare_output("y", ints.copy(), ints, (0.0, 0.0), is_float=False)
     assert r["passed"] and r["max_abs_err"] == 0.0
+
+
+def test_a_derived_set_grows_four_times_at_a_time_until_replays_fail(monkeypatch):
+    from cuda_llm.tools.harness import bench_data as bd
+
+    loaded = load_task("gelu")
+    sizes = {"n": 4096}
+    sets, _ = bd.make_sets(loaded, sizes)
+    others = [sets[j] for j in (0, 2, 3)]
+    monkeypatch.setattr(bd, "_replays_fail", lambda ld, sz, x, y: x.fraction >= 0.25)
+    s, ok = bd._derive(loaded, sizes, 1, sets[0], sets[2], others, lambda m: None, start=2.0 ** -10)
+    assert ok and s.fraction == 0.25 and s.index == 1 and s.base == 0
+    monkeypatch.setattr(bd, "_replays_fail", lambda ld, sz, x, y: False)          # never different enough
+    s, ok = bd._derive(loaded, sizes, 1, sets[0], sets[2], others, lambda m: None, start=0.5)
+    assert not ok and s.fraction == 1.0                                         # stops at the whole input
+
+
+def test_references_keep_their_own_slack_only():
+    from cuda_llm.tools.harness import bench_data as bd
+
+    y = load_task("gelu").task.outputs[0]
+    same, slack = bd.compact_reference(y, np.ones(3, np.float32))              # already the output's dtype
+    assert same.dtype == np.float32 and slack == 0.0
+    tiny = np.array([1e-50, 1.0])                                              # below float32's range: kept
+    same, slack = bd.compact_reference(y, tiny)
+    assert same.dtype == np.float64 and slack == 0.0
+    hist = load_task("histogram").task.outputs[0]                              # an int32 output
+    cast, slack = bd.compact_reference(hist, np.array([1, 2, 3], np.int64))
+    assert cast.dtype == np.int32 and slack == 0.0
+    kept, slack = bd.compact_reference(hist, np.array([2**40], np.int64))      # would not fit: kept
+    assert kept.dtype == np.int64 and slack == 0.0
+    sets, _ = bd.make_sets(load_task("gelu"), {"n": 1000})
+    assert all(s.rel_slack <= 2.0 ** -22 for s in sets.values())
+
+
+def test_shuffled_rows_come_from_other_rows_of_the_same_input():
+    from cuda_llm.tools.harness import bench_data as bd
+
+    p = load_task("gelu").task.inputs[0].model_copy(update={"vary": "shuffle_rows"})
+    base = np.arange(64 * 5, dtype=np.float32).reshape(64, 5)
+    for fraction in (0.05, 0.5, 1.0):
+        c = bd.draw_chunks(p, base, -base, np.random.default_rng(1), fraction)
+        assert c is not None and c.length % 5 == 0 and c.values.size == c.count
+        got = bd.apply_chunks(base, c)
+        rows = {r.tobytes() for r in base}
+        assert all(r.tobytes() in rows for r in got)                          # rows of base, never the donor's
+        for s in c.starts:
+            assert not np.array_equal(got.reshape(-1)[s:s + c.length], base.reshape(-1)[s:s + c.length])
+    assert bd.draw_chunks(p, base[:1], -base[:1], np.random.default_rng(1), 1.0) is None   # one row: nothing to take
+    plain = load_task("gelu").task.inputs[0]                                     # replaced values: element by element
+    c = bd.draw_chunks(plain, base, -base, np.random.default_rng(1), 2.0 ** -10)
+    assert c.length == 1
+
+
+def test_the_sets_come_from_the_cache_held_until_closed_and_released_on_failure(small_gelu, monkeypatch):
+    from cuda_llm import cache_store
+    from cuda_llm.tools.harness import bench_data as bd
+
+    folder, root = small_gelu
+    loaded = load_task(folder)
+    sizes = {"n": 5003}
+    assert bd.entry_bytes(loaded, sizes) == 2 * 5003 * 4                     # x and y, float32; n is no buffer
+    said: list[str] = []
+    first = bd.prepare(loaded, sizes, root, said.append)
+    first.close()
+    assert first.made == 4 and 0 <= first.seconds < 60 and any("making the input sets" in m for m in said)
+    said.clear()
+    again = bd.prepare(loaded, sizes, root, said.append)
+    entries = [Path(f).parent for f in again.plan()["0"]["inputs"].values()]
+    try:
+        assert again.made == 0 and not any("making" in m for m in said)
+        assert cache_store.remove(entries[0]) is False                         # loaded from the cache: held
+    finally:
+        again.close()
+    memory = bd.prepare(loaded, sizes, None)                                 # no cache: made here, kept in memory
+    assert memory.made == 4 and sorted(memory.sets) == [0, 1, 2, 3] and memory.sets[0].folder is None
+    # one entry gone: the others are held while the sets are made again, and released when that fails
+    (Path(again.sets[2].folder) / "done").unlink()
+    monkeypatch.setattr(bd, "make_sets", lambda *a, **k: (_ for _ in ()).throw(RuntimeError("no memory")))
+    with pytest.raises(RuntimeError, match="no memory"):
+        bd.prepare(loaded, sizes, root)
+    assert cache_store.remove(Path(again.sets[0].folder)) is True
+
+
+def test_a_task_without_a_folder_is_keyed_by_its_definition():
+    from cuda_llm.tasks.loader import LoadedTask
+    from cuda_llm.tools.harness import bench_data as bd
+
+    task = load_task("gelu").task
+    bare = LoadedTask(task=task.model_copy(update={"folder": None}), reference=lambda i, s: {}, make_inputs=None)
+    other = LoadedTask(task=task.model_copy(update={"folder": None, "description": "another"}),
+                       reference=lambda i, s: {}, make_inputs=None)
+    assert bd.entry_key(bare, {"n": 5}, 0) != bd.entry_key(other, {"n": 5}, 0)
