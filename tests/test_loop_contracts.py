@@ -41,3 +41,54 @@ def test_a_ranked_feature_cannot_be_changed_once_made():
     r = bandit.RankedFeature(feature=f, score=0.1, expected_value=0.1, reason="r", stats=_st())
     with pytest.raises(ValidationError):
         r.score = 2.0
+
+
+# ---------------------------------------------------------------- graph.postmortem
+def test_worth_profiling_is_a_plain_yes_or_no():
+    from cuda_llm.graph import postmortem as pm
+
+    assert pm.worth_profiling(pm.SLOWER, None) is False
+    assert pm.cause_text(pm.SLOWER, parent="p", ratio=2.0, diagnosis={"bottleneck": "memory-bound",
+                                                                       "evidence": ["dram 80% of peak"]}) == \
+        "2.0x slower than its parent p; memory-bound."                  # no stall line: nothing added for it
+
+
+def test_a_round_profiles_its_worst_regressions_up_to_the_cap(tmp_path, monkeypatch):
+    """Four regressions of 2x to 5x in one round: the MAX_PER_ROUND worst are profiled, the others explained
+    by their ratio alone, every one gets its post-mortem."""
+    from types import SimpleNamespace
+
+    from cuda_llm.graph import postmortem as pm
+    from cuda_llm.graph import review
+    from cuda_llm.graph.stages import ProfileStage
+    from cuda_llm.graph.state import Candidate
+    from cuda_llm.results import CompileResult, EvalResult, Status
+
+    cands = [Candidate(id=f"r1c{k}", round=1, slot=k, parent_ms=1.0, status="ok", ms=2.0 + k, hash=f"h{k}")
+             for k in range(4)]
+    built = {c.id: EvalResult(task="t", candidate=c.id, source_hash=c.hash, status=Status.ok,
+                              compile=CompileResult(ok=True, arch="sm_90a", source_hash=c.hash, so_path="/x.so"))
+             for c in cands}
+    profiled: list[str] = []
+
+    def profile(deps, cid, source, res):
+        profiled.append(cid)
+        return {"diagnosis": {"bottleneck": "latency-bound", "summary": "Too few warps."}}
+
+    monkeypatch.setattr(review, "profile_and_diagnose", profile)
+    written: dict[str, str] = {}
+    rundir = SimpleNamespace(root=tmp_path, write_text=lambda rel, text: written.__setitem__(rel, text),
+                             read_result=lambda cid: None)
+    events: list[dict] = []
+    ctx = SimpleNamespace(deps=SimpleNamespace(rundir=rundir, source=lambda h: "", catalogue=None),
+                          candidates=lambda: cands, result=built.get,
+                          event=lambda kind, **f: events.append({"event": kind, **f}),
+                          patch=lambda cid, **f: {cid: f}, merge=lambda a, b: {**a, **b})
+    update = ProfileStage._postmortems(ctx, {})
+    assert profiled == ["r1c3", "r1c2"] and len(profiled) == pm.MAX_PER_ROUND == 2     # the worst first
+    assert sorted(update) == ["r1c0", "r1c1", "r1c2", "r1c3"]
+    done = {e["candidate"]: e for e in events if e["event"] == "postmortem"}
+    assert done["r1c3"]["profiled"] and done["r1c2"]["profiled"]
+    assert not done["r1c1"]["profiled"] and not done["r1c0"]["profiled"]
+    assert done["r1c3"]["cause"] == "5.0x slower than its parent baseline; latency-bound: Too few warps."
+    assert sorted(written) == [f"postmortems/r1c{k}.json" for k in range(4)]
