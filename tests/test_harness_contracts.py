@@ -798,12 +798,13 @@ def test_the_sets_come_from_the_cache_held_until_closed_and_released_on_failure(
         again.close()
     memory = bd.prepare(loaded, sizes, None)                                 # no cache: made here, kept in memory
     assert memory.made == 4 and sorted(memory.sets) == [0, 1, 2, 3] and memory.sets[0].folder is None
+    assert 0 <= memory.seconds < 60 and 0 <= again.seconds < 60
     # one entry gone: the others are held while the sets are made again, and released when that fails
     (Path(again.sets[2].folder) / "done").unlink()
     monkeypatch.setattr(bd, "make_sets", lambda *a, **k: (_ for _ in ()).throw(RuntimeError("no memory")))
-    with pytest.raises(RuntimeError, match="no memory"):
+    with pytest.raises(RuntimeError, match="no memory") as failed:       # (its traceback keeps prepare's frame)
         bd.prepare(loaded, sizes, root)
-    assert cache_store.remove(Path(again.sets[0].folder)) is True
+    assert cache_store.remove(Path(again.sets[0].folder)) is True and failed.value
 
 
 def test_a_task_without_a_folder_is_keyed_by_its_definition():
