@@ -37,7 +37,10 @@ def _serve(tmp_path: Path, kernel: str, commands: list[dict], dev: NumpyDevice |
                                  lines if lines is not None else [encode(c) for c in commands])
     finally:
         os.close(fd)
-    return code, [decode(line) for line in path.read_bytes().splitlines()]
+    events = [decode(line) for line in path.read_bytes().splitlines()]
+    for e in events:                           # durations are durations, in every event that has one
+        assert 0 <= e.get("seconds", 0) < 60, e
+    return code, events
 
 
 def _names(events: list[dict]) -> list[str]:
