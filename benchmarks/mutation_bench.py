@@ -611,7 +611,7 @@ def run_sample(sandbox: Sandbox, n: int, seed: int, config: dict) -> list[dict]:
 # ---------------------------------------------------------------- report
 
 def write_report(config: dict) -> None:
-    rows, survivors, notrun = [], [], []
+    rows, survivors, notrun, stale = [], [], [], []
     equivalent = load_equivalent()
     for module in config:
         f = RESULTS / f"{module}.json"
@@ -625,6 +625,10 @@ def write_report(config: dict) -> None:
                 r["outcome"] = "equivalent"
         c = summarise(rec)
         run = f"{rec['run']}/{rec['mutants']}" + (f" (sample, seed {rec.get('seed')})" if rec.get("sample") else "")
+        now = len(enumerate_mutants(module, (ROOT / module_path(module)).read_text())[0])
+        if now != rec["mutants"]:      # the module changed since: the figure is of its older version
+            run += f" (stale: {now} mutants now)"
+            stale.append(module)
         rows.append(f"| {module} | {run} | {c['killed']} | {c['timeout']} | {c['survived']} | "
                     f"{c['uncovered']} | {c['equivalent']} | {100 * c['rate']:.0f}% | {rec['seconds']:.0f} s |")
         for r in rec["results"]:
@@ -643,6 +647,8 @@ def write_report(config: dict) -> None:
             "| --- | --- | --- | --- | --- | --- | --- | --- | --- |", *rows, ""]
     if notrun:
         body += ["Not run yet (no results recorded): " + ", ".join(notrun) + ".", ""]
+    if stale:
+        body += ["Stale (the module changed since its row was measured; run it again): " + ", ".join(stale) + ".", ""]
     body += ["## The named mutants (bugs once missed)", "",
              "| name | module | outcome | the bug |", "| --- | --- | --- | --- |", *named_rows, "",
              "## Equivalent mutants (left out of the rate)", "",
