@@ -92,3 +92,59 @@ def test_a_round_profiles_its_worst_regressions_up_to_the_cap(tmp_path, monkeypa
     assert not done["r1c1"]["profiled"] and not done["r1c0"]["profiled"]
     assert done["r1c3"]["cause"] == "5.0x slower than its parent baseline; latency-bound: Too few warps."
     assert sorted(written) == [f"postmortems/r1c{k}.json" for k in range(4)]
+
+
+# ---------------------------------------------------------------- feature_db.offers
+def test_a_lineage_gathers_the_features_of_every_ancestor():
+    from types import SimpleNamespace
+
+    from cuda_llm.feature_db.offers import lineage_features
+
+    cands = [{"id": "r1c0", "parent": "baseline", "features": ["a"]},
+             SimpleNamespace(id="r2c1", parent="r1c0", features=["b"]),          # records or objects
+             {"id": "r3c0", "parent": "r2c1", "features": ["c"]},
+             {"id": "r3c0", "parent": "r2c1", "features": ["c", "d"]},          # the last record of an id wins
+             {"id": "r2c0", "parent": "r1c0", "features": ["x"]}]               # a sibling: not an ancestor
+    assert lineage_features(cands, "r3c0") == {"a", "b", "c", "d"}
+    assert lineage_features(cands, "r1c0") == {"a"}
+    assert lineage_features(cands, "baseline") == set() and lineage_features(cands, "") == set()
+    assert lineage_features(cands, "nobody") == set()
+    loop = [{"id": "p", "parent": "q", "features": ["f"]}, {"id": "q", "parent": "p", "features": ["g"]}]
+    assert lineage_features(loop, "p") == {"f", "g"}                           # a cycle ends
+
+
+def test_features_regressed_on_a_parent_are_those_never_good_on_it():
+    from cuda_llm.feature_db.offers import REGRESSION, regressed_features
+
+    def child(feats, status="ok", ms=1.0, pms=1.0, parent="P"):
+        return {"id": "c", "parent": parent, "features": feats, "status": status, "ms": ms, "parent_ms": pms}
+
+    cands = [child(["slow"], ms=1.2),                                   # 1.2x slower: regressed
+             child(["edge"], ms=REGRESSION * 2.0, pms=2.0),              # exactly the threshold: not
+             child(["broken"], status="compile_error", ms=None),
+             child(["fixed"], status="wrong_answer", ms=None), child(["fixed"], ms=0.9),   # a repair passed
+             child(["shared", "slow2"], ms=1.5), child(["shared"], ms=0.8),               # good in another set
+             child(["unknown_parent_time"], pms=None),                   # passed, nothing to compare with
+             child(["elsewhere"], ms=3.0, parent="Q"),                   # another parent's child
+             child(["nothing"], status="no_code", ms=None), child(["pending"], status=None)]
+    assert regressed_features(cands, "P") == {"slow", "broken", "slow2"}
+    assert regressed_features(cands, "Q") == {"elsewhere"}
+    assert regressed_features([child(["b"], ms=1.2, parent="baseline")], "") == {"b"}
+
+
+def test_the_parents_kernel_count_comes_from_its_profile_when_it_has_one():
+    from cuda_llm.feature_db import offers
+    from cuda_llm.tasks import load_task
+
+    task = load_task("gelu").task
+    two = "void s(float* x) { k1<<<1, 1>>>(x); k2<<<1, 1>>>(x); }"
+    assert offers.parent_facts(task, two).kernels == 2
+    assert offers.parent_facts(task, two, n_kernels=5).kernels == 5
+    assert offers.parent_facts(task, two, n_kernels=0).kernels == 2          # no count in the profile: the source's
+
+
+def test_a_loop_without_braces_ends_at_its_statement():
+    from cuda_llm.feature_db.offers import launch_sites
+
+    assert launch_sites("void s() { for (int i = 0; i < 3; ++i) y += f(i); k<<<1, 1>>>(x); }") == (1, False)
+    assert launch_sites("void s() { for (int i = 0; i < 3; ++i) k<<<1, 1>>>(x); }") == (1, True)
