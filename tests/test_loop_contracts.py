@@ -148,3 +148,25 @@ def test_a_loop_without_braces_ends_at_its_statement():
 
     assert launch_sites("void s() { for (int i = 0; i < 3; ++i) y += f(i); k<<<1, 1>>>(x); }") == (1, False)
     assert launch_sites("void s() { for (int i = 0; i < 3; ++i) k<<<1, 1>>>(x); }") == (1, True)
+
+
+def test_the_facts_of_a_task_at_their_edges():
+    from cuda_llm.feature_db import offers
+    from cuda_llm.tasks import load_task
+
+    gelu = load_task("gelu").task
+    at = lambda n, flops="12 * n": gelu.model_copy(update={"benchmark": {"n": n}, "flops": flops})  # noqa: E731
+    # fewer outputs than one per resident thread of the GPU (2048 an SM): few outputs
+    assert "few_outputs" in offers.task_facts(at(2047), sm_count=1)
+    assert "few_outputs" not in offers.task_facts(at(2048), sm_count=1)
+    assert offers.THREADS_PER_SM == 2048
+    # 256 flops per output or more: a long reduction (and so a reducing task)
+    assert {"long_reduction", "reduces"} <= offers.task_facts(at(1 << 20, "256 * n"))
+    assert "long_reduction" not in offers.task_facts(at(1 << 20, "255 * n"))
+    assert offers.outputs_at(gelu, {"n": 0}) == 0 and offers.outputs_at(gelu, {"n": 7}) == 7
+
+
+def test_a_launch_in_a_loop_at_the_very_start_of_the_source():
+    from cuda_llm.feature_db.offers import launch_sites
+
+    assert launch_sites("for (int i = 0; i < n; ++i) k<<<1, 1>>>(x);") == (1, True)
