@@ -170,3 +170,53 @@ def test_a_launch_in_a_loop_at_the_very_start_of_the_source():
     from cuda_llm.feature_db.offers import launch_sites
 
     assert launch_sites("for (int i = 0; i < n; ++i) k<<<1, 1>>>(x);") == (1, True)
+
+
+def test_the_posterior_counts_this_models_tries_in_full_and_others_at_half():
+    post = bandit.posterior(_st(tries=4, passed=2), mine=_st(model="m", tries=2, passed=2))
+    a0, b0 = bandit.PASS_PRIOR
+    assert post.alpha == pytest.approx(a0 + 2) and post.beta == pytest.approx(b0 + bandit.OTHER_MODEL_PASS_WEIGHT * 2)
+    plain = bandit.posterior(_st(tries=4, passed=2))
+    assert (plain.alpha, plain.beta) == (a0 + 2, b0 + 2)
+    pooled = bandit.posterior(_st(), pool=_st(tries=4, passed=4))        # elsewhere: a quarter of a try each
+    assert pooled.alpha == pytest.approx(a0 + bandit.POOL_PASS_WEIGHT * 4) and pooled.beta == b0
+
+
+def test_the_posterior_of_the_mean_reward_follows_the_spread_of_the_rewards():
+    st = _st(tries=3, passed=3, n_rewards=3, mean_reward=0.3, var_reward=0.04)
+    post = bandit.posterior(st)
+    w, sd0 = bandit.OBS_SD_WEIGHT, bandit.OBS_SD
+    sigma2 = (w * sd0 ** 2 + 2 * 0.04) / (w + 2)                        # pseudo-observations plus n - 1 of them
+    prec = 1 / bandit.PRIOR_SD ** 2 + 3 / sigma2
+    assert post.mu_mean == pytest.approx(3 * 0.3 / sigma2 / prec) and post.mu_sd == pytest.approx(prec ** -0.5)
+
+
+def test_without_a_prior_an_untried_feature_is_worth_its_chance_of_failing():
+    from cuda_llm.feature_db.catalogue import load_catalogue
+
+    cat = load_catalogue()
+    ranked = bandit.rank_features(cat, [], arch="sm_90", category="elementwise", method="ucb")
+    a0, b0 = bandit.PASS_PRIOR
+    assert ranked and all(r.expected_value == pytest.approx(b0 / (a0 + b0) * bandit.FAIL_VALUE) for r in ranked)
+    post = bandit.posterior(_st())
+    sd = ((post.p_mean * post.mu_sd) ** 2 + (post.mu_mean - bandit.FAIL_VALUE) ** 2 * post.p_var) ** 0.5
+    assert all(r.score == pytest.approx(r.expected_value + bandit.UCB_C * sd) for r in ranked)
+    with pytest.raises(ValueError, match="not a GPU architecture"):
+        bandit.applicable([], arch="banana", category="elementwise")
+
+
+def test_a_third_of_a_large_round_explores_and_a_short_list_reserves_only_proven_winners():
+    from cuda_llm.feature_db.catalogue import load_catalogue
+
+    cat = load_catalogue()
+    ranked = bandit.rank_features(cat, [], arch="sm_90", category="elementwise", seed=3)
+    assert len(ranked) >= 12 and all(r.untried for r in ranked)
+    plans = bandit.assign_features(ranked, 9, per_candidate=1)
+    assert len({p[0] for p in plans}) == 9
+    order = [r.feature.id for r in ranked]
+    # every lead is untried here; the exploit leads are the ranking's first six, the explore leads the next three
+    assert sorted(p[0] for p in plans) == sorted(order[:9])
+    assert plans[0][0] == order[3]           # a third (3) lead with the best untried; candidate 0 exploits the next
+    zero = ranked[-1].model_copy(update={"expected_value": 0.0, "stats": _st(tries=2, passed=1)})
+    short = bandit.shortlist([*ranked[:3], zero], 2)
+    assert [r.feature.id for r in short] == [r.feature.id for r in ranked[:2]]   # 0 expected: not a proven win
