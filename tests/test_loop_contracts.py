@@ -220,3 +220,37 @@ def test_a_third_of_a_large_round_explores_and_a_short_list_reserves_only_proven
     zero = ranked[-1].model_copy(update={"expected_value": 0.0, "stats": _st(tries=2, passed=1)})
     short = bandit.shortlist([*ranked[:3], zero], 2)
     assert [r.feature.id for r in short] == [r.feature.id for r in ranked[:2]]   # 0 expected: not a proven win
+
+
+def _proven(n: int):
+    """n catalogue features without conflicts among them, each tried with a positive expected value (best first)."""
+    from cuda_llm.feature_db.catalogue import load_catalogue
+
+    picked = []
+    for f in load_catalogue():
+        if not any(f.id in g.conflicts_with or g.id in f.conflicts_with for g in picked):
+            picked.append(f)
+        if len(picked) == n:
+            break
+    return [bandit.RankedFeature(feature=f, score=1.0 - k / 10, expected_value=0.5 - k / 10, reason="r",
+                                 stats=_st(tries=3, passed=3)) for k, f in enumerate(picked)]
+
+
+def test_with_fewer_features_than_candidates_the_ranking_is_reused_in_order_and_sets_stay_distinct():
+    ranked = _proven(3)
+    ids = [r.feature.id for r in ranked]
+    leads = [p[0] for p in bandit.assign_features(ranked, 6, per_candidate=1)]
+    assert leads == ids + ids                                              # reused from the top, in order
+    plans = bandit.assign_features(ranked, 3, per_candidate=2)
+    assert len({frozenset(p) for p in plans}) == 3 and all(len(p) == 2 for p in plans)
+
+
+def test_a_bound_given_wins_over_the_tags():
+    from cuda_llm.feature_db.catalogue import load_catalogue
+
+    cat = load_catalogue()
+    given = {r.feature.id for r in bandit.rank_features(cat, [], arch="sm_90", category="gemm", bound="memory",
+                                                         task_tags=["compute"])}
+    memory = {r.feature.id for r in bandit.rank_features(cat, [], arch="sm_90", category="gemm", bound="memory")}
+    compute = {r.feature.id for r in bandit.rank_features(cat, [], arch="sm_90", category="gemm", task_tags=["compute"])}
+    assert given == memory and memory != compute
