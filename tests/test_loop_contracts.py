@@ -254,3 +254,22 @@ def test_a_bound_given_wins_over_the_tags():
     memory = {r.feature.id for r in bandit.rank_features(cat, [], arch="sm_90", category="gemm", bound="memory")}
     compute = {r.feature.id for r in bandit.rank_features(cat, [], arch="sm_90", category="gemm", task_tags=["compute"])}
     assert given == memory and memory != compute
+
+
+def test_a_short_list_reserves_a_quarter_of_itself_for_the_proven_winners():
+    from cuda_llm.feature_db.catalogue import load_catalogue
+
+    untried = bandit.rank_features(load_catalogue(), [], arch="sm_90", category="elementwise", seed=1)[:8]
+    proven = _proven(3)
+    low = [r.model_copy(update={"score": -1.0}) for r in proven]          # proven, but drawn last
+    ordered = [*untried, *low]
+    ids = lambda rs: [r.feature.id for r in rs]                         # noqa: E731
+    assert ids(bandit.shortlist(ordered, 1)) == ids(low[:1])             # one: the best proven
+    assert ids(bandit.shortlist(ordered, 4)) == ids(untried[:3] + low[:1])
+    assert ids(bandit.shortlist(ordered, 8)) == ids(untried[:6] + low[:2])
+
+
+def test_evidence_from_elsewhere_moves_the_prior_mean_by_its_weight():
+    pool = _st(tries=4, passed=4, n_rewards=4, mean_reward=0.4)
+    post = bandit.posterior(_st(), pool=pool)
+    assert post.mu_mean == pytest.approx(0.4 * 4 / (4 + bandit.POOL_SHRINK))
