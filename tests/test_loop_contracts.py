@@ -273,3 +273,19 @@ def test_evidence_from_elsewhere_moves_the_prior_mean_by_its_weight():
     pool = _st(tries=4, passed=4, n_rewards=4, mean_reward=0.4)
     post = bandit.posterior(_st(), pool=pool)
     assert post.mu_mean == pytest.approx(0.4 * 4 / (4 + bandit.POOL_SHRINK))
+
+
+def test_the_reason_counts_tries_and_the_coders_compliance():
+    assert bandit.explain(_st(tries=1, compiled=1, passed=0)) == "1 try, 0/1 passed: penalized"
+    assert bandit.explain(_st(tries=2, compiled=2, passed=0)) == "2 tries, 0/2 passed: penalized"
+    asked = bandit.explain(_st(tries=2, compiled=2, passed=0, asked=3, complied=1))
+    assert asked.endswith("; coder used it in 1 of 3 asks")
+    assert "coder used" not in bandit.explain(_st(tries=2, compiled=2, passed=0, asked=3, complied=3))
+    assert "coder used" not in bandit.explain(_st(tries=2, compiled=2, passed=0))
+
+
+def test_the_pass_rates_spread_and_the_old_name_of_the_expected_value():
+    post = bandit.posterior(_st())                          # Beta(2, 1)
+    assert post.p_var == pytest.approx(2 * 1 / (3 ** 2 * 4)) and post.p_mean == pytest.approx(2 / 3)
+    r = _proven(1)[0]
+    assert r.expected_log_speedup == r.expected_value == 0.5
