@@ -499,6 +499,16 @@ def test_every_calls_check_carries_each_sets_reference_and_tolerance(tmp_path):
         assert o.tol == {s: (atol, rtol + 0.5 * s) for s in (0, 1, 2)}
         for s in (0, 1, 2):
             assert np.array_equal(np.load(o.refs[s]), np.full(3, s))
+    # a float output with no absolute tolerance is still compared as floats (within rtol), never exactly
+    from cuda_llm.tasks.model import Tolerance
+
+    gelu = load_task("gelu")
+    j = Judge(gelu, "k.so", EvalOptions(), seed=1, work=tmp_path)
+    j.checker.close()
+    j.pool.shutdown()
+    j.task = gelu.task.model_copy(update={"tolerance": {"y": Tolerance(atol=0, rtol=1e-4)}})
+    j.bench, j.exchange = bench("y", {"n": 3}), tmp_path
+    assert j._call_check([0, 1, 2]).outputs[0].exact is False
 
 
 def test_a_wrong_timed_call_is_named_by_its_place_and_what_it_matched(tmp_path):
