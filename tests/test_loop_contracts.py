@@ -289,3 +289,23 @@ def test_the_pass_rates_spread_and_the_old_name_of_the_expected_value():
     assert post.p_var == pytest.approx(2 * 1 / (3 ** 2 * 4)) and post.p_mean == pytest.approx(2 / 3)
     r = _proven(1)[0]
     assert r.expected_log_speedup == r.expected_value == 0.5
+
+
+def test_the_post_mortem_paragraph_and_the_plan_sentence_at_their_limits():
+    from cuda_llm.graph import postmortem as pm
+
+    assert pm.MAX_TEXT_CHARS == 900 and pm.MAX_PLAN_CHARS == 240
+    assert pm.postmortem_text(plan="", changes=[], cause="", parent="p") == ""
+    assert pm.postmortem_text(plan="", changes=["a"], cause="", parent="p") == "against p: a"
+    assert pm.postmortem_text(plan="", changes=[], cause="c", parent="p") == "cause: c"
+    long = pm.postmortem_text(plan="", changes=[], cause="x" * 2000, parent="p")
+    assert len(long) == 900 and long.endswith("x...")
+    exact = pm.postmortem_text(plan="", changes=[], cause="y" * (900 - len("cause: ")), parent="p")
+    assert len(exact) == 900 and exact.endswith("y")
+    assert pm.plan_sentence("") == "" and pm.plan_sentence("```cuda\nint x;\n```") == ""
+    three = "One. Two. Three."
+    assert pm.plan_sentence(three) == "One. Two."
+    cut = pm.plan_sentence("w" * 500)
+    assert len(cut) == 240 and cut.endswith("w...")
+    assert pm.cause_text(pm.SLOWER, parent="p", ratio=1.234).startswith("1.23x slower than its parent p")
+    assert pm.cause_text(pm.SLOWER, parent="p", ratio=2.345).startswith("2.3x slower")
