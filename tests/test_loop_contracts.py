@@ -309,3 +309,12 @@ def test_the_post_mortem_paragraph_and_the_plan_sentence_at_their_limits():
     assert len(cut) == 240 and cut.endswith("w...")
     assert pm.cause_text(pm.SLOWER, parent="p", ratio=1.234).startswith("1.23x slower than its parent p")
     assert pm.cause_text(pm.SLOWER, parent="p", ratio=2.345).startswith("2.3x slower")
+
+
+def test_the_cause_names_the_two_largest_losses_only():
+    from cuda_llm.graph import postmortem as pm
+
+    d = {"bottleneck": "memory-bound", "losses": [{"rule": r, "share_pct": s} for r, s in
+                                                   (("dram", 40), ("l2", 20), ("sync", 10))]}
+    text = pm.cause_text(pm.SLOWER, parent="p", ratio=2.0, diagnosis=d)
+    assert text.endswith("estimated time lost: 40% to dram, 20% to l2.") and "sync" not in text
