@@ -423,14 +423,29 @@ def run_forked(sandbox: Sandbox, args: list[str], timeout: float, cover: str | N
 
 # ---------------------------------------------------------------- one module
 
+def sample_mutants(module: str, mutants: list[Mutant], n: int, seed: int) -> list[Mutant]:
+    """n of the module's mutants drawn with a fixed seed (the same n and seed give the same mutants while the
+    module's source is unchanged), in their order in the file."""
+    if n >= len(mutants):
+        return mutants
+    picked = random.Random(f"{seed}:{module}").sample(range(len(mutants)), n)
+    return [mutants[i] for i in sorted(picked)]
+
+
 def run_module(module: str, conf: dict, sandbox: Sandbox, limit: int | None = None, quiet: bool = False,
-               max_seconds: float | None = None) -> dict:
-    """Every mutant of the module (or the first `limit`) through the fork server (benchmarks/mutation_server.py);
-    survivors of mutants run at import (module constants, class bodies) are tried again in a fresh pytest."""
+               max_seconds: float | None = None, sample: int | None = None, seed: int = 7,
+               only_keys: set[str] | None = None) -> dict:
+    """Every mutant of the module (or the first `limit`, or a seeded sample of `sample`, or those whose key is in
+    `only_keys`) through the fork server (benchmarks/mutation_server.py); survivors of mutants run at import
+    (module constants, class bodies) are tried again in a fresh pytest."""
     source = (ROOT / module_path(module)).read_text()
     mutants, tree = enumerate_mutants(module, source)
     _walk_order_check(tree, len(mutants))
     chosen = mutants if limit is None else mutants[:limit]
+    if sample:
+        chosen = sample_mutants(module, chosen, sample, seed)
+    if only_keys is not None:
+        chosen = [m for m in chosen if m.key in only_keys]
     if max_seconds:     # a run cut short by time is a random sample of the module's mutants, not its first lines
         chosen = random.Random(f"mutants:{module}").sample(chosen, len(chosen))
     sandbox.write(module, normalised(source))
@@ -450,6 +465,9 @@ def run_module(module: str, conf: dict, sandbox: Sandbox, limit: int | None = No
     if not out_file.exists():
         raise SystemExit(f"{module}: the mutation server wrote no results (its tests could not be collected?)")
     out = json.loads(out_file.read_text())
+    if not out.get("complete") and not out["baseline_failed"]:
+        print(f"{module}: the mutation server stopped after {len(out['results'])} of {len(chosen)} mutants; "
+              "those are reported", flush=True)
     if out["baseline_failed"]:
         raise SystemExit(f"{module}: its tests fail on the unmutated module ({out.get('first_failure') or '?'} "
                          "failed first); fix that first")
@@ -474,9 +492,32 @@ def run_module(module: str, conf: dict, sandbox: Sandbox, limit: int | None = No
         if not quiet and outcome not in ("killed", "timeout"):
             print(f"  {module} {outcome:9s} {m.key}", flush=True)
     sandbox.write(module, source)
-    return {"module": module, "mutants": len(mutants), "run": len(chosen),
+    return {"module": module, "mutants": len(mutants), "run": len(chosen), "sample": sample, "seed": seed,
             "baseline_seconds": round(out["baseline_seconds"], 1),
             "seconds": round(time.monotonic() - t0, 1), "tests": conf["tests"], "results": results}
+
+
+def rerun_survivors(module: str, conf: dict, sandbox: Sandbox, quiet: bool) -> dict | None:
+    """The recorded result of the module with its survivors (and uncovered mutants) run again against the
+    tests as they are now: the rest of the record (killed, timed out) is kept as it was measured."""
+    f = RESULTS / f"{module}.json"
+    if not f.exists():
+        print(f"{module}: no recorded results to run the survivors of", flush=True)
+        return None
+    rec = json.loads(f.read_text())
+    equivalent = load_equivalent().get(module, {})
+    for r in rec["results"]:            # named equivalent since: no need to run them again
+        if r["outcome"] in ("survived", "uncovered") and r["key"] in equivalent:
+            r["outcome"] = "equivalent"
+    keys = {r["key"] for r in rec["results"] if r["outcome"] in ("survived", "uncovered")}
+    if not keys:
+        return rec
+    again = run_module(module, conf, sandbox, quiet=quiet, only_keys=keys)
+    new = {r["key"]: r for r in again["results"]}
+    rec["results"] = [new.get(r["key"], r) for r in rec["results"]]
+    rec["seconds"] = round(rec["seconds"] + again["seconds"], 1)
+    rec["survivors_rerun"] = round(again["seconds"], 1)
+    return rec
 
 
 def summarise(rec: dict) -> dict:
@@ -570,7 +611,7 @@ def run_sample(sandbox: Sandbox, n: int, seed: int, config: dict) -> list[dict]:
 # ---------------------------------------------------------------- report
 
 def write_report(config: dict) -> None:
-    rows, survivors, notrun = [], [], []
+    rows, survivors, notrun, stale = [], [], [], []
     equivalent = load_equivalent()
     for module in config:
         f = RESULTS / f"{module}.json"
@@ -583,7 +624,12 @@ def write_report(config: dict) -> None:
             if r["outcome"] in ("survived", "uncovered") and r["key"] in equivalent.get(module, {}):
                 r["outcome"] = "equivalent"
         c = summarise(rec)
-        rows.append(f"| {module} | {rec['run']}/{rec['mutants']} | {c['killed']} | {c['timeout']} | {c['survived']} | "
+        run = f"{rec['run']}/{rec['mutants']}" + (f" (sample, seed {rec.get('seed')})" if rec.get("sample") else "")
+        now = len(enumerate_mutants(module, (ROOT / module_path(module)).read_text())[0])
+        if now != rec["mutants"]:      # the module changed since: the figure is of its older version
+            run += f" (stale: {now} mutants now)"
+            stale.append(module)
+        rows.append(f"| {module} | {run} | {c['killed']} | {c['timeout']} | {c['survived']} | "
                     f"{c['uncovered']} | {c['equivalent']} | {100 * c['rate']:.0f}% | {rec['seconds']:.0f} s |")
         for r in rec["results"]:
             if r["outcome"] in ("survived", "uncovered"):
@@ -601,6 +647,8 @@ def write_report(config: dict) -> None:
             "| --- | --- | --- | --- | --- | --- | --- | --- | --- |", *rows, ""]
     if notrun:
         body += ["Not run yet (no results recorded): " + ", ".join(notrun) + ".", ""]
+    if stale:
+        body += ["Stale (the module changed since its row was measured; run it again): " + ", ".join(stale) + ".", ""]
     body += ["## The named mutants (bugs once missed)", "",
              "| name | module | outcome | the bug |", "| --- | --- | --- | --- |", *named_rows, "",
              "## Equivalent mutants (left out of the rate)", "",
@@ -623,6 +671,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--report", action="store_true", help="only write docs/mutation.md from the recorded results")
     ap.add_argument("--list", action="store_true", help="list the mutants of the modules and exit")
     ap.add_argument("--quiet", action="store_true")
+    ap.add_argument("--mutants", type=int, help="per module: run a sample of N mutants drawn with --seed "
+                    "(the same N and seed draw the same mutants; the table says it is a sample)")
+    ap.add_argument("--survivors", action="store_true", help="run again only the mutants recorded as survived or "
+                    "uncovered (after new tests), and update their outcomes in the recorded results")
     ap.add_argument("--max-seconds", type=float, help="per module: stop making mutants after this long (the rest "
                     "are reported as not run)")
     a = ap.parse_args(argv)
@@ -665,7 +717,12 @@ def main(argv: list[str] | None = None) -> int:
             return 1 if bad else 0
         RESULTS.mkdir(exist_ok=True)
         for m in modules:
-            rec = run_module(m, config[m], sandbox, a.limit, a.quiet, a.max_seconds)
+            if a.survivors:
+                rec = rerun_survivors(m, config[m], sandbox, a.quiet)
+                if rec is None:
+                    continue
+            else:
+                rec = run_module(m, config[m], sandbox, a.limit, a.quiet, a.max_seconds, a.mutants, a.seed)
             if a.limit is None:
                 (RESULTS / f"{m}.json").write_text(json.dumps(rec, indent=1) + "\n")
             c = summarise(rec)

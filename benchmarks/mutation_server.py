@@ -230,14 +230,27 @@ class Server:
 
             s = time.monotonic()
             outcome = self._fork(items, body, budget)
+            rest = [n for n in untraced_ids if n not in reach]
+            if outcome == "survived" and rest:     # untraced tests (a worker subprocess, a session) may reach it too
+                more = [by_id[n] for n in rest if n in by_id]
+                outcome = self._fork(more, body, 10 + 3 * sum(dur.get(n, 5.0) for n in rest))
+                items = items + more
             Path(target).write_text(original)
             killer = kill_file.read_text() if outcome == "killed" and kill_file.exists() else ""
             results["results"].append({"index": m["index"], "outcome": outcome, "tests": len(items),
                                        "seconds": round(time.monotonic() - s, 2), "killer": killer})
             if job.get("verbose"):
                 print(f"  {job['module']} {m['index']} {outcome}", file=sys.__stderr__, flush=True)
-        Path(job["out"]).write_text(json.dumps(results))
+            _write(job["out"], results)       # after every mutant: a server that dies keeps what it measured
+        results["complete"] = True
+        _write(job["out"], results)
         return True
+
+
+def _write(path: str, results: dict) -> None:
+    tmp = Path(path + ".tmp")
+    tmp.write_text(json.dumps(results))
+    os.replace(tmp, path)
 
 
 def main() -> int:

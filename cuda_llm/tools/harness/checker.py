@@ -80,18 +80,17 @@ def _first_change(before: np.ndarray, after: np.ndarray, chunks: Any = None) -> 
         if not np.array_equal(run, want):
             bad = s + int(np.flatnonzero(run != want)[0])
             break
-    if bad is None:                                              # everything else holds the base values
-        starts = np.asarray(chunks.starts, dtype=np.int64)
-        for i in range(0, a.size, validate.CHUNK):
-            d = np.flatnonzero(a[i:i + validate.CHUNK] != b[i:i + validate.CHUNK])
-            if d.size == 0:
-                continue
-            d = d + i
-            run = np.searchsorted(starts, d, side="right") - 1
-            ok = (run >= 0) & (d < starts[np.maximum(run, 0)] + chunks.length)
-            if not ok.all():
-                bad = int(d[~ok][0])
-                break
+    starts = np.asarray(chunks.starts, dtype=np.int64)          # everything else holds the base values
+    for i in range(0, a.size if bad is None else bad, validate.CHUNK):   # (only before a bad run's element)
+        d = np.flatnonzero(a[i:i + validate.CHUNK] != b[i:i + validate.CHUNK])
+        if d.size == 0:
+            continue
+        d = d + i
+        run = np.searchsorted(starts, d, side="right") - 1
+        ok = (run >= 0) & (d < starts[np.maximum(run, 0)] + chunks.length)
+        if not ok.all():
+            bad = min(int(d[~ok][0]), bad if bad is not None else a.size)   # the first change of either kind
+            break
     if bad is None:
         return None
     return [int(x) for x in np.unravel_index(bad, before.shape)] if before.shape else []
